@@ -1,0 +1,72 @@
+"""The recorder a Python agent uses to append audit events to ``HARNESS_AUDIT_LOG``.
+
+Each call writes one JSON line and flushes it, so a crash loses nothing already recorded. The
+recorder does not decide anything for the agent; it only makes the contract's field names easy to
+get right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
+
+
+def new_id(prefix: str) -> str:
+    """A short random id with a readable prefix, e.g. ``op_3f2a9c1d0b7e``."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+class Recorder:
+    """Appends audit events (NDJSON) to one file."""
+
+    def __init__(self, path: str | os.PathLike[str], *, session_id: str | None = None) -> None:
+        self.path = Path(path)
+        self.session_id = session_id or new_id("ses")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    @classmethod
+    def from_env(cls) -> "Recorder":
+        """The recorder for the log the harness named in ``HARNESS_AUDIT_LOG``."""
+        return cls(os.environ["HARNESS_AUDIT_LOG"])
+
+    def emit(self, event: str, operation_id: str, **fields: Any) -> dict[str, Any]:
+        if event not in EVENT_NAMES:
+            raise ValueError(f"unknown audit event {event!r}; valid: {', '.join(EVENT_NAMES)}")
+        record = {"event": event, "ts": time.time(), "session_id": self.session_id,
+                  "operation_id": operation_id}
+        record.update({k: v for k, v in fields.items() if v is not None})
+        self._file.write(json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n")
+        self._file.flush()
+        return record
+
+    def operation(self, operation_id: str, **fields: Any) -> dict[str, Any]:
+        return self.emit("operation", operation_id, state="open", **fields)
+
+    def attempt(self, operation_id: str, attempt_id: str, dispatch_state: str, **fields: Any) -> dict[str, Any]:
+        return self.emit("attempt", operation_id, attempt_id=attempt_id,
+                         dispatch_state=dispatch_state, **fields)
+
+    def observation(self, operation_id: str, observation_id: str, **fields: Any) -> dict[str, Any]:
+        return self.emit("observation", operation_id, observation_id=observation_id, **fields)
+
+    def resolution(self, operation_id: str, state: str, **fields: Any) -> dict[str, Any]:
+        return self.emit("resolution", operation_id, state=state, **fields)
+
+    def approval(self, operation_id: str, approval_id: str, **fields: Any) -> dict[str, Any]:
+        return self.emit("approval", operation_id, approval_id=approval_id, **fields)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
