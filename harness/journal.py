@@ -1,0 +1,119 @@
+"""The proxy journal: one NDJSON line per flow that crossed the fault proxy.
+
+Written as it happens (append + flush per line), so a crash loses nothing already seen. Fields, in
+the order docs/ARCHITECTURE.md fixes them: ``seq``, ``flow_id``, ``ts_request``, ``ts_done``,
+``destination``, ``method``, ``path``, ``query``, ``headers`` (secrets redacted), ``body_fingerprint``,
+``idempotency_key``, ``traceparent``, ``rule_id``, ``fault``, ``forwarded``, ``upstream_status``,
+``client_outcome``, ``client_status``; plus ``forward_count`` (2 for a duplicated delivery).
+
+Secrets never reach the file: Authorization, Cookie, Proxy-Authorization and Set-Cookie values, and
+any header value equal to or containing a given secret, become ``redacted:sha256:<first 12 hex>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+FIELDS = ("seq", "flow_id", "ts_request", "ts_done", "destination", "method", "path", "query",
+          "headers", "body_fingerprint", "idempotency_key", "traceparent", "rule_id", "fault",
+          "forwarded", "upstream_status", "client_outcome", "client_status", "forward_count")
+CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused", "timeout")
+SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "set-cookie"})
+
+
+class JournalError(ValueError):
+    """Raised by :func:`read_journal` when a line is not a JSON object (names file and line)."""
+
+
+def redaction(value: str) -> str:
+    """The stand-in written instead of a secret: enough to correlate, useless to an attacker."""
+    return "redacted:sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12]
+
+
+def redact_headers(headers: Iterable[tuple[str, str]], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """Headers as a dict (lower-case names; repeats joined by ', ') with every secret redacted."""
+    known = [s for s in secrets if s]
+    out: dict[str, str] = {}
+    for name, value in headers:
+        name = name.lower()
+        if name in SECRET_HEADERS:
+            value = redaction(value)
+        else:
+            for secret in known:
+                if secret in value:
+                    value = value.replace(secret, redaction(secret))
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+class JournalWriter:
+    """Appends journal entries to one NDJSON file; thread-safe, flushed per line."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def write(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """Write one flow; ``seq`` is assigned here. Unknown keys are an error (the contract is fixed)."""
+        unknown = set(entry) - set(FIELDS)
+        if unknown:
+            raise ValueError(f"unknown journal field(s) {sorted(unknown)}; valid: {', '.join(FIELDS)}")
+        outcome = entry.get("client_outcome")
+        if outcome is not None and outcome not in CLIENT_OUTCOMES:
+            raise ValueError(f"client_outcome {outcome!r} is not one of {', '.join(CLIENT_OUTCOMES)}")
+        with self._lock:
+            if self._file.closed:
+                raise ValueError(f"journal {self.path} is closed")
+            self._seq += 1
+            record = {k: entry.get(k) for k in FIELDS}
+            record["seq"] = self._seq
+            if record["forward_count"] is None:
+                record["forward_count"] = 1 if record.get("forwarded") else 0
+            self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+            self._file.flush()
+            return record
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> "JournalWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All entries of a journal, each with ``_line`` (1-based line number). A missing file is empty."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    entries = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as e:
+                raise JournalError(f"{path}:{n}: not JSON ({e})") from None
+            if not isinstance(record, dict):
+                raise JournalError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
+            record["_line"] = n
+            entries.append(record)
+    return entries

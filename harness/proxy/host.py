@@ -1,0 +1,348 @@
+"""One embedded mitmproxy per process, reused across scenarios.
+
+mitmproxy's ``ctx`` is global, so a process holds at most one master. :meth:`ProxyHost.shared`
+starts it lazily in a daemon thread that owns its own event loop (the master must be built inside a
+running loop) and stops it at interpreter exit. Each scenario calls :meth:`ProxyHost.configure`
+(new rules, counters, seeds, journal; listeners kept when their upstream is unchanged) and then
+:meth:`ProxyHost.finish`. Starting the master is the cost we avoid paying per scenario.
+
+Modes (``mode=``):
+
+- ``reverse`` (default): one listener per destination; the agent gets plain ``http://`` URLs and no
+  proxy settings.
+- ``reverse-https``: the same listeners, but the agent speaks TLS to them (``https://`` URLs,
+  ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE`` name mitmproxy's CA).
+- ``forward``: one regular (forward) proxy listener; the agent gets the destinations' own URLs and
+  ``HTTP_PROXY`` / ``HTTPS_PROXY``. urllib3 leaves Nagle on for proxy connections (about 40 ms per
+  POST); :func:`disable_nagle_for_proxies` fixes that where the harness owns the client.
+- ``forward-https``: forward mode with ``https://`` destination URLs through mitmproxy's CA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.journal import JournalWriter
+from harness.proxy.rules import FaultRule, RuleBook
+
+MODES = ("reverse", "reverse-https", "forward", "forward-https")
+START_TIMEOUT = 20.0
+log = logging.getLogger(__name__)
+
+
+class ProxyHostError(RuntimeError):
+    """Raised when the embedded proxy cannot start, or a listener cannot be opened."""
+
+
+@dataclass(frozen=True)
+class ProxyRoutes:
+    """How the agent reaches each destination through the proxy for one scenario."""
+
+    urls: dict[str, str]
+    env: dict[str, str] = field(default_factory=dict)
+    mode: str = "reverse"
+    ca_cert: Path | None = None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """An ephemeral port nobody listens on right now (mitmproxy refuses several '@0' listeners)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _upstream(name: str, url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or not parts.port:
+        raise ValueError(f"route {name!r}: upstream {url!r} must be http://HOST:PORT (the fake destination's base URL)")
+    return parts.hostname, parts.port
+
+
+def disable_nagle_for_proxies() -> None:
+    """Make urllib3 (hence requests) set TCP_NODELAY on proxy connections too, in this process.
+
+    urllib3 only sets its default socket options on direct connections; through a forward proxy a
+    small POST waits ~40 ms for the delayed ACK. The harness calls this where it owns the client.
+    """
+    from urllib3.connection import HTTPConnection
+
+    opt = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if opt not in HTTPConnection.default_socket_options:
+        HTTPConnection.default_socket_options = [*HTTPConnection.default_socket_options, opt]
+    try:
+        from urllib3.connectionpool import HTTPConnectionPool
+
+        original = HTTPConnectionPool._new_conn
+        if getattr(original, "_harness_nodelay", False):
+            return
+
+        def _new_conn(self: Any) -> Any:
+            conn = original(self)
+            opts = list(getattr(conn, "socket_options", None) or [])
+            if opt not in opts:
+                conn.socket_options = [*opts, opt]
+            return conn
+
+        _new_conn._harness_nodelay = True  # type: ignore[attr-defined]
+        HTTPConnectionPool._new_conn = _new_conn  # type: ignore[method-assign]
+    except ImportError:  # pragma: no cover - urllib3 layout changed
+        pass
+
+
+class _Ready:
+    """Tiny addon: tells the starting thread that the master is running."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def running(self) -> None:
+        self.event.set()
+
+
+class ProxyHost:
+    """The process's embedded mitmproxy and its fault injector."""
+
+    _shared: "ProxyHost | None" = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self, *, confdir: str | Path = "~/.mitmproxy", listen_host: str = "127.0.0.1") -> None:
+        self.confdir = Path(confdir).expanduser()
+        self.listen_host = listen_host
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._master: Any = None
+        self._injector: Any = None
+        self._listen_ports: dict[str, int] = {}  # mode spec without port -> port, so listeners are reused
+        self._forward_port: int | None = None
+        self._start_error: BaseException | None = None
+
+    @classmethod
+    def shared(cls) -> "ProxyHost":
+        """The process-wide host, started on first use and stopped at interpreter exit."""
+        with cls._shared_lock:
+            if cls._shared is None or not cls._shared.running:
+                host = cls()
+                host.start()
+                atexit.register(host.stop)
+                cls._shared = host
+            return cls._shared
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.running:
+            return
+        ready = _Ready()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="harness-proxy", daemon=True)
+        self._thread.start()
+        if not ready.event.wait(START_TIMEOUT):
+            raise ProxyHostError(f"mitmproxy did not start within {START_TIMEOUT}s: {self._start_error!r}")
+        if self._start_error is not None:
+            raise ProxyHostError(f"mitmproxy failed to start: {self._start_error}") from self._start_error
+
+    def _run(self, ready: _Ready) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+
+        async def main() -> None:
+            from mitmproxy import options
+            from mitmproxy.tools.dump import DumpMaster
+
+            from harness.proxy.addon import FaultInjector
+
+            opts = options.Options(listen_host=self.listen_host, mode=[], confdir=str(self.confdir))
+            master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+            # lazy: open the upstream connection only after our request hook (synthetic answers and
+            # dropped requests never touch the destination; forward-https reaches plain-HTTP fakes).
+            opts.update(connection_strategy="lazy", ssl_insecure=True,
+                        stream_large_bodies=None)
+            self._injector = FaultInjector()
+            master.addons.add(self._injector, ready)
+            self._master = master
+            await master.run()
+
+        try:
+            loop.run_until_complete(main())
+        except BaseException as e:  # surfaced to start() instead of dying silently in the thread
+            self._start_error = e
+            ready.event.set()
+        finally:
+            # Client handlers still open at shutdown: cancel them so the loop closes cleanly.
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=2))
+            loop.close()
+
+    def _call(self, coro: Any, timeout: float) -> Any:
+        if not self.running or self._loop is None:
+            raise ProxyHostError("the proxy host is not running; use ProxyHost.shared()")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close the journal and shut the master down (idempotent)."""
+        if not self.running:
+            return
+        try:
+            self.finish(timeout=min(timeout, 2.0))
+        except Exception as e:  # stopping must not fail on a stuck flow
+            log.warning("proxy finish before stop failed: %s", e)
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._master.shutdown)
+        assert self._thread is not None
+        self._thread.join(timeout)
+
+    # -- per scenario -------------------------------------------------------------------------
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.confdir / "mitmproxy-ca-cert.pem"
+
+    def configure(
+        self,
+        routes: Mapping[str, str],
+        rules: Sequence[FaultRule | Mapping[str, Any]],
+        journal_path: str | Path,
+        *,
+        secrets: Mapping[str, str] = {},
+        mode: str = "reverse",
+        seed: int | str = 0,
+    ) -> ProxyRoutes:
+        """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed."""
+        if mode not in MODES:
+            raise ValueError(f"proxy mode {mode!r} is not one of {', '.join(MODES)}")
+        upstreams = {name: _upstream(name, url) for name, url in routes.items()}
+        parsed = [r if isinstance(r, FaultRule) else FaultRule.model_validate(r) for r in rules]
+        book = RuleBook(parsed, seed=seed)
+        refused = book.refused_destinations()
+        unknown = sorted(d for d in refused if d is not None and d not in upstreams)
+        if unknown:
+            raise ValueError(f"refuse_connection names unknown destination(s) {unknown}; known: {sorted(upstreams)}")
+        self.finish()
+        journal = JournalWriter(journal_path)
+        try:
+            return self._call(self._apply(upstreams, book, journal, dict(secrets), mode, refused), 30)
+        except BaseException:
+            journal.close()
+            raise
+
+    async def _apply(self, upstreams: dict[str, tuple[str, int]], book: RuleBook, journal: JournalWriter,
+                     secrets: dict[str, str], mode: str, refused: set[str | None]) -> ProxyRoutes:
+        from harness.proxy.addon import ScenarioState
+
+        tls = mode.endswith("https")
+        scheme = "https" if tls else "http"
+        specs: list[str] = []
+        urls: dict[str, str] = {}
+        env: dict[str, str] = {}
+        by_listener: dict[str, str] = {}
+        by_address: dict[tuple[str, int], str] = {}
+        if mode.startswith("reverse"):
+            for name, (host, port) in upstreams.items():
+                if name in refused or None in refused:
+                    urls[name] = f"{scheme}://{self.listen_host}:{free_port(self.listen_host)}"
+                    continue
+                base = f"reverse:http://{host}:{port}@{self.listen_host}"
+                listen = self._listen_ports.get(base) or free_port(self.listen_host)
+                self._listen_ports[base] = listen
+                spec = f"{base}:{listen}"
+                specs.append(spec)
+                by_listener[spec] = name
+                urls[name] = f"{scheme}://{self.listen_host}:{listen}"
+        else:
+            self._forward_port = self._forward_port or free_port(self.listen_host)
+            specs.append(f"regular@{self.listen_host}:{self._forward_port}")
+            proxy_url = f"http://{self.listen_host}:{self._forward_port}"
+            env.update(HTTP_PROXY=proxy_url, HTTPS_PROXY=proxy_url, http_proxy=proxy_url,
+                       https_proxy=proxy_url, NO_PROXY="", no_proxy="")
+            for name, (host, port) in upstreams.items():
+                by_address[(host, port)] = name
+                urls[name] = f"{scheme}://{host}:{port}"
+                if name in refused or None in refused:  # nothing listens there: the connect is refused
+                    urls[name] = f"{scheme}://{self.listen_host}:{free_port(self.listen_host)}"
+        if tls:
+            env.update(SSL_CERT_FILE=str(self.ca_cert), REQUESTS_CA_BUNDLE=str(self.ca_cert),
+                       CURL_CA_BUNDLE=str(self.ca_cert))
+
+        self._injector.scenario = ScenarioState(
+            book=book, journal=journal, by_listener=by_listener, by_address=by_address,
+            upstreams=upstreams, secrets=tuple(secrets.values()))
+        await self._update_listeners(specs)
+        return ProxyRoutes(urls=urls, env=env, mode=mode, ca_cert=self.ca_cert if tls else None)
+
+    async def _update_listeners(self, specs: list[str]) -> None:
+        ps = self._master.addons.get("proxyserver")
+        if list(self._master.options.mode) != specs:
+            self._master.options.update(mode=specs)
+            task = getattr(ps, "_update_task", None)
+            if task is not None:
+                await task
+        down = [s for s in specs if not ps.servers[s].is_running]
+        if down:
+            errors = "; ".join(f"{s}: {ps.servers[s].last_exception}" for s in down)
+            raise ProxyHostError(f"proxy listener(s) failed to start: {errors}")
+
+    def finish(self, timeout: float = 10.0) -> int:
+        """End the scenario: wait (bounded) for flows in flight, close the journal.
+
+        Returns how many flows were still in flight at the deadline (0 when all were journaled).
+        """
+        if not self.running or self._injector is None or self._injector.scenario is None:
+            return 0
+
+        async def drain() -> int:
+            state = self._injector.scenario
+            if state is None:
+                return 0
+            try:
+                await asyncio.wait_for(state.idle.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            left = state.in_flight
+            state.journal.close()
+            self._injector.scenario = None
+            return left
+
+        return self._call(drain(), timeout + 5)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until no flow of the current scenario is in flight (journal entries all written)."""
+        async def idle() -> bool:
+            state = self._injector.scenario
+            if state is None:
+                return True
+            try:
+                await asyncio.wait_for(state.idle.wait(), timeout)
+                return True
+            except asyncio.TimeoutError:
+                return False
+
+        return self._call(idle(), timeout + 5)
+
+
+def time_configure(host: ProxyHost, routes: Mapping[str, str], rules: Sequence[FaultRule], journal: Path,
+                   n: int = 20) -> list[float]:
+    """Seconds per configure()+finish() cycle, for the benchmark."""
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        host.configure(routes, rules, journal)
+        host.finish()
+        out.append(time.perf_counter() - t0)
+    return out

@@ -1,0 +1,278 @@
+"""Fault rules: what the proxy does to which request, and the pure matching that decides it.
+
+A scenario's ``faults:`` list holds :class:`FaultRule` objects. Matching needs no network: the
+addon builds a :class:`RequestFacts` from a flow and asks a :class:`RuleBook` (one per scenario run,
+holding the counters and seeded random streams) which rule fires, if any.
+
+Counting: every rule counts the requests that match its static criteria (destination, method, path,
+headers, body), whether or not another rule fired on them, so a rule's schedule never depends on the
+other rules. ``nth: 1`` is therefore the first matching request of the run, whatever key the agent
+sent. With ``per: idempotency_key`` (or ``fingerprint``) the count restarts for each key.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ACTIONS: dict[str, str] = {
+    "drop_response_after_commit": "forward; the destination commits; the client sees the connection close with zero bytes",
+    "reset_after_commit": "forward; the destination commits; the client sees a TCP reset",
+    "drop_request": "never forward; the client sees the connection close (it cannot tell this from a lost response)",
+    "hold_response": "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
+    "synthetic_status": "never forward; answer status (e.g. 503, 429 with retry_after, 500) at once",
+    "replace_status": "forward; the destination commits; the client gets status instead of the real response",
+    "truncate_body": "forward; deliver the real status and headers but only keep_bytes of the body, then close",
+    "malformed_chunk": "forward; deliver the real status with a chunked body whose chunk size is not hex",
+    "refuse_connection": "the destination's listener is closed for the scenario: the client's connect is refused (a true not_sent)",
+    "duplicate_delivery": "forward the request twice (a network that retries on its own); the client gets the second answer",
+    "latency": "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
+}
+Action = Literal[
+    "drop_response_after_commit", "reset_after_commit", "drop_request", "hold_response",
+    "synthetic_status", "replace_status", "truncate_body", "malformed_chunk", "refuse_connection",
+    "duplicate_delivery", "latency",
+]
+# Actions decided when the request arrives (before forwarding) vs. when the response is back.
+REQUEST_ACTIONS = frozenset({"drop_request", "synthetic_status", "duplicate_delivery", "latency"})
+RESPONSE_ACTIONS = frozenset({"drop_response_after_commit", "reset_after_commit", "hold_response",
+                              "replace_status", "truncate_body", "malformed_chunk"})
+IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
+BODY_TOKEN_FIELDS = ("client_token", "clientToken", "ClientToken", "idempotency_key")
+
+_TEMPLATE_VAR = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def path_pattern(template: str) -> re.Pattern[str]:
+    """Regex for a path template: ``{name}`` is one segment, ``*`` any rest; the query is ignored."""
+    if not template.startswith("/"):
+        raise ValueError(f"path template {template!r} must start with '/'")
+    out, pos = [], 0
+    for m in _TEMPLATE_VAR.finditer(template):
+        out.append(re.escape(template[pos:m.start()]).replace(r"\*", ".*"))
+        out.append("[^/]+")
+        pos = m.end()
+    out.append(re.escape(template[pos:]).replace(r"\*", ".*"))
+    return re.compile("".join(out) + "/?")
+
+
+class Match(BaseModel):
+    """Which requests a fault rule targets. Every given criterion must hold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    destination: str | None = Field(None, description="Scenario name of the destination (e.g. tickets); any when absent.")
+    method: str | None = Field(None, description="HTTP method, case-insensitive (e.g. POST); any when absent.")
+    path: str | None = Field(None, description="Path template: exact, '{name}' for one segment, '*' for any rest (e.g. /tickets/{id}). Query ignored.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Header name -> exact value ('*' = present). Names case-insensitive.")
+    body: dict[str, Any] = Field(default_factory=dict, description="JSON body field (dotted path, e.g. customer.id) -> value it must equal.")
+    per: Literal["run", "idempotency_key", "fingerprint"] = Field(
+        "run", description="What the schedule counts: matching requests of the run, or those with the same idempotency key / body fingerprint.")
+    nth: int | list[int] | None = Field(None, description="Fire on the nth matching request (1-based), or on each listed one.")
+    first: int | None = Field(None, description="Fire on the first N matching requests (e.g. 2 = the first two attempts).")
+    every: int | None = Field(None, description="Fire on every Nth matching request (N, 2N, ...).")
+    probability: float | None = Field(None, description="Fire with this probability (0..1) on requests the schedule selects, drawn from the seeded stream.")
+
+    @field_validator("method")
+    @classmethod
+    def _upper(cls, v: str | None) -> str | None:
+        return v.upper() if v else v
+
+    @field_validator("path")
+    @classmethod
+    def _template(cls, v: str | None) -> str | None:
+        if v is not None:
+            path_pattern(v)
+        return v
+
+    @field_validator("nth")
+    @classmethod
+    def _positive_nth(cls, v: int | list[int] | None) -> int | list[int] | None:
+        values = v if isinstance(v, list) else [v] if v is not None else []
+        if any(n < 1 for n in values) or (isinstance(v, list) and not v):
+            raise ValueError(f"nth must be a positive count (1 = the first matching request), got {v!r}")
+        return v
+
+    @field_validator("first", "every")
+    @classmethod
+    def _positive(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"must be a positive count, got {v!r}")
+        return v
+
+    @field_validator("probability")
+    @classmethod
+    def _probability(cls, v: float | None) -> float | None:
+        if v is not None and not 0.0 <= v <= 1.0:
+            raise ValueError(f"probability must be between 0 and 1, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> "Match":
+        given = [k for k in ("nth", "first", "every") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one schedule of nth / first / every, got {', '.join(given)}")
+        return self
+
+
+class FaultRule(BaseModel):
+    """One fault: which requests (``match``) and what the proxy does to them (``action``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(..., min_length=1, description="Rule id, written to the proxy journal as rule_id.")
+    match: Match = Field(default_factory=Match, description="Which requests this rule targets; all when empty.")
+    action: Action = Field(..., description="What to do: " + "; ".join(f"{k}: {v}" for k, v in ACTIONS.items()))
+    status: int | None = Field(None, ge=100, le=599, description="Status for synthetic_status / replace_status (e.g. 503, 429, 500).")
+    retry_after: int | None = Field(None, ge=0, description="Retry-After seconds sent with synthetic_status / replace_status.")
+    body: str | None = Field(None, description="Body sent with synthetic_status / replace_status; a short JSON error when absent.")
+    hold_ms: int | None = Field(None, ge=0, description="hold_response: how long to hold the response (ms); set it past the client's timeout.")
+    then: Literal["deliver", "drop"] = Field("deliver", description="hold_response: after the hold, deliver the response or drop the connection.")
+    keep_bytes: int = Field(0, ge=0, description="truncate_body: how many body bytes reach the client before the close.")
+    delay_ms: int = Field(0, ge=0, description="latency: fixed delay before forwarding (ms).")
+    jitter_ms: int = Field(0, ge=0, description="latency: extra uniform delay of up to this many ms, from the seeded stream.")
+
+    @model_validator(mode="after")
+    def _parameters_fit_action(self) -> "FaultRule":
+        if self.action in ("synthetic_status", "replace_status") and self.status is None:
+            raise ValueError(f"action {self.action} needs status (e.g. 503, 429, 500)")
+        if self.action == "hold_response" and self.hold_ms is None:
+            raise ValueError("action hold_response needs hold_ms (longer than the client's timeout)")
+        if self.action == "refuse_connection" and set(self.match.model_fields_set) - {"destination"}:
+            raise ValueError("action refuse_connection happens before any request is read: match only on destination")
+        return self
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """What matching may look at in one request (headers keyed lower-case)."""
+
+    destination: str
+    method: str
+    path: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    fingerprint: str | None = None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return idempotency_key(self.headers, self.json_body)
+
+    @property
+    def json_body(self) -> Any:
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+
+def idempotency_key(headers: Mapping[str, str], json_body: Any) -> str | None:
+    """The key a destination would deduplicate on: the header, else a body client token."""
+    for name in IDEMPOTENCY_HEADERS:
+        if headers.get(name):
+            return headers[name]
+    if isinstance(json_body, dict):
+        for name in BODY_TOKEN_FIELDS:
+            if isinstance(json_body.get(name), str):
+                return json_body[name]
+    return None
+
+
+_MISSING = object()
+
+
+def _dig(value: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def matches_criteria(match: Match, facts: RequestFacts) -> bool:
+    """The static part of a match (everything but the schedule and probability). Pure."""
+    if match.destination is not None and match.destination != facts.destination:
+        return False
+    if match.method is not None and match.method != facts.method.upper():
+        return False
+    if match.path is not None and not path_pattern(match.path).fullmatch(facts.path.split("?", 1)[0]):
+        return False
+    for name, want in match.headers.items():
+        got = facts.headers.get(name.lower())
+        if got is None or (want != "*" and got != want):
+            return False
+    if match.body:
+        doc = facts.json_body
+        if any(_dig(doc, k) != v for k, v in match.body.items()):
+            return False
+    return True
+
+
+def schedule_fires(match: Match, count: int) -> bool:
+    """Does the schedule select the ``count``-th matching request (1-based)? Pure."""
+    if match.nth is not None:
+        return count in match.nth if isinstance(match.nth, list) else count == match.nth
+    if match.first is not None:
+        return count <= match.first
+    if match.every is not None:
+        return count % match.every == 0
+    return True
+
+
+class RuleBook:
+    """The rules of one scenario run with their counters and seeded random streams.
+
+    Same rules, same seed, same sequence of requests: same decisions. Not thread-safe; the addon
+    calls it from the proxy's event loop only.
+    """
+
+    def __init__(self, rules: Sequence[FaultRule], *, seed: int | str = 0) -> None:
+        ids = Counter(r.id for r in rules)
+        dupes = sorted(i for i, n in ids.items() if n > 1)
+        if dupes:
+            raise ValueError(f"duplicate fault rule id(s): {', '.join(dupes)}; each rule needs its own id")
+        self.rules = list(rules)
+        self.seed = seed
+        self._counts: list[Counter[Any]] = [Counter() for _ in self.rules]
+        self._random = [random.Random(f"{seed}:{r.id}") for r in self.rules]
+
+    def refused_destinations(self) -> set[str | None]:
+        return {r.match.destination for r in self.rules if r.action == "refuse_connection"}
+
+    def decide(self, facts: RequestFacts) -> FaultRule | None:
+        """Count this request against every rule; return the first rule that fires, if any."""
+        fired: FaultRule | None = None
+        for i, rule in enumerate(self.rules):
+            if rule.action == "refuse_connection" or not matches_criteria(rule.match, facts):
+                continue
+            key = {"run": None, "idempotency_key": facts.idempotency_key,
+                   "fingerprint": facts.fingerprint}[rule.match.per]
+            self._counts[i][key] += 1
+            if not schedule_fires(rule.match, self._counts[i][key]):
+                continue
+            if rule.match.probability is not None:
+                # Drawn only for scheduled requests, so the stream depends on nothing else.
+                if self._random[i].random() >= rule.match.probability:
+                    continue
+            if fired is None:
+                fired = rule
+        return fired
+
+    def jitter(self, rule: FaultRule) -> float:
+        """Seeded extra latency (seconds) for a latency rule."""
+        i = self.rules.index(rule)
+        return self._random[i].uniform(0, rule.jitter_ms) / 1000.0 if rule.jitter_ms else 0.0
+
+
+def rules_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of one fault rule."""
+    return FaultRule.model_json_schema()

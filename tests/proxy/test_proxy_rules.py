@@ -1,0 +1,144 @@
+"""Fault rules: validation errors and pure matching (no network)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from harness.proxy.rules import FaultRule, Match, RequestFacts, RuleBook, matches_criteria, path_pattern, rules_json_schema
+
+
+def facts(method="POST", path="/tickets", *, destination="tickets", key=None, body=None, headers=None, fp=None):
+    h = {k.lower(): v for k, v in (headers or {}).items()}
+    if key:
+        h["idempotency-key"] = key
+    return RequestFacts(destination, method, path, h, json.dumps(body).encode() if body is not None else b"", fp)
+
+
+def rule(action="drop_response_after_commit", rid="r", **match):
+    return FaultRule(id=rid, action=action, match=match)
+
+
+
+def decisions(book, requests):
+    out = []
+    for f in requests:
+        r = book.decide(f)
+        out.append(r.id if r else None)
+    return out
+
+
+def test_spine_rule_parses_from_yaml_shape():
+    r = FaultRule.model_validate({"id": "lose_first_create", "action": "drop_response_after_commit",
+                                  "match": {"destination": "tickets", "method": "post", "path": "/tickets", "nth": 1}})
+    assert r.match.method == "POST" and r.match.nth == 1
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"id": "x", "action": "drop_response", "match": {}}, ["action", "drop_response_after_commit"]),
+    ({"id": "x", "action": "latency", "match": {"nht": 1}}, ["nht", "Extra inputs are not permitted"]),
+    ({"id": "x", "action": "latency", "colour": 1}, ["colour"]),
+    ({"id": "x", "action": "synthetic_status"}, ["synthetic_status needs status"]),
+    ({"id": "x", "action": "hold_response"}, ["hold_ms"]),
+    ({"id": "x", "action": "latency", "match": {"nth": 0}}, ["nth must be a positive count"]),
+    ({"id": "x", "action": "latency", "match": {"nth": 1, "every": 2}}, ["at most one schedule"]),
+    ({"id": "x", "action": "latency", "match": {"probability": 1.5}}, ["between 0 and 1"]),
+    ({"id": "x", "action": "latency", "match": {"path": "tickets"}}, ["must start with '/'"]),
+    ({"id": "x", "action": "refuse_connection", "match": {"destination": "t", "nth": 1}}, ["match only on destination"]),
+])
+def test_bad_rules_are_clear_errors(data, words):
+    with pytest.raises(ValidationError) as e:
+        FaultRule.model_validate(data)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_duplicate_rule_ids_rejected():
+    with pytest.raises(ValueError, match="duplicate fault rule id.*r"):
+        RuleBook([rule(), rule()])
+
+
+def test_schema_publishes_descriptions():
+    schema = rules_json_schema()
+    assert "drop_response_after_commit" in json.dumps(schema)
+    assert schema["additionalProperties"] is False
+    assert "1-based" in json.dumps(schema["$defs"]["Match"])
+
+
+@pytest.mark.parametrize("template, path, ok", [
+    ("/tickets", "/tickets", True), ("/tickets", "/tickets/", True), ("/tickets", "/tickets/1", False),
+    ("/tickets/{id}", "/tickets/42", True), ("/tickets/{id}", "/tickets/42/notes", False),
+    ("/tickets/*", "/tickets/42/notes", True), ("/a.b", "/aXb", False),
+])
+def test_path_templates(template, path, ok):
+    assert bool(path_pattern(template).fullmatch(path)) is ok
+
+
+def test_criteria():
+    m = Match(destination="tickets", method="POST", path="/tickets", headers={"X-Tenant": "acme", "Traceparent": "*"},
+              body={"customer.id": 7})
+    good = facts(headers={"X-Tenant": "acme", "traceparent": "00-x"}, body={"customer": {"id": 7}})
+    assert matches_criteria(m, good)
+    assert not matches_criteria(m, facts(headers={"X-Tenant": "acme"}, body={"customer": {"id": 7}}))
+    assert not matches_criteria(m, facts(headers={"X-Tenant": "other", "traceparent": "1"}, body={"customer": {"id": 7}}))
+    assert not matches_criteria(m, facts(headers={"X-Tenant": "acme", "traceparent": "1"}, body={"customer": {"id": 8}}))
+    assert not matches_criteria(m, facts(method="GET", headers={"X-Tenant": "acme", "traceparent": "1"}, body={"customer": {"id": 7}}))
+    assert not matches_criteria(Match(destination="mail"), good)
+    assert not matches_criteria(Match(body={"a": 1}), facts(body=None))
+
+
+def test_nth_counts_matching_requests_of_the_run_not_keys():
+    book = RuleBook([rule(nth=2, method="POST")])
+    got = decisions(book, [facts("GET"), facts(key="a"), facts("GET"), facts(key="b"), facts(key="c")])
+    assert got == [None, None, None, "r", None]
+
+
+def test_nth_list_first_every():
+    assert decisions(RuleBook([rule(nth=[1, 3])]), [facts()] * 4) == ["r", None, "r", None]
+    assert decisions(RuleBook([rule(first=2)]), [facts()] * 4) == ["r", "r", None, None]
+    assert decisions(RuleBook([rule(every=3)]), [facts()] * 7) == [None, None, "r", None, None, "r", None]
+
+
+def test_nth_per_idempotency_key_and_fingerprint():
+    book = RuleBook([rule(nth=2, per="idempotency_key")])
+    got = decisions(book, [facts(key="a"), facts(key="b"), facts(key="a"), facts(key="a"), facts(key="b")])
+    assert got == [None, None, "r", None, "r"]
+    book = RuleBook([rule(nth=2, per="fingerprint")])
+    assert decisions(book, [facts(fp="f1"), facts(fp="f2"), facts(fp="f1")]) == [None, None, "r"]
+
+
+def test_body_client_token_is_a_key():
+    assert facts(body={"client_token": "tok"}).idempotency_key == "tok"
+    assert facts(key="h", body={"client_token": "tok"}).idempotency_key == "h"
+    assert facts(body=[1]).idempotency_key is None
+
+
+def test_first_rule_wins_but_every_rule_counts():
+    book = RuleBook([rule(rid="a", nth=1), rule(rid="b", nth=[1, 2])])
+    assert decisions(book, [facts(), facts()]) == ["a", "b"]
+
+
+def test_probability_is_seeded_and_deterministic():
+    reqs = [facts()] * 200
+    a = decisions(RuleBook([rule(probability=0.3)], seed=7), reqs)
+    b = decisions(RuleBook([rule(probability=0.3)], seed=7), reqs)
+    c = decisions(RuleBook([rule(probability=0.3)], seed=8), reqs)
+    assert a == b and a != c
+    assert 30 < a.count("r") < 90
+    assert decisions(RuleBook([rule(probability=0.0)]), reqs[:20]) == [None] * 20
+
+
+def test_jitter_is_seeded():
+    r = FaultRule(id="slow", action="latency", delay_ms=5, jitter_ms=50)
+    a, b = RuleBook([r], seed=1), RuleBook([r], seed=1)
+    xs = [a.jitter(r) for _ in range(5)]
+    assert xs == [b.jitter(r) for _ in range(5)]
+    assert all(0 <= x <= 0.05 for x in xs) and len(set(xs)) == 5
+
+
+def test_refuse_connection_is_not_a_request_decision():
+    book = RuleBook([rule("refuse_connection", destination="tickets")])
+    assert book.refused_destinations() == {"tickets"}
+    assert book.decide(facts()) is None
