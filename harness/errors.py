@@ -1,0 +1,25 @@
+"""Errors the harness reports to its users.
+
+    HarnessError                 base: a message meant for a person, never a bare traceback
+    ├── ScenarioError            a scenario file is missing, not YAML, or fails validation
+    ├── AgentError               the agent command cannot be started
+    └── EvidenceError            an evidence folder or log cannot be read at all
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base class: raised when the harness cannot do what was asked; the message says why and what to do."""
+
+
+class ScenarioError(HarnessError):
+    """Raised when a scenario cannot be found, parsed or validated. Names the file, line and key path."""
+
+
+class AgentError(HarnessError):
+    """Raised when the agent command is empty or its program cannot be started."""
+
+
+class EvidenceError(HarnessError):
+    """Raised when an evidence folder is missing or unreadable as a whole (single bad lines are findings)."""
