@@ -1,0 +1,353 @@
+"""A small, generic HTTP agent that follows the articles' rules; the wrong agents override one step.
+
+It reads the harness contract (intents file, destination URLs, audit log, state dir, secrets) and,
+for each intent, drives one operation:
+
+1. Persist the operation (id, idempotency key derived from it) in the state dir *before* dispatch,
+   then log it. After a restart it resumes the same operation and reconciles first.
+2. Dispatch an attempt, classify what happened (`not_sent`, `sent_no_response`,
+   `response_received`), log it with its retry links.
+3. After a lost response or a 5xx: look the effect up (an observation, never an attempt), waiting
+   out index lag; retry only when dedup is documented and in force, or a reliable negative lookup
+   says nothing happened; otherwise stay `unknown` and escalate.
+4. Resolve on evidence: the attempt or observation that carried the effect reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from harness.fingerprint import fingerprint
+from harness.recorder import Recorder, new_id
+
+CONNECT_TIMEOUT = 1.0
+READ_TIMEOUT = 3.0
+LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
+MAX_RETRY_AFTER = 5.0
+
+
+@dataclass
+class Outcome:
+    """What one attempt produced, as the agent could tell."""
+
+    attempt_id: str
+    dispatch_state: str
+    status: int | None = None
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+class Agent:
+    """The reference behaviour. Subclasses in `harness.agents.wrong` each break one rule."""
+
+    max_attempts = 3
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        env = dict(os.environ if env is None else env)
+        self.env = env
+        with open(env["HARNESS_INTENTS"], encoding="utf-8") as f:
+            doc = json.load(f)
+        self.intents: list[dict[str, Any]] = doc["intents"]
+        self.contracts: dict[str, dict[str, Any]] = doc.get("destinations", {})
+        self.recorder = Recorder(env["HARNESS_AUDIT_LOG"])
+        self.state_path = Path(env["HARNESS_STATE_DIR"]) / "operations.json"
+        self.state: dict[str, dict[str, Any]] = (
+            json.loads(self.state_path.read_text()) if self.state_path.exists() else {})
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def url(self, destination: str, path: str) -> str:
+        key = "HARNESS_DESTINATION_" + "".join(c if c.isalnum() else "_" for c in destination.upper())
+        return self.env[key].rstrip("/") + path
+
+    def secret(self, destination: str) -> str | None:
+        return self.env.get("HARNESS_SECRET_" + "".join(
+            c if c.isalnum() else "_" for c in destination.upper()))
+
+    def save(self) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        os.replace(tmp, self.state_path)  # atomic: a crash leaves the old or the new state
+
+    # -- identities -----------------------------------------------------------------------------
+
+    def new_operation_id(self, intent: dict[str, Any]) -> str:
+        return new_id("op")
+
+    def idempotency_key(self, op: dict[str, Any], attempt_id: str) -> str | None:
+        """Derived from the operation, so every attempt of it carries the same key."""
+        return "idem_" + hashlib.sha256(op["operation_id"].encode()).hexdigest()[:24]
+
+    # -- the driver -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        for intent in self.intents:
+            self.handle(intent)
+        self.recorder.close()
+        return 0
+
+    def handle(self, intent: dict[str, Any]) -> None:
+        op = self.state.get(intent["intent_id"])
+        reason = None
+        if op is None:
+            op = self.open_operation(intent)
+        elif op.get("resolved"):
+            return
+        elif op.get("pending_attempt"):
+            # crashed mid-attempt: the request may have left; its truth is unknown until reconciled
+            pending = op.pop("pending_attempt")
+            self.log_attempt(op, Outcome(pending["attempt_id"], "sent_no_response",
+                                         error="agent restarted while this attempt was in flight"),
+                             pending["request"])
+            if self.reconcile_then_retry(op):
+                return
+            reason = "response_lost_after_dispatch"
+        self.drive(op, reason)
+
+    def open_operation(self, intent: dict[str, Any]) -> dict[str, Any]:
+        contract = self.contracts[intent["destination"]]
+        kind = contract["operations"][intent["kind"]]
+        op = {"operation_id": self.new_operation_id(intent), "intent": intent, "attempts": [],
+              "observations": [], "opened_at": time.time(), "kind": kind}
+        op["idempotency_key"] = self.idempotency_key(op, "")
+        op["payload_fingerprint"] = fingerprint(self.payload(op))
+        self.state[intent["intent_id"]] = op
+        self.save()  # persisted before anything is dispatched
+        self.recorder.operation(
+            op["operation_id"], intent_id=intent["intent_id"], intent=intent,
+            idempotency_key=op["idempotency_key"], payload_fingerprint=op["payload_fingerprint"])
+        return op
+
+    def drive(self, op: dict[str, Any], reason: str | None = None) -> None:
+        while True:
+            outcome = self.dispatch(op, reason)
+            reason = self.next_step(op, outcome)
+            if reason is None:
+                return
+
+    def next_step(self, op: dict[str, Any], outcome: Outcome) -> str | None:
+        """Resolve the operation, or return the retry reason for another attempt."""
+        if outcome.dispatch_state == "not_sent":
+            return self.retry_if_budget(op, "connection_not_established", outcome)
+        if outcome.dispatch_state == "sent_no_response":
+            return self.after_unknown(op, "response_lost_after_dispatch", outcome)
+        status = outcome.status or 0
+        if 200 <= status < 300:
+            refs = self.effect_refs(op, outcome.body)
+            self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
+            return None
+        if status == 429:
+            wait = min(float(outcome.headers.get("Retry-After", "1") or 1), MAX_RETRY_AFTER)
+            time.sleep(wait)
+            return self.retry_if_budget(op, "rate_limited", outcome)
+        if status == 409:
+            time.sleep(0.3)  # the first request is still being processed under this key
+            return self.retry_if_budget(op, "response_lost_after_dispatch", outcome)
+        if status >= 500:
+            return self.after_unknown(op, "destination_5xx", outcome)
+        self.resolve(op, "failed", [], [outcome.attempt_id], f"destination rejected the request: {status}")
+        return None
+
+    def after_unknown(self, op: dict[str, Any], reason: str, outcome: Outcome) -> str | None:
+        """The effect may exist. Reconcile first; retry only when that is provably safe."""
+        if self.reconcile_then_retry(op):
+            return None
+        return self.retry_if_budget(op, reason, outcome)
+
+    def reconcile_then_retry(self, op: dict[str, Any]) -> bool:
+        """Look the effect up. True when the operation got resolved (found, or must stay unknown)."""
+        contract = self.contracts[op["intent"]["destination"]]
+        found: list[str] = []
+        negatives = 0
+        if contract.get("lookup"):
+            for wait in (0.0, *LOOKUP_WAITS):
+                time.sleep(wait)
+                found, obs_id = self.lookup(op)
+                if found:
+                    break
+                negatives += 1
+        if found:
+            state = "duplicate_effect_confirmed" if len(set(found)) > 1 else "succeeded"
+            self.resolve(op, state, sorted(set(found)), [op["observations"][-1]],
+                         "lookup by client reference found the effect")
+            return True
+        if self.dedup_in_force(op) or negatives:
+            return False  # documented dedup, or a negative lookup after waiting out the lag
+        self.resolve(op, "unknown", [], [a for a in op["attempts"]],
+                     "no documented deduplication and no lookup: the effect may exist; "
+                     "escalating to an operator instead of retrying")
+        return True
+
+    def dedup_in_force(self, op: dict[str, Any]) -> bool:
+        idem = self.contracts[op["intent"]["destination"]].get("idempotency") or {}
+        if idem.get("style", "none") == "none" or not op.get("idempotency_key"):
+            return False
+        retention = idem.get("retention_seconds")
+        return retention is None or time.time() - op["opened_at"] < float(retention) * 0.9
+
+    def retry_if_budget(self, op: dict[str, Any], reason: str, outcome: Outcome) -> str | None:
+        if len(op["attempts"]) >= self.max_attempts:
+            state = "failed" if outcome.dispatch_state == "not_sent" else "unknown"
+            self.resolve(op, state, [], list(op["attempts"]),
+                         f"attempt budget of {self.max_attempts} spent after {reason}")
+            return None
+        return reason
+
+    # -- wire -----------------------------------------------------------------------------------
+
+    def payload(self, op: dict[str, Any]) -> dict[str, Any]:
+        body = dict(op["intent"].get("params", {}))
+        field_name = op["kind"].get("client_reference_field")
+        if field_name:
+            body[field_name] = op["operation_id"]
+        return body
+
+    def build_request(self, op: dict[str, Any], attempt_id: str) -> dict[str, Any]:
+        destination = op["intent"]["destination"]
+        idem = self.contracts[destination].get("idempotency") or {}
+        key = self.idempotency_key(op, attempt_id)
+        body = self.payload(op)
+        headers = {"traceparent": self.traceparent(op)}
+        token = self.secret(destination)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if key and idem.get("body_field"):
+            body[idem["body_field"]] = key
+        elif key:
+            headers[idem.get("header") or "Idempotency-Key"] = key
+        return {"method": op["kind"]["method"], "path": op["kind"]["path"], "body": body,
+                "headers": headers, "key": key}
+
+    def traceparent(self, op: dict[str, Any]) -> str:
+        trace = hashlib.sha256(op["operation_id"].encode()).hexdigest()[:32]
+        return f"00-{trace}-{secrets.token_hex(8)}-01"
+
+    def dispatch(self, op: dict[str, Any], reason: str | None) -> Outcome:
+        attempt_id = new_id("att")
+        request = self.build_request(op, attempt_id)
+        request["retry_reason"] = reason
+        op["pending_attempt"] = {"attempt_id": attempt_id, "request": request}
+        self.save()  # a crash from here on leaves a record to reconcile on restart
+        outcome = self.send(attempt_id, request, op)
+        del op["pending_attempt"]
+        self.log_attempt(op, outcome, request)
+        return outcome
+
+    def send(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
+        url = self.url(op["intent"]["destination"], request["path"])
+        try:
+            # a fresh connection per attempt: a stale pooled socket would blur not_sent and sent
+            response = requests.request(request["method"], url, json=request["body"],
+                                        headers={**request["headers"], "Connection": "close"},
+                                        timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+        except requests.ConnectTimeout as exc:
+            return Outcome(attempt_id, "not_sent", error=type(exc).__name__)
+        except requests.ConnectionError as exc:
+            if _connection_refused(exc):
+                return Outcome(attempt_id, "not_sent", error="connection refused")
+            return Outcome(attempt_id, "sent_no_response", error=_short_error(exc))
+        except requests.Timeout as exc:
+            return Outcome(attempt_id, "sent_no_response", error=f"read timeout: {type(exc).__name__}")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        return Outcome(attempt_id, "response_received", response.status_code, body, dict(response.headers))
+
+    def log_attempt(self, op: dict[str, Any], outcome: Outcome, request: dict[str, Any]) -> None:
+        previous = op["attempts"][-1] if op["attempts"] else None
+        op["attempts"].append(outcome.attempt_id)
+        fp = fingerprint(request["body"])
+        retry = {}
+        if previous is not None:
+            retry = {"retry_of_attempt_id": previous, "retry_reason": request.get("retry_reason"),
+                     "retry_decision": self.retry_decision(op, request.get("retry_reason")),
+                     "prior_request_fingerprint": op.get("last_fingerprint")}
+        op["last_fingerprint"] = fp
+        self.save()
+        self.recorder.attempt(
+            op["operation_id"], outcome.attempt_id, outcome.dispatch_state,
+            attempt_number=len(op["attempts"]), destination=op["intent"]["destination"],
+            method=request["method"], path=request["path"], idempotency_key=request["key"],
+            request_fingerprint=fp, http_status=outcome.status, error=outcome.error,
+            traceparent=request["headers"].get("traceparent"),
+            attempt_budget_remaining=self.max_attempts - len(op["attempts"]),
+            effect_refs=self.effect_refs(op, outcome.body) or None, **retry)
+
+    def retry_decision(self, op: dict[str, Any], reason: str | None) -> str:
+        if reason in ("response_lost_after_dispatch", "destination_5xx"):
+            if op["observations"]:
+                return "retry: reconciliation lookup found no effect after waiting out index lag"
+            return "retry: destination deduplicates this idempotency key and it is within retention"
+        return f"retry: {reason} means the destination did not act"
+
+    def lookup(self, op: dict[str, Any]) -> tuple[list[str], str]:
+        contract = self.contracts[op["intent"]["destination"]]
+        spec = contract["lookup"]
+        obs_id = new_id("obs")
+        refs: list[str] = []
+        found = False
+        detail = None
+        try:
+            response = requests.request(
+                spec.get("method", "GET"), self.url(op["intent"]["destination"], spec["path"]),
+                params={spec["query_param"]: op["operation_id"]},
+                headers={"Authorization": f"Bearer {self.secret(op['intent']['destination'])}",
+                         "Connection": "close"}, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+            items = response.json().get(spec.get("result_field", "items"), []) if response.ok else []
+            refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
+            found = bool(refs)
+            detail = f"HTTP {response.status_code}"
+        except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
+            detail = f"lookup failed: {type(exc).__name__}"
+        op["observations"].append(obs_id)
+        self.save()
+        self.recorder.observation(op["operation_id"], obs_id, source="lookup",
+                                  method=spec.get("method", "GET"), path=spec["path"], found=found,
+                                  effect_refs=refs, lag_possible=not found, detail=detail)
+        return refs, obs_id
+
+    def effect_refs(self, op: dict[str, Any], body: Any) -> list[str]:
+        field_name = op["kind"].get("effect_ref_field", "id")
+        if isinstance(body, dict) and body.get(field_name) is not None:
+            return [str(body[field_name])]
+        return []
+
+    def resolve(self, op: dict[str, Any], state: str, refs: list[str], evidence: list[str],
+                reason: str) -> None:
+        op["resolved"] = state
+        self.save()
+        self.recorder.resolution(op["operation_id"], state, effect_refs=refs, evidence=evidence,
+                                 reason=reason)
+
+
+def _connection_refused(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError) or "NewConnectionError" in type(cur).__name__:
+            return True
+        cur = cur.__cause__ or cur.__context__ or (cur.args[0] if cur.args and isinstance(
+            cur.args[0], BaseException) else None) or getattr(cur, "reason", None)
+    return False
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def main(agent_class: type[Agent] = Agent) -> None:
+    sys.exit(agent_class().run())
