@@ -1,0 +1,275 @@
+"""YAML scenarios: load, validate, and turn into typed objects.
+
+A scenario declares the destinations (with their idempotency semantics), the faults the proxy
+injects, the intents handed to the agent, and what a correct agent achieves. Validation errors name
+the file, the line, the key path, the bad value and the valid choices; nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fake_destinations.spec import DestinationSpec, describe
+from harness.errors import ScenarioError
+from harness.proxy.rules import FaultRule
+
+SCENARIO_DIR_NAME = "scenarios"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+ResolutionState = Literal["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
+
+
+class Intent(BaseModel):
+    """One external effect the agent is asked to bring about."""
+
+    model_config = ConfigDict(extra="forbid")
+    intent_id: str = Field(pattern=NAME_PATTERN, description="Stable name of the intent, unique in the scenario.")
+    kind: str = Field(description="Operation kind offered by the destination, e.g. create_ticket.")
+    destination: str = Field(description="Name of a destination declared under `destinations`.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Payload of the operation.")
+
+
+class AgentRestart(BaseModel):
+    """Crash the agent mid-flight: SIGKILL it once the destinations committed `after_effects` effects
+    (typically while the proxy holds the response), then start it again with the same state dir."""
+
+    model_config = ConfigDict(extra="forbid")
+    after_effects: int = Field(1, ge=1, description="Effects in the ledger that trigger the crash.")
+
+
+class Expectation(BaseModel):
+    """What a correct agent achieves in this scenario."""
+
+    model_config = ConfigDict(extra="forbid")
+    verdict: Literal["pass", "fail"] = Field("pass", description="Verdict of the bundled reference agent.")
+    effects: dict[str, int] = Field(
+        default_factory=dict, description="Distinct effects each destination must hold at the end.")
+    states: dict[str, ResolutionState | list[ResolutionState]] = Field(
+        default_factory=dict,
+        description="Per intent id, the final operation state (or list of states) a correct agent may reach.")
+
+    def allowed_states(self) -> dict[str, list[str]]:
+        return {k: [v] if isinstance(v, str) else list(v) for k, v in self.states.items()}
+
+
+class Scenario(BaseModel):
+    """A fault-injection scenario, as written in `scenarios/NAME.yaml`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=NAME_PATTERN, description="Scenario name; `pytest --scenario NAME` selects it.")
+    description: str = Field(min_length=1, description="What happens and what a correct agent does, for a person.")
+    destinations: dict[str, DestinationSpec] = Field(min_length=1)
+    faults: list[FaultRule] = Field(default_factory=list)
+    intents: list[Intent] = Field(min_length=1)
+    agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
+    agent_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one agent run.")
+    restart_agent: AgentRestart | None = None
+    expect: Expectation = Field(default_factory=Expectation)
+
+    source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
+
+    def contracts(self) -> dict[str, dict[str, Any]]:
+        """The agent-facing contract of each destination."""
+        return {name: describe(spec) for name, spec in self.destinations.items()}
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of scenario files."""
+    schema = Scenario.model_json_schema()
+    schema["properties"].pop("source", None)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "retry-harness scenario"
+    return schema
+
+
+# -- finding scenario files ------------------------------------------------------------------------
+
+def bundled_scenario_dir() -> Path:
+    """The catalogue shipped with the project (next to the packages in a clone)."""
+    return Path(__file__).resolve().parent.parent / SCENARIO_DIR_NAME
+
+
+def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
+    """Scenario files for a `--scenario` value: a path, a name, a glob, or `all`."""
+    as_path = Path(selector)
+    if selector.endswith((".yaml", ".yml")) and as_path.is_file():
+        return [as_path.resolve()]
+    dirs = [d for d in dict.fromkeys(search_dirs) if d.is_dir()]
+    pattern = "*" if selector == "all" else selector
+    for directory in dirs:
+        found = sorted(p.resolve() for p in directory.glob(f"{pattern}.yaml"))
+        if found:
+            return found
+    known = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
+    hint = difflib.get_close_matches(selector, known, n=1)
+    did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
+    raise ScenarioError(
+        f"no scenario {selector!r} in {', '.join(str(d) for d in dirs) or 'any scenarios/ folder'}."
+        f"{did_you_mean} Known scenarios: {', '.join(known) or 'none'}. "
+        "Give a name, a glob such as 'response_*', 'all', or a path to a .yaml file.")
+
+
+# -- loading and validation ------------------------------------------------------------------------
+
+def load(path: str | Path) -> Scenario:
+    """Load and validate one scenario file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario file: {exc.strerror}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}:1: a scenario is a mapping with keys name, description, "
+                            f"destinations, intents (got {type(data).__name__})")
+    try:
+        scenario = Scenario.model_validate({**data, "source": path})
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation(path, root, exc)) from None
+    _check_references(path, root, scenario)
+    return scenario
+
+
+def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
+    """Cross-references pydantic cannot see: intents and faults name declared destinations and kinds."""
+    problems = []
+    names = list(scenario.destinations)
+    contracts = scenario.contracts()
+    seen: set[str] = set()
+    for i, intent in enumerate(scenario.intents):
+        loc: tuple[Any, ...] = ("intents", i)
+        if intent.intent_id in seen:
+            problems.append((loc + ("intent_id",), f"duplicate intent id {intent.intent_id!r}"))
+        seen.add(intent.intent_id)
+        if intent.destination not in scenario.destinations:
+            problems.append((loc + ("destination",), _unknown("destination", intent.destination, names)))
+            continue
+        kinds = list(contracts[intent.destination].get("operations", {}))
+        if kinds and intent.kind not in kinds:
+            problems.append((loc + ("kind",), _unknown(
+                f"operation kind for {intent.destination!r}", intent.kind, kinds)))
+    for i, rule in enumerate(scenario.faults):
+        dest = rule.match.destination
+        if dest is not None and dest not in scenario.destinations:
+            problems.append((("faults", i, "match", "destination"), _unknown("destination", dest, names)))
+    for intent_id in scenario.expect.states:
+        if intent_id not in seen:
+            problems.append((("expect", "states", intent_id), _unknown("intent id", intent_id, sorted(seen))))
+    for dest in scenario.expect.effects:
+        if dest not in scenario.destinations:
+            problems.append((("expect", "effects", dest), _unknown("destination", dest, names)))
+    if problems:
+        raise ScenarioError("\n".join(
+            f"{path}:{_line_of(root, loc)}: {_dotted(loc)}: {msg}" for loc, msg in problems))
+
+
+def _unknown(what: str, value: Any, valid: list[str]) -> str:
+    hint = difflib.get_close_matches(str(value), valid, n=1)
+    did_you_mean = f"; did you mean {hint[0]!r}?" if hint else ""
+    return f"unknown {what} {value!r}{did_you_mean} (valid: {', '.join(valid) or 'none declared'})"
+
+
+def _format_validation(path: Path, root: yaml.Node, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
+        value = err.get("input")
+        message = err["msg"]
+        ctx = err.get("ctx") or {}
+        if err["type"] == "extra_forbidden":
+            valid = _valid_keys(loc[:-1])
+            hint = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            message = (f"unknown key {loc[-1]!r}"
+                       + (f"; did you mean {hint[0]!r}?" if hint else "")
+                       + (f" (valid keys: {', '.join(valid)})" if valid else ""))
+        elif err["type"] == "missing":
+            message = "required key is missing"
+        elif "expected" in ctx:
+            message = f"{_short(value)} is not valid; expected {ctx['expected']}"
+        else:
+            message = f"{_short(value)}: {message}"
+        lines.append(f"{path}:{_line_of(root, loc)}: {_dotted(loc) or '(top level)'}: {message}")
+    return "\n".join(lines)
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic inserts tags such as 'function-after[...]' or a literal's name in union locations
+    return isinstance(part, str) and ("[" in part or part.startswith("function-"))
+
+
+def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model at `loc` in a scenario, for 'did you mean' hints."""
+    model: Any = Scenario
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            # a dict key (destination name) or a list index: keep walking into the value type
+            model = _inner_model(model)
+            continue
+        model = _inner_model(field.annotation)
+    fields = getattr(model, "model_fields", None)
+    if fields is None:
+        return []
+    return [name for name in fields if name != "source"]
+
+
+def _inner_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """Line (1-based) of the deepest YAML node that exists along `loc`."""
+    node = root
+    line = (node.start_mark.line + 1) if node is not None else 1
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value == str(part):
+                    line = key.start_mark.line + 1
+                    child = value
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+            line = child.start_mark.line + 1
+        if child is None:
+            break
+        node = child
+    return line
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def env_name(destination: str) -> str:
+    """`HARNESS_DESTINATION_<NAME>` suffix: upper-cased, non-alphanumerics as underscores."""
+    return re.sub(r"[^A-Z0-9]", "_", destination.upper())

@@ -1,0 +1,104 @@
+"""Scenario files: the bundled ones validate, bad ones give errors naming file, line, key and choices."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from harness.errors import ScenarioError
+from harness.scenario import load, resolve, scenario_json_schema
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD = """\
+name: demo
+description: one ticket, response lost
+destinations:
+  tickets:
+    service: tickets
+faults:
+  - id: lose
+    match: {destination: tickets, method: POST, path: /tickets, nth: 1}
+    action: drop_response_after_commit
+intents:
+  - intent_id: t1
+    kind: create_ticket
+    destination: tickets
+    params: {title: x, project: OPS}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ScenarioError) as info:
+        load(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_bundled_scenario_loads_and_validates_against_the_published_schema(path: Path) -> None:
+    scenario = load(path)
+    assert scenario.name == path.stem
+    jsonschema.validate(yaml.safe_load(path.read_text()), scenario_json_schema())
+
+
+def test_a_good_scenario_loads(tmp_path: Path) -> None:
+    scenario = load(write(tmp_path, GOOD))
+    assert [i.intent_id for i in scenario.intents] == ["t1"]
+    assert scenario.contracts()["tickets"]["operations"]["create_ticket"]["method"] == "POST"
+
+
+def test_unknown_key_names_line_key_and_suggests(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("intents:", "intentz: []\nintents:"))
+    message = error_of(path)
+    assert f"{path}:10: intentz: unknown key 'intentz'; did you mean 'intents'?" in message
+
+
+def test_unknown_destination_in_an_intent_lists_the_declared_ones(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, GOOD.replace("destination: tickets\n    params",
+                                                     "destination: tikets\n    params")))
+    assert ":13: intents[0].destination: unknown destination 'tikets'; did you mean 'tickets'?" in message
+    assert "(valid: tickets)" in message
+
+
+def test_unknown_operation_kind_lists_the_destination_kinds(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, GOOD.replace("kind: create_ticket", "kind: create_tiket")))
+    assert "intents[0].kind: unknown operation kind for 'tickets' 'create_tiket'" in message
+    assert "create_ticket" in message
+
+
+def test_bad_enum_value_names_the_value_and_the_choices(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, GOOD.replace("service: tickets", "service: tickets\n    idempotency: strip")))
+    assert "destinations.tickets.idempotency" in message
+    assert "'strip'" in message and "'stripe'" in message
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, GOOD.replace("description: one ticket, response lost\n", "")))
+    assert f"{tmp_path / 's.yaml'}:1: description: required key is missing" in message
+
+
+def test_not_yaml_gives_the_line(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "name: [unclosed\n"))
+    assert "not valid YAML" in message and "s.yaml:" in message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "cannot read scenario file" in error_of(tmp_path / "nope.yaml")
+
+
+def test_resolve_by_name_glob_all_and_unknown() -> None:
+    dirs = [REPO / "scenarios"]
+    assert [p.stem for p in resolve("response_lost", dirs)] == ["response_lost"]
+    assert "response_lost" in [p.stem for p in resolve("all", dirs)]
+    assert "response_lost" in [p.stem for p in resolve("response_*", dirs)]
+    with pytest.raises(ScenarioError, match="Did you mean .response_lost."):
+        resolve("response_lots", dirs)
