@@ -1,0 +1,115 @@
+"""The destination process: ``python -m fake_destinations --config FILE``.
+
+Serves every destination of the config on its own 127.0.0.1 port plus an admin port, then prints
+one line ``READY {"admin": port, "destinations": {name: port}}`` on stdout so the parent knows the
+ports without polling. Any start-up error goes to stderr and exits with status 2. SIGTERM stops it
+cleanly. Imports stay lean (no pydantic; asyncssh only when an SSH host is declared): this start-up
+is on every scenario's critical path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from fake_destinations.ledger import Ledger
+from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
+
+
+
+
+def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime]) -> web.Application:
+    async def reset(request: web.Request) -> web.Response:
+        ledger.clear()
+        clock.reset()
+        for runtime in runtimes.values():
+            runtime.reset()
+        return web.json_response({"reset": True})
+
+    async def advance(request: web.Request) -> web.Response:
+        body = await request.json()
+        seconds = body.get("advance")
+        if not isinstance(seconds, (int, float)) or seconds < 0:
+            return web.json_response({"error": f"'advance' must be seconds >= 0, got {seconds!r}"}, status=400)
+        return web.json_response({"now": clock.advance(float(seconds))})
+
+    async def state(request: web.Request) -> web.Response:
+        return web.json_response({"now": clock.now(), "in_flight": {
+            name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}})
+
+    app = web.Application()
+    app.router.add_post("/reset", reset)
+    app.router.add_post("/clock", advance)
+    app.router.add_get("/state", state)
+    return app
+
+
+async def serve(config: dict[str, Any]) -> None:
+    ledger = Ledger(config["ledger"])
+    clock = Clock(ledger)
+    ports: dict[str, int] = config.get("ports") or {}
+    runtimes: dict[str, DestinationRuntime] = {}
+    runners: list[web.AppRunner] = []
+    bound: dict[str, int] = {}
+    ssh_servers = []
+
+    async def start_app(app: web.Application, port: int) -> int:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        await site.start()
+        return site._server.sockets[0].getsockname()[1]  # the ephemeral port actually bound
+
+    for name, spec in config["destinations"].items():
+        if spec["service"] == "ssh":
+            from fake_destinations.ssh import SshDestination  # asyncssh is heavy: only when needed
+            runtime = SshDestination(name, spec, ledger, clock, Path(config["state_dir"]))
+            server, bound[name] = await runtime.start(ports.get(name, 0))
+            ssh_servers.append(server)
+        else:
+            from fake_destinations.http import HttpDestination
+            runtime = HttpDestination(name, spec, ledger, clock)
+            bound[name] = await start_app(runtime.app(), ports.get(name, 0))
+        runtimes[name] = runtime
+    admin_port = await start_app(admin_app(ledger, clock, runtimes), config.get("admin_port") or 0)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sys.stdout.write(READY_PREFIX + json.dumps({"admin": admin_port, "destinations": bound}) + "\n")
+    sys.stdout.flush()
+    await stop.wait()
+    for server in ssh_servers:
+        server.close()
+    for runner in runners:
+        await runner.cleanup()
+    ledger.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fake_destinations")
+    parser.add_argument("--config", required=True, help="JSON file written by DestinationHost")
+    args = parser.parse_args(argv)
+    try:
+        config = json.loads(Path(args.config).read_text())
+        asyncio.run(serve(config))
+    except OSError as exc:
+        print(f"fake_destinations: cannot start: {exc}", file=sys.stderr)
+        return 2
+    except (KeyError, ValueError) as exc:
+        print(f"fake_destinations: bad config {args.config}: {exc!r}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""``DestinationHost``: runs the scenario's fake destinations in one child process and controls it.
+
+    with DestinationHost({"tickets": {"service": "tickets"}}, ledger_path) as host:
+        host.urls["tickets"]       # "http://127.0.0.1:PORT"
+        host.reset()               # clear keys, resources and the ledger (admin port)
+        host.advance_clock(86400)  # jump the destination clock (retention, lag, async completion)
+        host.restart()             # kill and start again on the same ports; the ledger is kept
+
+Errors:
+    DestinationError            - base class
+    └── DestinationStartError   - the child exited or did not report ready in time (with its stderr tail)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fake_destinations.runtime import READY_PREFIX
+from fake_destinations.ledger import read_effects, read_requests
+from fake_destinations.spec import DestinationSpec
+
+
+def _child_env() -> dict[str, str]:
+    # The child must import this very package even when the project is not installed.
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+class DestinationError(RuntimeError):
+    """Raised when the destination process cannot be controlled (admin call failed, not started)."""
+
+
+class DestinationStartError(DestinationError):
+    """Raised when the destination process exits or stays silent during start-up; carries its stderr."""
+
+
+class DestinationHost:
+    def __init__(self, specs: Mapping[str, DestinationSpec | dict[str, Any]], ledger_path: Path, *,
+                 log_path: Path | None = None) -> None:
+        self.specs = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
+                      for name, spec in specs.items()}
+        self.ledger_path = Path(ledger_path)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if log_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="fake-destinations-")
+            log_path = Path(self._tmp.name) / "destinations.log"
+        self.log_path = Path(log_path)
+        self.state_dir = self.ledger_path.parent
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ports: dict[str, int] = {}
+        self.admin_port: int | None = None
+        self.startup_seconds: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> "DestinationHost":
+        if self.process is not None:
+            raise DestinationError("destinations already started")
+        config = {"ledger": str(self.ledger_path), "state_dir": str(self.state_dir),
+                  "destinations": {n: s.model_dump(mode="json") for n, s in self.specs.items()},
+                  "ports": self.ports, "admin_port": self.admin_port}
+        self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path = self.ledger_path.with_name(self.ledger_path.name + ".destinations.json")
+        config_path.write_text(json.dumps(config))
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        began = time.perf_counter()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "fake_destinations", "--config", str(config_path)],
+                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=_child_env())
+        try:
+            ready = self._wait_ready(timeout)
+        except BaseException:
+            self._kill()
+            raise
+        self.startup_seconds = time.perf_counter() - began
+        self.admin_port = ready["admin"]
+        self.ports = dict(ready["destinations"])
+        return self
+
+    def _wait_ready(self, timeout: float) -> dict[str, Any]:
+        assert self.process and self.process.stdout
+        deadline = time.monotonic() + timeout
+        buffer = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            while b"\n" not in buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise DestinationStartError(
+                        f"fake destinations did not report ready within {timeout:g}s\n{self._stderr_tail()}")
+                if selector.select(remaining):
+                    chunk = os.read(self.process.stdout.fileno(), 65536)
+                    if not chunk:
+                        code = self.process.wait(timeout=5)
+                        raise DestinationStartError(
+                            f"fake destinations exited with status {code} during start-up\n{self._stderr_tail()}")
+                    buffer += chunk
+        line = buffer.split(b"\n", 1)[0].decode()
+        if not line.startswith(READY_PREFIX):
+            raise DestinationStartError(f"unexpected start-up line {line!r}\n{self._stderr_tail()}")
+        return json.loads(line[len(READY_PREFIX):])
+
+    def _stderr_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no destination log)"
+        tail = "\n".join(text.splitlines()[-lines:])
+        return f"destination log {self.log_path} (tail):\n{tail}" if tail else "(destination log empty)"
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Terminate the process group; kill it if it does not exit within ``timeout``."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=timeout)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            self._kill()
+        finally:
+            self._close()
+
+    def _kill(self) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=5)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self.process is not None and self.process.stdout:
+            self.process.stdout.close()
+        self.process = None
+
+    def restart(self, timeout: float = 10.0) -> None:
+        """Kill the destinations (a crash, not a clean stop) and start them on the same ports."""
+        self._kill()
+        self.start(timeout)
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "DestinationHost":
+        if self.process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- inspection and control --------------------------------------------------------------
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return {name: f"{'ssh' if self.specs[name].service == 'ssh' else 'http'}://127.0.0.1:{port}"
+                for name, port in self.ports.items()}
+
+    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self.process is None or self.admin_port is None:
+            raise DestinationError("destinations are not running")
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+        except OSError as exc:
+            raise DestinationError(f"admin {method} {path} failed: {exc}\n{self._stderr_tail()}") from exc
+
+    def reset(self) -> None:
+        """Forget keys, resources, counters, the clock offset and the ledger rows, without restarting."""
+        self._admin("POST", "/reset", {})
+
+    def advance_clock(self, seconds: float) -> float:
+        """Move the destination clock forward (key retention, lookup lag, async completion)."""
+        return self._admin("POST", "/clock", {"advance": seconds})["now"]
+
+    def state(self) -> dict[str, Any]:
+        """The destination clock and the keys of writes still in progress, per destination."""
+        return self._admin("GET", "/state")
+
+    def effects(self) -> list[dict[str, Any]]:
+        return read_effects(self.ledger_path)
+
+    def requests(self) -> list[dict[str, Any]]:
+        return read_requests(self.ledger_path)

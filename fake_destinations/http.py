@@ -1,0 +1,294 @@
+"""The shared HTTP core: one aiohttp app per destination, behaviour driven by its service declaration
+and its spec (a plain dict, ``DestinationSpec.model_dump()``: the child process skips pydantic).
+
+Order of checks on a write, as real APIs do it: rate limit, key presence, stored key (in progress ->
+409, other payload -> 422 / mismatch, done -> replay), validation, processing, commit. Rate-limit
+and validation answers are never stored under the key (the request did not start executing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from fake_destinations.ledger import Ledger
+from fake_destinations.runtime import Clock, DestinationRuntime, RateLimited
+from fake_destinations.services import ASYNC_STATUS_PATH, CREATE, CREATE_ASYNC, DELETE, SET_STATE, Operation
+from harness.fingerprint import fingerprint
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+CLIENT_TOKEN_FIELD = "client_token"
+ACCOUNT_HEADER = "X-Account"
+FLOW_HEADER = "X-Harness-Flow"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    return re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(path)) + "$")
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, text=json.dumps(body), content_type="application/json",
+                        headers=headers)
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> tuple[int, dict[str, Any]]:
+    return status, {"error": code, "message": message, **extra}
+
+
+class HttpDestination(DestinationRuntime):
+    """One HTTP destination: routes every request through ``handle`` so that each one is recorded."""
+
+    def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
+        super().__init__(name, spec, ledger, clock)
+        s = self.service
+        self.routes = [(op.method, _pattern(op.path), op) for op in s.operations]
+        self.item_pattern = _pattern(s.collection + "/{id}")
+        self.status_pattern = _pattern(ASYNC_STATUS_PATH)
+        self.in_flight: set[str] = set()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=1 << 20)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.Response:
+        received_at = self.clock.wall()
+        row: dict[str, Any] = {
+            "destination": self.name, "method": request.method, "path": request.path,
+            "query": request.query_string or None, "flow_id": request.headers.get(FLOW_HEADER),
+            "traceparent": request.headers.get("traceparent"), "received_at": received_at,
+            "idempotency_key": None, "client_reference": None, "payload_fingerprint": None,
+            "effect_ref": None,
+        }
+        effects: list[dict[str, Any]] = []
+        headers: dict[str, str] = {}
+        try:
+            if request.method == "GET":
+                row["client_reference"] = request.query.get("client_reference")
+                status, body = self.read(request)
+                outcome = "read"
+            else:
+                for method, pattern, op in self.routes:
+                    match = pattern.match(request.path)
+                    if match and method == request.method:
+                        status, body, outcome = await self.write(request, op, match.groupdict(), row,
+                                                                 effects, headers)
+                        break
+                else:
+                    allowed = [m for m, p, _ in self.routes if p.match(request.path)]
+                    if allowed:
+                        status, body = _error(405, "method_not_allowed",
+                                              f"{request.method} {request.path}; allowed: {', '.join(allowed)}")
+                    else:
+                        status, body = _error(404, "not_found", f"no route {request.method} {request.path}")
+                    outcome = "rejected"
+        except _Rejection as rejection:
+            status, body, outcome = rejection.status, rejection.body, rejection.outcome
+            headers.update(rejection.headers)
+        row["status"], row["outcome"] = status, outcome
+        self.ledger.record(row, effects)
+        return _json(status, body, headers)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read(self, request: web.Request) -> tuple[int, Any]:
+        s = self.service
+        if request.path == s.collection:
+            if self.spec["lookup"] != "client_reference":
+                return _error(404, "not_found", f"{s.name} offers no lookup")
+            ref = request.query.get("client_reference")
+            visible_before = self.clock.now() - self.spec["lookup_lag_seconds"]
+            items = self.ledger.find_resources(self.name, s.collection, ref, visible_before)
+            return 200, {"items": items}
+        match = self.item_pattern.match(request.path)
+        if match:
+            item = self.ledger.get_resource(self.name, s.collection, match["id"])
+            if item is None:
+                return _error(404, "not_found", f"no {s.collection.strip('/')} {match['id']!r}")
+            return 200, item
+        match = self.status_pattern.match(request.path)
+        if match and any(op.action == CREATE_ASYNC for op in s.operations):
+            operation = self.ledger.get_resource(self.name, "/operations", match["id"])
+            if operation is None:
+                return _error(404, "not_found", f"no operation {match['id']!r}")
+            if operation["status"] == "pending" and self.clock.now() >= operation["completes_at"]:
+                operation["status"] = "succeeded"
+            return 200, {k: v for k, v in operation.items() if k != "completes_at"}
+        return _error(404, "not_found", f"no route GET {request.path}")
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def write(self, request: web.Request, op: Operation, path_params: dict[str, str],
+                    row: dict[str, Any], effects: list[dict[str, Any]],
+                    headers: dict[str, str]) -> tuple[int, Any, str]:
+        spec = self.spec
+        style = spec["idempotency"]
+        raw = await request.read()
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                raise _Rejection(*_error(400, "invalid_json", "request body is not JSON"))
+            if not isinstance(body, dict):
+                raise _Rejection(*_error(400, "invalid_json", "request body must be a JSON object"))
+        else:
+            body = {}
+        params = {**op.body_defaults, **body, **path_params}
+        row["client_reference"] = params.get("client_reference")
+        row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"]) if params else None
+
+        try:
+            self.check_rate_limit()
+        except RateLimited as limited:
+            raise _Rejection(*_error(429, "rate_limited", "too many requests"), outcome="rate_limited",
+                             headers={"Retry-After": str(limited.retry_after)})
+        failure = self.next_failure()
+        if failure and failure["fault"] == "rate_limited":
+            raise _Rejection(*_error(failure["status"] or 429, "rate_limited", "too many requests"),
+                             outcome="rate_limited",
+                             headers={"Retry-After": str(failure["retry_after_seconds"])})
+
+        key = None
+        if style in ("stripe", "ietf"):
+            key = request.headers.get(IDEMPOTENCY_HEADER)
+            if key is None and style == "ietf":
+                raise _Rejection(*_error(400, "idempotency_key_missing",
+                                         f"this endpoint requires an {IDEMPOTENCY_HEADER} header"))
+        elif style == "client_token":
+            key = params.pop(CLIENT_TOKEN_FIELD, None)
+            row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"])
+        row["idempotency_key"] = key
+        scoped = self.scoped_key(request, key) if key is not None else None
+
+        if scoped is not None:
+            stored = self.ledger.get_key(self.name, scoped)
+            if stored is not None and self.expired(stored["created_at"]):
+                self.ledger.drop_key(self.name, scoped)
+                stored = None
+            if stored is not None:
+                if stored["state"] == "in_progress" or scoped in self.in_flight:
+                    raise _Rejection(*_error(409, "idempotency_key_in_use",
+                                             "a request with this key is still being processed"))
+                if stored["payload_fingerprint"] != row["payload_fingerprint"]:
+                    if style == "client_token":
+                        raise _Rejection(*_error(400, "IdempotentParameterMismatch",
+                                                 "the client token was already used with other parameters"))
+                    raise _Rejection(*_error(422, "idempotency_key_reused",
+                                             "the key was already used with another payload",
+                                             first_payload_fingerprint=stored["payload_fingerprint"]))
+                row["effect_ref"] = stored["effect_ref"]
+                if style != "client_token":
+                    headers[REPLAYED_HEADER] = "true"
+                return stored["status"], json.loads(stored["body"]), "replayed"
+
+        missing = [name for name in op.required if params.get(name) in (None, "")]
+        if missing:
+            raise _Rejection(*_error(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
+                                     required=list(op.required)))
+
+        if scoped is not None:
+            self.ledger.lock_key(self.name, scoped, row["payload_fingerprint"], self.clock.now())
+            self.in_flight.add(scoped)
+        try:
+            if spec["processing_delay_seconds"]:
+                await asyncio.sleep(spec["processing_delay_seconds"])
+            status, answer, outcome = self.commit(op, params, row, effects, failure)
+        except BaseException:
+            if scoped is not None:
+                self.ledger.drop_key(self.name, scoped)
+            raise
+        finally:
+            if scoped is not None:
+                self.in_flight.discard(scoped)
+        if scoped is not None:
+            # client tokens name a resource: only a committed one is remembered (EC2 keeps no errors).
+            if style == "client_token" and not effects:
+                self.ledger.drop_key(self.name, scoped)
+            else:
+                self.ledger.finish_key(self.name, scoped, status, answer, row["effect_ref"])
+        return status, answer, outcome
+
+    def commit(self, op: Operation, params: dict[str, Any], row: dict[str, Any],
+               effects: list[dict[str, Any]], failure: dict[str, Any] | None) -> tuple[int, Any, str]:
+        if failure and failure["fault"] == "error_before_commit":
+            return *_error(failure["status"] or 500, "internal_error", "the destination failed"), \
+                "failed_before_commit"
+        s = self.service
+        now = self.clock.now()
+        if op.action in (CREATE, CREATE_ASYNC):
+            number = self.ledger.next_number(self.name, s.collection)
+            rid = f"{s.id_prefix}_{number:04d}"
+            resource = {"id": rid, **params, "client_reference": params.get("client_reference"),
+                        "status": s.initial_status}
+            self.ledger.put_resource(self.name, s.collection, rid, resource, now)
+            effects.append({"effect_ref": rid, "kind": op.effect_kind})
+            row["effect_ref"] = rid
+            status, answer, outcome = 201, resource, "committed"
+            if op.action == CREATE_ASYNC:
+                opn = f"opn_{self.ledger.next_number(self.name, '/operations'):04d}"
+                self.ledger.put_resource(self.name, "/operations", opn, {
+                    "id": opn, "status": "pending", "effect_ref": rid,
+                    "completes_at": now + self.spec["async_completion_seconds"]}, now)
+                answer = {**resource, "operation": {"id": opn, "status": "pending",
+                                                    "status_url": ASYNC_STATUS_PATH.format(id=opn)}}
+                status, outcome = 202, "accepted_async"
+        elif op.action == SET_STATE:
+            rid = params[op.required[0]]
+            current = self.ledger.get_resource(self.name, s.collection, rid) or \
+                {"id": rid, "status": s.initial_status, "version": 0}
+            wanted = {k: v for k, v in params.items() if k not in (op.required[0], "client_reference")}
+            changed = any(current.get(k) != v for k, v in wanted.items())
+            if changed:
+                current = {**current, **wanted, "version": current["version"] + 1}
+                current["revision"] = f"{rid}@r{current['version']}"
+                self.ledger.put_resource(self.name, s.collection, rid, current, now)
+                effects.append({"effect_ref": current["revision"], "kind": op.effect_kind})
+            row["effect_ref"] = current.get("revision")
+            if self.spec["put_notifies"]:
+                ntf = f"ntf_{self.ledger.next_number(self.name, 'notifications'):04d}"
+                effects.append({"effect_ref": ntf, "kind": "notification_sent"})
+            status, answer = 200, current
+            outcome = "committed" if effects else "replayed"
+        elif op.action == DELETE:
+            rid = params[op.required[0]]
+            current = self.ledger.get_resource(self.name, s.collection, rid)
+            if current is None:
+                return *_error(404, "not_found", f"no account {rid!r}"), "replayed"
+            self.ledger.delete_resource(self.name, s.collection, rid)
+            ref = f"{rid}@deleted"
+            effects.append({"effect_ref": ref, "kind": op.effect_kind})
+            row["effect_ref"] = ref
+            status, answer, outcome = 200, {"id": rid, "deleted": True, "revision": ref}, "committed"
+        else:  # pragma: no cover - declarations are checked by tests
+            raise AssertionError(op.action)
+        if failure and failure["fault"] == "error_after_commit":
+            return *_error(failure["status"] or 500, "internal_error", "the destination failed"), \
+                "failed_after_commit"
+        return status, answer, outcome
+
+    def scoped_key(self, request: web.Request, key: str) -> str:
+        scope = self.spec["key_scope"]
+        if scope == "account":
+            return f"{request.headers.get(ACCOUNT_HEADER, '-')}|{key}"
+        if scope == "path":
+            return f"{request.method} {request.path}|{key}"
+        return key
+
+    def expired(self, created_at: float) -> bool:
+        retention = self.spec["retention_seconds"]
+        return retention is not None and self.clock.now() >= created_at + retention
+
+
+class _Rejection(Exception):
+    """Ends a write early with an answer that is never stored under the idempotency key."""
+
+    def __init__(self, status: int, body: Any, *, outcome: str = "rejected",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(status)
+        self.status, self.body, self.outcome, self.headers = status, body, outcome, headers or {}

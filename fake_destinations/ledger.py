@@ -1,0 +1,215 @@
+"""The effect ledger: durable ground truth of what the fake destinations received and committed.
+
+One SQLite file per scenario run (WAL mode), written by the destination process and read by the
+harness after the run. Tables ``requests`` and ``effects`` follow docs/ARCHITECTURE.md exactly; the
+destinations' own state (stored idempotency keys, resources, the virtual clock) lives in extra
+tables of the same file, so that a restarted destination keeps its keys and its numbering.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+REQUEST_OUTCOMES = ("committed", "replayed", "rejected", "read", "failed_before_commit",
+                    "failed_after_commit", "rate_limited", "accepted_async")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    destination TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    query TEXT,
+    idempotency_key TEXT,
+    client_reference TEXT,
+    payload_fingerprint TEXT,
+    flow_id TEXT,
+    traceparent TEXT,
+    status INTEGER,
+    outcome TEXT NOT NULL,
+    effect_ref TEXT,
+    received_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS effects (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    destination TEXT NOT NULL,
+    effect_ref TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    operation_key TEXT,
+    client_reference TEXT,
+    payload_fingerprint TEXT,
+    request_seq INTEGER REFERENCES requests(seq),
+    flow_id TEXT,
+    replay INTEGER NOT NULL DEFAULT 0,
+    committed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    destination TEXT NOT NULL,
+    scoped_key TEXT NOT NULL,
+    payload_fingerprint TEXT,
+    state TEXT NOT NULL,               -- in_progress | done
+    status INTEGER,
+    body TEXT,
+    effect_ref TEXT,
+    created_at REAL NOT NULL,          -- destination clock (virtual)
+    PRIMARY KEY (destination, scoped_key)
+);
+CREATE TABLE IF NOT EXISTS resources (
+    destination TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    id TEXT NOT NULL,
+    client_reference TEXT,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,          -- destination clock (virtual)
+    PRIMARY KEY (destination, collection, id)
+);
+CREATE TABLE IF NOT EXISTS counters (
+    destination TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (destination, name)
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_STATE_TABLES = ("requests", "effects", "idempotency_keys", "resources", "counters", "meta")
+
+
+class Ledger:
+    """Writer side, used inside the destination process (one connection, one event loop thread)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL keeps commits durable across a process kill (WAL), which is what a restart needs.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        # A request that was in flight when the previous process died never finished: unlock its key.
+        self.db.execute("DELETE FROM idempotency_keys WHERE state = 'in_progress'")
+
+    def record(self, request: dict[str, Any], effects: list[dict[str, Any]] = ()) -> int:
+        """Append one received request and the effects it committed, atomically; returns its seq."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            cur = self.db.execute(
+                "INSERT INTO requests (destination, method, path, query, idempotency_key,"
+                " client_reference, payload_fingerprint, flow_id, traceparent, status, outcome,"
+                " effect_ref, received_at) VALUES (:destination, :method, :path, :query,"
+                " :idempotency_key, :client_reference, :payload_fingerprint, :flow_id, :traceparent,"
+                " :status, :outcome, :effect_ref, :received_at)",
+                {k: request.get(k) for k in ("destination", "method", "path", "query", "idempotency_key",
+                                             "client_reference", "payload_fingerprint", "flow_id",
+                                             "traceparent", "status", "outcome", "effect_ref",
+                                             "received_at")})
+            seq = cur.lastrowid
+            now = time.time()
+            for effect in effects:
+                self.db.execute(
+                    "INSERT INTO effects (destination, effect_ref, kind, operation_key, client_reference,"
+                    " payload_fingerprint, request_seq, flow_id, replay, committed_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                    (request["destination"], effect["effect_ref"], effect["kind"],
+                     request.get("idempotency_key"), request.get("client_reference"),
+                     request.get("payload_fingerprint"), seq, request.get("flow_id"), now))
+        return seq
+
+    # -- destination state -------------------------------------------------------------------
+
+    def next_number(self, destination: str, name: str) -> int:
+        """Next value of a per-destination counter (resource numbering survives restarts)."""
+        row = self.db.execute(
+            "INSERT INTO counters (destination, name, value) VALUES (?, ?, 1)"
+            " ON CONFLICT(destination, name) DO UPDATE SET value = value + 1 RETURNING value",
+            (destination, name)).fetchone()
+        return int(row[0])
+
+    def get_key(self, destination: str, scoped_key: str) -> sqlite3.Row | None:
+        return self.db.execute("SELECT * FROM idempotency_keys WHERE destination = ? AND scoped_key = ?",
+                               (destination, scoped_key)).fetchone()
+
+    def lock_key(self, destination: str, scoped_key: str, payload_fingerprint: str | None, now: float) -> None:
+        self.db.execute("INSERT OR REPLACE INTO idempotency_keys (destination, scoped_key,"
+                        " payload_fingerprint, state, created_at) VALUES (?, ?, ?, 'in_progress', ?)",
+                        (destination, scoped_key, payload_fingerprint, now))
+
+    def finish_key(self, destination: str, scoped_key: str, status: int, body: Any,
+                   effect_ref: str | None) -> None:
+        self.db.execute("UPDATE idempotency_keys SET state = 'done', status = ?, body = ?, effect_ref = ?"
+                        " WHERE destination = ? AND scoped_key = ?",
+                        (status, json.dumps(body), effect_ref, destination, scoped_key))
+
+    def drop_key(self, destination: str, scoped_key: str) -> None:
+        self.db.execute("DELETE FROM idempotency_keys WHERE destination = ? AND scoped_key = ?",
+                        (destination, scoped_key))
+
+    def put_resource(self, destination: str, collection: str, rid: str, body: dict[str, Any],
+                     created_at: float) -> None:
+        self.db.execute("INSERT OR REPLACE INTO resources (destination, collection, id, client_reference,"
+                        " body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        (destination, collection, rid, body.get("client_reference"), json.dumps(body),
+                         created_at))
+
+    def get_resource(self, destination: str, collection: str, rid: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT body FROM resources WHERE destination = ? AND collection = ? AND id = ?",
+                              (destination, collection, rid)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def delete_resource(self, destination: str, collection: str, rid: str) -> None:
+        self.db.execute("DELETE FROM resources WHERE destination = ? AND collection = ? AND id = ?",
+                        (destination, collection, rid))
+
+    def find_resources(self, destination: str, collection: str, client_reference: str | None,
+                       visible_before: float) -> list[dict[str, Any]]:
+        sql = ("SELECT body FROM resources WHERE destination = ? AND collection = ? AND created_at <= ?")
+        args: list[Any] = [destination, collection, visible_before]
+        if client_reference is not None:
+            sql += " AND client_reference = ?"
+            args.append(client_reference)
+        return [json.loads(r[0]) for r in self.db.execute(sql + " ORDER BY created_at, id", args)]
+
+    def get_meta(self, name: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, name: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+
+    def clear(self) -> None:
+        """Forget everything: ledger rows, keys, resources, counters, clock (between tests)."""
+        with self.db:
+            for table in _STATE_TABLES:
+                self.db.execute(f"DELETE FROM {table}")
+            self.db.execute("DELETE FROM sqlite_sequence WHERE name IN ('requests', 'effects')")
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _read(path: str | os.PathLike[str], table: str) -> list[dict[str, Any]]:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"effect ledger {p} does not exist (did the destinations start?)")
+    db = sqlite3.connect(p, timeout=5.0)
+    try:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY seq")]
+    finally:
+        db.close()
+
+
+def read_effects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every committed effect, in commit order, as plain dicts (columns of the ``effects`` table)."""
+    return _read(path, "effects")
+
+
+def read_requests(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every request the destinations received, in arrival order (columns of ``requests``)."""
+    return _read(path, "requests")

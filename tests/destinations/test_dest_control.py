@@ -1,0 +1,77 @@
+"""DestinationHost: a real child process, its ports, restart with the ledger kept, clear errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pydantic
+import pytest
+import requests
+
+from fake_destinations.control import DestinationHost, DestinationStartError
+from fake_destinations.ledger import read_effects
+
+TICKET = {"title": "t", "project": "p", "client_reference": "op_1"}
+
+
+def test_restart_keeps_ports_ledger_and_stored_keys(tmp_path):
+    with DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite") as host:
+        url = host.urls["tickets"]
+        assert url.startswith("http://127.0.0.1:")
+        pid = host.process.pid
+        first = requests.post(url + "/tickets", json=TICKET, headers={"Idempotency-Key": "k"}, timeout=10)
+        host.restart()
+        assert host.process.pid != pid and host.urls["tickets"] == url
+        again = requests.post(url + "/tickets", json=TICKET, headers={"Idempotency-Key": "k"}, timeout=10)
+        assert again.headers["Idempotent-Replayed"] == "true" and again.json() == first.json()
+        fresh = requests.post(url + "/tickets", json=TICKET, headers={"Idempotency-Key": "k2"}, timeout=10)
+        assert fresh.json()["id"] == "tkt_0002"  # numbering survives the restart
+    assert [e["effect_ref"] for e in read_effects(tmp_path / "ledger.sqlite")] == ["tkt_0001", "tkt_0002"]
+
+
+def test_stop_ends_the_process_group(tmp_path):
+    host = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite").start()
+    pid = host.process.pid
+    host.close()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://127.0.0.1:{host.ports['tickets']}/tickets", timeout=5)
+
+
+def test_crash_at_start_reports_the_child_stderr(tmp_path):
+    blocker = tmp_path / "ledger.sqlite"
+    blocker.mkdir()  # a directory where the ledger file should be: sqlite cannot open it
+    host = DestinationHost({"tickets": {"service": "tickets"}}, blocker)
+    with pytest.raises(DestinationStartError, match="exited with status .* during start-up(?s:.*)unable to open"):
+        host.start()
+    assert host.process is None
+    host.close()
+
+
+def test_port_taken_on_restart_is_a_clear_error(tmp_path):
+    host = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite").start()
+    try:
+        port = host.ports["tickets"]
+        host.stop()
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+            with pytest.raises(DestinationStartError, match=f"cannot start.*{port}|address already in use"):
+                host.start()
+    finally:
+        host.close()
+
+
+def test_bad_spec_is_rejected_before_any_process_starts(tmp_path):
+    with pytest.raises(pydantic.ValidationError, match="idempotency(?s:.*)'stripe'"):
+        DestinationHost({"tickets": {"service": "tickets", "idempotency": "stripey"}}, tmp_path / "l.sqlite")
+    with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
+        DestinationHost({"tickets": {"service": "tickets", "retention": 5}}, tmp_path / "l.sqlite")
+
+
+def test_admin_is_not_on_the_destination_port(destinations):
+    assert destinations.admin_port not in destinations.ports.values()
+    response = requests.post(destinations.urls["tickets"] + "/reset", json={}, timeout=10)
+    assert response.status_code == 404

@@ -1,0 +1,75 @@
+"""DestinationSpec validation and the agent-facing contract ``describe``."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from fake_destinations.services import SERVICES
+from fake_destinations.spec import DestinationSpec, describe, json_schema
+
+
+def test_service_defaults_are_filled_in():
+    spec = DestinationSpec(service="vms")
+    assert spec.idempotency == "client_token" and spec.lookup == "client_reference"
+    assert DestinationSpec(service="email").lookup == "none"
+    assert DestinationSpec(service="tickets", idempotency="none").idempotency == "none"
+
+
+def test_describe_tickets_is_the_documented_shape():
+    assert describe({"service": "tickets"}) == {
+        "service": "tickets",
+        "idempotency": {"style": "stripe", "header": "Idempotency-Key", "body_field": None,
+                        "retention_seconds": 86400.0, "scope": "global", "required": False},
+        "lookup": {"method": "GET", "path": "/tickets", "query_param": "client_reference",
+                   "result_field": "items", "lag_seconds": 0.0},
+        "operations": {"create_ticket": {"method": "POST", "path": "/tickets",
+                                         "client_reference_field": "client_reference",
+                                         "effect_ref_field": "id", "required_params": ["title", "project"]}},
+    }
+
+
+def test_describe_other_styles():
+    vms = describe(DestinationSpec(service="vms"))
+    assert vms["idempotency"]["header"] is None and vms["idempotency"]["body_field"] == "client_token"
+    email = describe({"service": "email"})
+    assert email["lookup"] is None and email["idempotency"]["retention_seconds"] is None
+    deployments = describe({"service": "deployments"})
+    assert deployments["status"] == {"method": "GET", "path": "/operations/{id}"}
+    assert deployments["idempotency"]["required"] is True
+    accounts = describe({"service": "accounts", "key_scope": "account", "idempotency": "stripe"})
+    assert accounts["operations"]["disable_account"]["body_defaults"] == {"status": "disabled"}
+    assert accounts["idempotency"]["account_header"] == "X-Account"
+    assert describe({"service": "ssh"})["operations"]["create_user"] == {
+        "method": "EXEC", "command": "create-user {username}", "required_params": ["username"]}
+
+
+def test_every_service_declares_operations_with_unique_kinds():
+    kinds = [op.kind for s in SERVICES.values() for op in s.operations]
+    assert len(kinds) == len(set(kinds))
+    assert {"create_ticket", "disable_account", "create_payment", "deliver_webhook", "run_instance",
+            "send_email", "create_deployment"} <= set(kinds)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"service": "tickts"}, "Input should be 'tickets'"),
+    ({"service": "tickets", "idempotency": "stripey"}, "'none', 'stripe', 'ietf' or 'client_token'"),
+    ({"service": "tickets", "retention": 5}, "Extra inputs are not permitted"),
+    ({"service": "tickets", "failures": [{"at": 0, "fault": "error_before_commit"}]}, "greater than or equal to 1"),
+    ({"service": "tickets", "failures": [{"at": 1, "fault": "drop_after_exec"}]},
+     "fault 'drop_after_exec' is not available for service 'tickets'"),
+    ({"service": "ssh", "idempotency": "stripe"}, "not available for service 'ssh'"),
+    ({"service": "tickets", "put_notifies": True}, "put_notifies applies to service 'accounts' only"),
+    ({"service": "tickets", "rate_limit": {"max_requests": 1}}, "per_seconds"),
+])
+def test_bad_specs_name_the_key_and_the_valid_choices(bad, message):
+    with pytest.raises(pydantic.ValidationError) as caught:
+        DestinationSpec.model_validate(bad)
+    assert message in str(caught.value)
+
+
+def test_json_schema_documents_every_option():
+    schema = json_schema()
+    assert schema["additionalProperties"] is False
+    for name, prop in schema["properties"].items():
+        assert prop.get("description"), name
