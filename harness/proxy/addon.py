@@ -208,7 +208,7 @@ class FaultInjector:
             resp.headers["connection"] = "close"
             # mitmproxy frames bodies itself when it sees Transfer-Encoding, so the header travels
             # folded into another one and the body carries a chunk size that is not hex.
-            resp.headers.fields = resp.headers.fields + ((b"X-Harness-Pad", b"1\r\nTransfer-Encoding: chunked"),)
+            resp.headers.fields = resp.headers.fields + ((b"Via", b"1.1 proxy\r\nTransfer-Encoding: chunked"),)
             resp.raw_content = b"zz\r\n" + (resp.raw_content or b"")[:16] + b"\r\n0\r\n\r\n"
             self._finish(flow, "connection_closed", resp.status_code)
         else:

@@ -69,34 +69,28 @@ def _upstream(name: str, url: str) -> tuple[str, int]:
 
 
 def disable_nagle_for_proxies() -> None:
-    """Make urllib3 (hence requests) set TCP_NODELAY on proxy connections too, in this process.
+    """Make urllib3 (hence requests) set TCP_NODELAY on forward-proxy connections, in this process.
 
-    urllib3 only sets its default socket options on direct connections; through a forward proxy a
-    small POST waits ~40 ms for the delayed ACK. The harness calls this where it owns the client.
+    urllib3 gives pools behind a proxy ``socket_options=[]`` on purpose (Nagle on, "to avoid packet
+    fragmentation"), so a small POST waits for the peer's delayed ACK: about 40 ms a request. The
+    harness calls this where it owns the client (the benchmark, Python agents it starts itself).
     """
-    from urllib3.connection import HTTPConnection
+    from urllib3.connectionpool import HTTPConnectionPool
 
+    original = HTTPConnectionPool._new_conn
+    if getattr(original, "_harness_nodelay", False):
+        return
     opt = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if opt not in HTTPConnection.default_socket_options:
-        HTTPConnection.default_socket_options = [*HTTPConnection.default_socket_options, opt]
-    try:
-        from urllib3.connectionpool import HTTPConnectionPool
 
-        original = HTTPConnectionPool._new_conn
-        if getattr(original, "_harness_nodelay", False):
-            return
+    def _new_conn(self: Any) -> Any:
+        conn = original(self)
+        opts = list(getattr(conn, "socket_options", None) or [])
+        if opt not in opts:  # set before the lazy connect() reads it
+            conn.socket_options = [*opts, opt]
+        return conn
 
-        def _new_conn(self: Any) -> Any:
-            conn = original(self)
-            opts = list(getattr(conn, "socket_options", None) or [])
-            if opt not in opts:
-                conn.socket_options = [*opts, opt]
-            return conn
-
-        _new_conn._harness_nodelay = True  # type: ignore[attr-defined]
-        HTTPConnectionPool._new_conn = _new_conn  # type: ignore[method-assign]
-    except ImportError:  # pragma: no cover - urllib3 layout changed
-        pass
+    _new_conn._harness_nodelay = True  # type: ignore[attr-defined]
+    HTTPConnectionPool._new_conn = _new_conn  # type: ignore[method-assign]
 
 
 class _Ready:

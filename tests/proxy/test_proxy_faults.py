@@ -64,3 +64,111 @@ def test_reconfigure_resets_counters(scenario, destination, tmp_path):
     with pytest.raises(requests.ConnectionError):
         post_requests(routes.urls["tickets"])
     assert len(destination.effects) == 2
+
+
+# -- the catalogue, table-driven ------------------------------------------------------------------
+# name -> (rule fields, what each client sees: an exception class name or a status,
+#          requests the destination received, effects it committed, journal expectations)
+CREATE = {"destination": "tickets", "method": "POST", "path": "/tickets", "nth": 1}
+CATALOGUE = {
+    "reset_after_commit": (
+        {"action": "reset_after_commit"},
+        {"requests": "ConnectionError", "httpx": "ReadError"}, 1, 1,
+        {"forwarded": True, "upstream_status": 201, "client_outcome": "connection_reset", "client_status": None}),
+    "drop_request": (
+        {"action": "drop_request"},
+        {"requests": "ConnectionError", "httpx": "RemoteProtocolError"}, 0, 0,
+        {"forwarded": False, "upstream_status": None, "client_outcome": "connection_closed", "forward_count": 0}),
+    "synthetic_503": (
+        {"action": "synthetic_status", "status": 503},
+        {"requests": 503, "httpx": 503}, 0, 0,
+        {"forwarded": False, "upstream_status": None, "client_outcome": "response", "client_status": 503}),
+    "synthetic_429": (
+        {"action": "synthetic_status", "status": 429, "retry_after": 7},
+        {"requests": 429, "httpx": 429}, 0, 0,
+        {"forwarded": False, "client_outcome": "response", "client_status": 429}),
+    "synthetic_500": (
+        {"action": "synthetic_status", "status": 500, "body": "boom"},
+        {"requests": 500, "httpx": 500}, 0, 0,
+        {"forwarded": False, "client_status": 500}),
+    "replace_status_after_commit": (
+        {"action": "replace_status", "status": 502},
+        {"requests": 502, "httpx": 502}, 1, 1,
+        {"forwarded": True, "upstream_status": 201, "client_outcome": "response", "client_status": 502}),
+    "truncate_body": (
+        {"action": "truncate_body", "keep_bytes": 10},
+        {"requests": "ChunkedEncodingError", "httpx": "RemoteProtocolError"}, 1, 1,
+        {"forwarded": True, "upstream_status": 201, "client_outcome": "connection_closed", "client_status": 201}),
+    "malformed_chunk": (
+        {"action": "malformed_chunk"},
+        {"requests": "ChunkedEncodingError", "httpx": "RemoteProtocolError"}, 1, 1,
+        {"forwarded": True, "upstream_status": 201, "client_outcome": "connection_closed", "client_status": 201}),
+    "duplicate_delivery": (
+        {"action": "duplicate_delivery"},
+        {"requests": 201, "httpx": 201}, 2, 2,
+        {"forwarded": True, "upstream_status": 201, "client_outcome": "response", "forward_count": 2}),
+    "latency": (
+        {"action": "latency", "delay_ms": 20, "jitter_ms": 10},
+        {"requests": 201, "httpx": 201}, 1, 1,
+        {"forwarded": True, "upstream_status": 201, "client_outcome": "response", "client_status": 201}),
+}
+
+
+def _outcome(post, url):
+    try:
+        resp = post(url, headers={"Idempotency-Key": "op_1", "Connection": "keep-alive"})
+    except Exception as e:  # what the client saw is the assertion's subject
+        return type(e).__name__, None
+    if resp.status_code < 300:
+        resp.json()
+    return resp.status_code, resp
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("fault", sorted(CATALOGUE))
+def test_catalogue(scenario, destination, fault, client):
+    fields, seen, n_requests, n_effects, journal = CATALOGUE[fault]
+    post, _ = CLIENTS[client]
+    routes = scenario.configure([{"id": fault, "match": CREATE, **fields}])
+    saw, resp = _outcome(post, routes.urls["tickets"])
+    assert saw == seen[client]
+    assert (len(destination.requests), len(destination.effects)) == (n_requests, n_effects)
+    # A second, untargeted request goes through untouched (nth: 1 fired once).
+    assert post(routes.urls["tickets"]).status_code == 201
+    first, second = scenario.journal()
+    assert (first["rule_id"], first["fault"]) == (fault, fields["action"])
+    assert {k: first[k] for k in journal} == journal
+    assert (second["fault"], second["client_outcome"], second["client_status"]) == (None, "response", 201)
+    if fault == "synthetic_429":
+        assert resp.headers["Retry-After"] == "7"
+    if fault == "duplicate_delivery":
+        assert destination.requests[0]["flow_id"] == destination.requests[1]["flow_id"] == first["flow_id"]
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_refuse_connection_is_a_true_not_sent(scenario, destination, client):
+    post, _ = CLIENTS[client]
+    routes = scenario.configure([{"id": "down", "action": "refuse_connection", "match": {"destination": "tickets"}}])
+    saw, _ = _outcome(post, routes.urls["tickets"])
+    assert saw == {"requests": "ConnectionError", "httpx": "ConnectError"}[client]
+    assert destination.requests == []
+    assert scenario.journal() == []  # no request ever crossed
+
+
+@pytest.mark.parametrize("then, client_outcome", [("deliver", "timeout"), ("drop", "timeout")])
+def test_hold_response_past_client_timeout(scenario, destination, then, client_outcome):
+    routes = scenario.configure([{"id": "slow", "action": "hold_response", "hold_ms": 1500, "then": then,
+                                  "match": CREATE}])
+    with pytest.raises(requests.ReadTimeout):
+        requests.post(routes.urls["tickets"] + "/tickets", json={}, timeout=(5, 0.2))
+    assert len(destination.effects) == 1  # committed while the client waited
+    (entry,) = scenario.journal()
+    assert (entry["fault"], entry["forwarded"], entry["upstream_status"], entry["client_outcome"]) == \
+        ("hold_response", True, 201, client_outcome)
+
+
+def test_hold_response_then_deliver_to_a_patient_client(scenario, destination):
+    routes = scenario.configure([{"id": "slow", "action": "hold_response", "hold_ms": 100, "match": CREATE}])
+    assert httpx.post(routes.urls["tickets"] + "/tickets", json={}, timeout=10).status_code == 201
+    (entry,) = scenario.journal()
+    assert (entry["client_outcome"], entry["client_status"]) == ("response", 201)
