@@ -12,6 +12,7 @@ sent. With ``per: idempotency_key`` (or ``fingerprint``) the count restarts for 
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -50,6 +51,7 @@ BODY_TOKEN_FIELDS = ("client_token", "clientToken", "ClientToken", "idempotency_
 _TEMPLATE_VAR = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
+@functools.lru_cache(maxsize=512)
 def path_pattern(template: str) -> re.Pattern[str]:
     """Regex for a path template: ``{name}`` is one segment, ``*`` any rest; the query is ignored."""
     if not template.startswith("/"):
@@ -161,11 +163,11 @@ class RequestFacts:
     body: bytes = b""
     fingerprint: str | None = None
 
-    @property
+    @functools.cached_property  # computed once per request, however many rules ask
     def idempotency_key(self) -> str | None:
         return idempotency_key(self.headers, self.json_body)
 
-    @property
+    @functools.cached_property
     def json_body(self) -> Any:
         if not self.body:
             return None
