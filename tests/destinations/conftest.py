@@ -28,7 +28,7 @@ CATALOGUE = {
     "vms": {"service": "vms"},
     "email": {"service": "email"},
     "deployments": {"service": "deployments", "async_completion_seconds": 30},
-    # "ssh": {"service": "ssh", "failures": [{"at": 2, "fault": "drop_after_exec"}]},
+    "ssh": {"service": "ssh", "failures": [{"at": 2, "fault": "drop_after_exec"}]},
 }
 
 
