@@ -2,7 +2,9 @@
 
 Each call writes one JSON line and flushes it, so a crash loses nothing already recorded. The
 recorder does not decide anything for the agent; it only makes the contract's field names easy to
-get right.
+get right. With ``chain=True`` every event also carries ``seq``, ``prev_hash`` and ``hash`` (see
+``harness.chain``); a recorder reopened on the same file continues the chain, so an agent restart
+does not break it.
 """
 
 from __future__ import annotations
@@ -25,11 +27,23 @@ def new_id(prefix: str) -> str:
 class Recorder:
     """Appends audit events (NDJSON) to one file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, session_id: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, session_id: str | None = None,
+                 chain: bool = False) -> None:
         self.path = Path(path)
         self.session_id = session_id or new_id("ses")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.chain = chain
+        self._seq, self._prev_hash = 0, ""
+        if chain:
+            from harness.chain import last_link
+
+            self._seq, self._prev_hash = last_link(self.path)
         self._file = self.path.open("a", encoding="utf-8")
+
+    @property
+    def head(self) -> str | None:
+        """``seq:hash`` of the last chained event: keep it elsewhere to detect a cut tail later."""
+        return f"{self._seq}:{self._prev_hash}" if self.chain else None
 
     @classmethod
     def from_env(cls) -> "Recorder":
@@ -42,6 +56,12 @@ class Recorder:
         record = {"event": event, "ts": time.time(), "session_id": self.session_id,
                   "operation_id": operation_id}
         record.update({k: v for k, v in fields.items() if v is not None})
+        if self.chain:
+            from harness.chain import link
+
+            self._seq += 1
+            link(record, self._seq, self._prev_hash)
+            self._prev_hash = record["hash"]
         self._file.write(json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n")
         self._file.flush()
         return record

@@ -1,0 +1,99 @@
+"""The checker: judges an ``Evidence`` (agent log + proxy journal + effect ledger) against the rules.
+
+    check(evidence) -> Verdict
+
+Rules live in ``harness.checker.rules`` and register themselves in ``RULES`` with ``@rule(code, name)``;
+see docs/checker.md for the table.
+"""
+
+from __future__ import annotations
+
+from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
+from harness.checker.context import OperationContext, RunContext
+from harness.checker.model import CLASSIFICATIONS, AttemptVerdict, Finding, OperationVerdict, Verdict
+from harness.checker.registry import RULES, Rule, RuleRegistryError, rule
+from harness.evidence import Evidence
+
+__all__ = [
+    "CLASSIFICATIONS",
+    "RULES",
+    "AttemptVerdict",
+    "Finding",
+    "OperationContext",
+    "OperationVerdict",
+    "Rule",
+    "RuleRegistryError",
+    "RunContext",
+    "Verdict",
+    "applicable",
+    "check",
+    "judge_operation",
+    "rule",
+]
+
+
+def applicable(r: Rule, *, offline: bool, fmt: str = "events") -> bool:
+    if "wire" in r.requires and offline:
+        return False
+    if "events" in r.requires and fmt != "events":
+        return False
+    return True
+
+
+def _attempt_verdicts(op: OperationContext) -> list[AttemptVerdict]:
+    from harness.checker.context import wire_summary
+
+    views = []
+    for attempt in op.attempts:
+        entry = op.wire.get(attempt["attempt_id"])
+        saw = op.ledger_requests.get(entry.get("flow_id"), []) if entry else []
+        views.append(AttemptVerdict(
+            attempt_id=attempt["attempt_id"], dispatch_state=attempt.get("dispatch_state"),
+            key=attempt.get("idempotency_key"), line=attempt.get("_line"),
+            retry_of_attempt_id=attempt.get("retry_of_attempt_id"), retry_reason=attempt.get("retry_reason"),
+            wire=wire_summary(entry) if entry else None,
+            destination_saw=[{k: r.get(k) for k in ("seq", "status", "outcome", "effect_ref")} for r in saw]))
+    return views
+
+
+def judge_operation(op: OperationContext, extra: list[Finding] | None = None) -> OperationVerdict:
+    """Run the operation rules on one operation (used by ``check`` and by the streaming audit)."""
+    findings = list(extra or [])
+    checked = []
+    for r in RULES.values():
+        if not applicable(r, offline=op.offline, fmt=op.format):
+            continue
+        checked.append(r)
+        if r.scope == "operation":
+            for message, evidence in r.func(op):
+                findings.append(Finding(r.code, r.name, op.operation_id, message, evidence))
+    findings.sort(key=lambda f: f.code)
+    failed = {f.code for f in findings}
+    return OperationVerdict(
+        operation_id=op.operation_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
+        intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,
+        held=sorted(r.label for r in checked if r.code not in failed))
+
+
+def check(evidence: Evidence) -> Verdict:
+    """Judge one run. ``Verdict.passed`` is True only when no rule found anything."""
+    run = RunContext(evidence)
+    run_findings: list[Finding] = []
+    rules_run = []
+    for r in RULES.values():
+        if not applicable(r, offline=run.offline):
+            continue
+        rules_run.append(r.label)
+        if r.scope == "run":
+            for operation_id, message, ev in r.func(run):
+                run_findings.append(Finding(r.code, r.name, operation_id, message, ev))
+    per_op: dict[str, list[Finding]] = {}
+    for finding in run_findings:
+        if finding.operation_id in run.ops:
+            per_op.setdefault(finding.operation_id, []).append(finding)
+    operations = [judge_operation(op, per_op.get(op.operation_id)) for op in run.ops.values()]
+    findings = [f for f in run_findings if f.operation_id not in run.ops]
+    for op in operations:
+        findings.extend(op.findings)
+    findings.sort(key=lambda f: (f.code, f.operation_id or ""))
+    return Verdict(operations=operations, findings=findings, rules_run=rules_run)

@@ -1,0 +1,105 @@
+"""What the checker returns: findings, per-operation verdicts, and the run's verdict (all JSON-able)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
+
+
+@dataclass
+class Finding:
+    """One broken rule: its code and name, the operation (None for run-wide findings), a sentence a
+    person understands, and the evidence that proves it (log lines, journal entries, ledger rows)."""
+
+    code: str
+    rule: str
+    operation_id: str | None
+    message: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AttemptVerdict:
+    """One logged attempt beside what the wire and the destination saw of it."""
+
+    attempt_id: str
+    dispatch_state: str | None
+    key: str | None
+    line: int | None = None
+    retry_of_attempt_id: str | None = None
+    retry_reason: str | None = None
+    wire: dict[str, Any] | None = None  # matched journal entry summary; None offline or unmatched
+    destination_saw: list[dict[str, Any]] = field(default_factory=list)  # ledger request rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class OperationVerdict:
+    operation_id: str
+    intent_id: str | None
+    classification: str
+    state: str | None  # the last resolution's state, "open" when never resolved
+    intent: dict[str, Any] | None = None
+    attempts: list[AttemptVerdict] = field(default_factory=list)
+    effects: list[str] = field(default_factory=list)  # distinct effect refs (ledger, or log offline)
+    findings: list[Finding] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # "H002 idempotency-key-reused", ... rules that held
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation_id": self.operation_id,
+            "intent_id": self.intent_id,
+            "intent": self.intent,
+            "classification": self.classification,
+            "state": self.state,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "effects": list(self.effects),
+            "findings": [f.to_dict() for f in self.findings],
+            "held": list(self.held),
+        }
+
+
+@dataclass
+class Verdict:
+    """The run's verdict. ``passed`` is True when no rule found anything."""
+
+    operations: list[OperationVerdict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # all findings, incl. run-wide ones
+    rules_run: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+    def by_code(self, code: str) -> list[Finding]:
+        return [f for f in self.findings if f.code == code]
+
+    @property
+    def codes(self) -> set[str]:
+        return {f.code for f in self.findings}
+
+    def operation(self, operation_id: str) -> OperationVerdict:
+        for op in self.operations:
+            if op.operation_id == operation_id:
+                return op
+        raise KeyError(f"no operation {operation_id!r} in the verdict; have: "
+                       f"{', '.join(o.operation_id for o in self.operations) or 'none'}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "operations": [o.to_dict() for o in self.operations],
+            "findings": [f.to_dict() for f in self.findings],
+            "rules_run": list(self.rules_run),
+        }

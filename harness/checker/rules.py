@@ -1,0 +1,578 @@
+"""The rules. Each is a plain function registered with ``@rule(code, name)``; its docstring's first
+line is the rule's one-line description (used in docs/checker.md and reports).
+
+Operation rules yield ``(message, evidence)``; run rules yield ``(operation_id, message, evidence)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from harness.checker.context import (
+    SAFE_METHODS,
+    SENT_STATES,
+    OperationContext,
+    RunContext,
+    bare_path,
+    effect_ref_row,
+    log_ref,
+    ts_value,
+    wire_ref,
+)
+from harness.checker.registry import rule
+from harness.events import RETRY_REASONS
+
+OpFindings = Iterator[tuple[str, list[dict[str, Any]]]]
+RunFindings = Iterator[tuple[str | None, str, list[dict[str, Any]]]]
+
+
+def _ids(records: list[dict[str, Any]], key: str = "attempt_id") -> str:
+    return ", ".join(str(r.get(key)) for r in records)
+
+
+def _effects_phrase(op: OperationContext) -> str:
+    refs = op.effect_refs()
+    if op.offline:
+        return f"the log shows {len(refs)} effect(s){' (' + ', '.join(refs) + ')' if refs else ''}"
+    return f"the destination committed {len(refs)} effect(s){' (' + ', '.join(refs) + ')' if refs else ''} for 1 intent"
+
+
+# --------------------------------------------------------------------------------------------- H000
+@rule("H000", "log-well-formed", scope="run")
+def log_well_formed(run: RunContext) -> RunFindings:
+    """Every audit log line is a JSON object that fits the published event schema."""
+    for error in run.evidence.log_errors:
+        yield None, f"audit log line {error['line']} is unusable: {error['error']}", [
+            {"source": "log", "line": error["line"], "raw": error.get("raw", "")[:200]}]
+
+
+# --------------------------------------------------------------------------------------------- H001
+@rule("H001", "operation-id-stable", scope="run", requires=("events",))
+def operation_id_stable(run: RunContext) -> RunFindings:
+    """One intent keeps one operation id across attempts and agent restarts, unless superseded."""
+    by_intent: dict[str, list[OperationContext]] = defaultdict(list)
+    for op in run.ops.values():
+        if op.format != "events":
+            continue
+        if op.operation is None:
+            first = op.ordered_events()[0]
+            yield op.operation_id, (
+                f"{first['event']} logged under operation {op.operation_id}, which was never declared by an "
+                f"operation event (an id minted after the intent was committed?)"), [log_ref(first)]
+            continue
+        if op.intent_id:
+            by_intent[op.intent_id].append(op)
+    for intent_id, ops in by_intent.items():
+        ops.sort(key=lambda o: o.operation.get("_line") or 0)  # type: ignore[union-attr]
+        for earlier_index, op in enumerate(ops[1:], start=1):
+            earlier = {o.operation_id for o in ops[:earlier_index]}
+            if op.operation.get("supersedes_operation_id") in earlier:  # type: ignore[union-attr]
+                continue
+            yield op.operation_id, (
+                f"intent {intent_id} got a second operation id {op.operation_id} after "
+                f"{', '.join(sorted(earlier))} without supersedes_operation_id: a restart or retry must "
+                f"resume the same operation"), [log_ref(o.operation) for o in ops[: earlier_index + 1]]  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------------------------- H002
+@rule("H002", "idempotency-key-reused")
+def idempotency_key_reused(op: OperationContext) -> OpFindings:
+    """Every attempt of an operation carries the same idempotency key, where the destination takes keys."""
+    takes = op.takes_keys()
+    if takes is False:
+        return
+    attempts = [a for a in op.attempts if a.get("dispatch_state") != "not_sent"] or op.attempts
+    keyed = [a for a in attempts if a.get("idempotency_key")]
+    if takes is None and not keyed:
+        return  # offline and no key anywhere: nothing says the destination takes keys
+    keys = list(dict.fromkeys(a["idempotency_key"] for a in keyed))
+    if len(keys) > 1:
+        first = keyed[0]
+        other = next(a for a in keyed if a["idempotency_key"] != first["idempotency_key"])
+        yield (f"idempotency key changed between {first['attempt_id']} ({first['idempotency_key']}) and "
+               f"{other['attempt_id']} ({other['idempotency_key']}) of {op.operation_id}; {_effects_phrase(op)}",
+               [log_ref(a) for a in keyed])
+    missing = [a for a in attempts if not a.get("idempotency_key")]
+    if missing and (keyed or takes):
+        yield (f"attempt(s) {_ids(missing)} of {op.operation_id} sent no idempotency key although "
+               f"{'other attempts did' if keyed else 'the destination ' + str(op.destination) + ' deduplicates on one'}",
+               [log_ref(a) for a in missing])
+    declared = (op.operation or {}).get("idempotency_key")
+    if declared:
+        drifted = [a for a in keyed if a["idempotency_key"] != declared]
+        if drifted:
+            yield (f"operation {op.operation_id} declared key {declared} but attempt(s) {_ids(drifted)} used "
+                   f"{', '.join(sorted({a['idempotency_key'] for a in drifted}))}",
+                   [log_ref(op.operation)] + [log_ref(a) for a in drifted])  # type: ignore[arg-type]
+    for attempt in op.attempts:
+        entry = op.wire.get(attempt["attempt_id"])
+        if entry and attempt.get("idempotency_key") and entry.get("idempotency_key") != attempt["idempotency_key"]:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} logged key {attempt['idempotency_key']} "
+                   f"but the wire carried {entry.get('idempotency_key')!r}", [log_ref(attempt), wire_ref(entry)])
+
+
+# --------------------------------------------------------------------------------------------- H003
+@rule("H003", "idempotency-key-from-operation")
+def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
+    """The idempotency key is derived from the operation: never the attempt id, never minted per attempt."""
+    attempt_ids = [a["attempt_id"] for a in op.attempts]
+    for attempt in op.attempts:
+        key = attempt.get("idempotency_key")
+        if not key:
+            continue
+        hits = [i for i in attempt_ids if i and i in key]
+        if hits:
+            yield (f"idempotency key {key} of {attempt['attempt_id']} ({op.operation_id}) contains attempt id "
+                   f"{hits[0]}: the key must come from the operation, not the attempt", [log_ref(attempt)])
+    keyed = [a for a in op.attempts if a.get("idempotency_key")]
+    if len(keyed) >= 2 and len({a["idempotency_key"] for a in keyed}) == len(keyed):
+        yield (f"every attempt of {op.operation_id} ({_ids(keyed)}) carries a fresh idempotency key: the key "
+               f"is minted per attempt, so the destination cannot deduplicate the retries",
+               [log_ref(a) for a in keyed])
+
+
+@rule("H022", "idempotency-key-not-shared", scope="run")
+def idempotency_key_not_shared(run: RunContext) -> RunFindings:
+    """Two operations never share one idempotency key on one destination."""
+    owners: dict[tuple[str | None, str], list[tuple[OperationContext, dict[str, Any]]]] = defaultdict(list)
+    for op in run.ops.values():
+        seen: set[str] = set()
+        for attempt in op.attempts:
+            key = attempt.get("idempotency_key")
+            if key and key not in seen:
+                seen.add(key)
+                owners[(op.destination, key)].append((op, attempt))
+    for (destination, key), users in owners.items():
+        if len(users) > 1:
+            ids = ", ".join(o.operation_id for o, _ in users)
+            for op, attempt in users[1:]:
+                yield op.operation_id, (f"idempotency key {key} is used by operations {ids}: a key names one "
+                                        f"operation, so the destination will replay one operation's result for another"), [
+                    log_ref(a) for _, a in users]
+
+
+# --------------------------------------------------------------------------------------------- H004
+@rule("H004", "key-payload-conflict")
+def key_payload_conflict(op: OperationContext) -> OpFindings:
+    """One idempotency key is never sent over two payload fingerprints (checked before counting effects)."""
+    for key, fingerprints in op.key_fingerprints().items():
+        if len(fingerprints) > 1:
+            evidence = [ref for refs in fingerprints.values() for ref in refs]
+            yield (f"idempotency key {key} of {op.operation_id} was sent with {len(fingerprints)} different payloads "
+                   f"({', '.join(sorted(fingerprints))[:200]}): key conflict, whatever the effect count", evidence)
+
+
+# --------------------------------------------------------------------------------------------- H005
+@rule("H005", "lost-response-logged-unknown", scope="run", requires=("wire",))
+def lost_response_logged_unknown(run: RunContext) -> RunFindings:
+    """An attempt whose request reached the destination but whose response never came back is logged sent_no_response."""
+    for op in run.ops.values():
+        for attempt in op.attempts:
+            entry = op.wire.get(attempt["attempt_id"])
+            if not entry or not entry.get("forwarded") or entry.get("client_outcome") == "response":
+                continue
+            if attempt.get("dispatch_state") != "sent_no_response":
+                yield op.operation_id, (
+                    f"attempt {attempt['attempt_id']} of {op.operation_id} reached the destination (status "
+                    f"{entry.get('upstream_status')}) but the agent got no response ({entry.get('client_outcome')}); "
+                    f"it was logged {attempt.get('dispatch_state')}, not sent_no_response"), [log_ref(attempt), wire_ref(entry)]
+    for entry in run.unmatched_wire:
+        if entry.get("forwarded") and entry.get("client_outcome") != "response" and \
+                str(entry.get("method", "")).upper() not in SAFE_METHODS:
+            yield None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) reached the "
+                         f"destination and its response was lost, but the log holds no attempt for it at all"), [wire_ref(entry)]
+
+
+# --------------------------------------------------------------------------------------------- H006
+@rule("H006", "never-failed-when-unknown")
+def never_failed_when_unknown(op: OperationContext) -> OpFindings:
+    """An operation is never resolved failed while an attempt's fate is unknown and nothing proved absence."""
+    resolution = op.resolution
+    if not resolution or resolution.get("state") != "failed":
+        return
+    unknown = [a for a in op.attempts if op.is_unknown(a)]
+    if not unknown:
+        return
+    last_unknown_line = max(a.get("_line") or 0 for a in unknown)
+    settled = any(a.get("dispatch_state") == "response_received" and (a.get("_line") or 0) > last_unknown_line
+                  for a in op.attempts)
+    proof = any(o.get("found") is False and o.get("lag_possible") is not True
+                and (o.get("_line") or 0) > last_unknown_line for o in op.observations)
+    if not settled and not proof:
+        yield (f"{op.operation_id} was resolved failed although attempt(s) {_ids(unknown)} may have acted "
+               f"(sent, no response) and no later response or observation proved nothing happened: the truth is unknown",
+               [log_ref(a) for a in unknown] + [log_ref(resolution)])
+
+
+# --------------------------------------------------------------------------------------------- H007
+@rule("H007", "not-sent-means-not-sent", requires=("wire",))
+def not_sent_means_not_sent(op: OperationContext) -> OpFindings:
+    """An attempt is logged not_sent only when the journal shows nothing left the machine."""
+    for attempt in op.attempts:
+        entry = op.wire.get(attempt["attempt_id"])
+        if attempt.get("dispatch_state") == "not_sent" and entry and entry.get("client_outcome") != "refused":
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged not_sent but the proxy saw "
+                   f"its request (flow {entry.get('flow_id')}, forwarded={entry.get('forwarded')})",
+                   [log_ref(attempt), wire_ref(entry)])
+
+
+# --------------------------------------------------------------------------------------------- H008
+@rule("H008", "retry-linked", requires=("events",))
+def retry_linked(op: OperationContext) -> OpFindings:
+    """Every retry names retry_of_attempt_id (an earlier attempt) and a reason from the closed vocabulary."""
+    seen: set[str] = set()
+    for index, attempt in enumerate(op.attempts):
+        parent = attempt.get("retry_of_attempt_id")
+        reason = attempt.get("retry_reason")
+        if index > 0 and not parent:
+            yield (f"attempt {attempt['attempt_id']} is retry number {index} of {op.operation_id} but names no "
+                   f"retry_of_attempt_id", [log_ref(attempt)])
+        elif parent and parent not in seen:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} says it retries {parent}, which is not "
+                   f"an earlier attempt of this operation", [log_ref(attempt)])
+        if (index > 0 or parent) and reason not in RETRY_REASONS:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives retry_reason {reason!r}; valid: "
+                   f"{', '.join(RETRY_REASONS)}", [log_ref(attempt)])
+        seen.add(attempt["attempt_id"])
+
+
+# --------------------------------------------------------------------------------------------- H009
+@rule("H009", "retry-budget", requires=("events",))
+def retry_budget(op: OperationContext) -> OpFindings:
+    """Every retry states the remaining attempt budget and no attempt is made once it is spent."""
+    for index, attempt in enumerate(op.attempts):
+        budget = attempt.get("attempt_budget_remaining")
+        if index > 0 and budget is None:
+            yield (f"retry {attempt['attempt_id']} of {op.operation_id} does not state attempt_budget_remaining",
+                   [log_ref(attempt)])
+        if isinstance(budget, int) and budget < 0:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} ran with attempt_budget_remaining={budget}: "
+                   f"the budget was already spent", [log_ref(attempt)])
+        if index > 0:
+            before = op.attempts[index - 1].get("attempt_budget_remaining")
+            if before == 0:
+                yield (f"attempt {attempt['attempt_id']} of {op.operation_id} was made after "
+                       f"{op.attempts[index - 1]['attempt_id']} reported no budget left",
+                       [log_ref(op.attempts[index - 1]), log_ref(attempt)])
+
+
+# --------------------------------------------------------------------------------------------- H010
+def _between(records: list[dict[str, Any]], start: int, end: int) -> list[dict[str, Any]]:
+    return [r for r in records if start < (r.get("_line") or 0) < end]
+
+
+@rule("H010", "retry-after-unknown-justified")
+def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
+    """A retry after sent_no_response needs dedup in force (same key, within retention), reconciliation, or an approval."""
+    for index, attempt in enumerate(op.attempts):
+        if index == 0:
+            continue
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        key = attempt.get("idempotency_key")
+        dedup = bool(key) and key == parent.get("idempotency_key") and op.takes_keys() is not False
+        retention = op.retention_seconds()
+        if dedup and retention is not None and ts_value(attempt.get("ts")) - ts_value(parent.get("ts")) > retention:
+            dedup = False
+        observed = [o for o in _between(op.observations, start, end)
+                    if not (o.get("found") is False and o.get("lag_possible") is True)]
+        approved = [a for a in op.approvals if (a.get("_line") or 0) < end and a.get("decision") == "approved"
+                    and a.get("scope") == "retry"]
+        if not (dedup or observed or approved):
+            why = "with a different key" if key and parent.get("idempotency_key") and key != parent.get("idempotency_key") \
+                else "without an idempotency key" if not key else "after the key's retention window"
+            if key and key == parent.get("idempotency_key") and op.takes_keys() is not False:
+                why = "after the key's retention window" if retention is not None else why
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, whose "
+                   f"response was lost, {why}, with no reconciliation observation and no approval in between; "
+                   f"{_effects_phrase(op)}", [log_ref(parent), log_ref(attempt)])
+
+
+# --------------------------------------------------------------------------------------------- H011
+def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> float | None:
+    value = attempt.get("retry_after_seconds")
+    if isinstance(value, (int, float)):
+        return float(value)
+    for source in (op.spec or {}, (op.contract or {}).get("status") or {}):
+        for key in ("retry_after_seconds", "retry_after"):
+            if isinstance(source.get(key), (int, float)):
+                return float(source[key])
+    return None
+
+
+@rule("H011", "retry-after-honoured")
+def retry_after_honoured(op: OperationContext) -> OpFindings:
+    """After a 429 with Retry-After, the retry waits at least that long."""
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        status = parent.get("http_status")
+        entry = op.wire.get(parent["attempt_id"])
+        if entry and entry.get("client_status") is not None:
+            status = entry.get("client_status")
+        if status != 429:
+            continue
+        wait = _retry_after(op, parent)
+        if wait is None:
+            continue
+        child_entry = op.wire.get(attempt["attempt_id"])
+        if entry and child_entry and entry.get("ts_done") is not None and child_entry.get("ts_request") is not None:
+            waited = float(child_entry["ts_request"]) - float(entry["ts_done"])
+            evidence = [wire_ref(entry), wire_ref(child_entry)]
+        else:
+            waited = ts_value(attempt.get("ts")) - ts_value(parent.get("ts"))
+            evidence = [log_ref(parent), log_ref(attempt)]
+        if waited + 0.05 < wait:  # 50 ms slack for clock reads around the sleep
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} came {waited:.2f} s after the 429 on "
+                   f"{parent['attempt_id']}, which asked to wait {wait:g} s (Retry-After)", evidence)
+
+
+# --------------------------------------------------------------------------------------------- H012
+@rule("H012", "changed-payload-new-operation")
+def changed_payload_new_operation(op: OperationContext) -> OpFindings:
+    """A changed payload is a new operation with supersedes_operation_id, not a retry."""
+    prints = [a for a in op.attempts if a.get("request_fingerprint")]
+    distinct = list(dict.fromkeys(a["request_fingerprint"] for a in prints))
+    if len(distinct) > 1:
+        changed = [a for a in prints if a["request_fingerprint"] != distinct[0]]
+        yield (f"attempt(s) {_ids(changed)} of {op.operation_id} sent a different payload than "
+               f"{prints[0]['attempt_id']}: a changed payload must be a new operation with supersedes_operation_id",
+               [log_ref(a) for a in prints])
+    for attempt in op.attempts:
+        prior = attempt.get("prior_request_fingerprint")
+        parent = op.attempt(attempt.get("retry_of_attempt_id"))
+        if prior and parent and parent.get("request_fingerprint") and prior != parent["request_fingerprint"]:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives prior_request_fingerprint {prior}, but "
+                   f"{parent['attempt_id']} logged {parent['request_fingerprint']}", [log_ref(parent), log_ref(attempt)])
+    sup = (op.operation or {}).get("supersedes_operation_id")
+    if sup and sup not in op.all_operation_ids:
+        yield (f"{op.operation_id} supersedes {sup}, which is not an operation in this log",
+               [log_ref(op.operation)])  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------- H013
+@rule("H013", "lookup-is-observation")
+def lookup_is_observation(op: OperationContext) -> OpFindings:
+    """A lookup is logged as an observation, never as an attempt."""
+    lookup = (op.contract or {}).get("lookup") or {}
+    lookup_path = bare_path(lookup.get("path"))
+    has_unsafe = any(str(a.get("method") or "").upper() not in SAFE_METHODS for a in op.attempts if a.get("method"))
+    for attempt in op.attempts:
+        method = str(attempt.get("method") or "").upper()
+        entry = op.wire.get(attempt["attempt_id"])
+        if entry:
+            method = str(entry.get("method") or method).upper()
+        if method not in SAFE_METHODS:
+            continue
+        path = bare_path(entry.get("path") if entry else attempt.get("path"))
+        if (lookup_path and path == lookup_path) or has_unsafe:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is a {method} {path} lookup logged as an "
+                   f"attempt: a lookup is an observation (it counts against no retry budget and proves no dispatch)",
+                   [log_ref(attempt)] + ([wire_ref(entry)] if entry else []))
+
+
+# --------------------------------------------------------------------------------------------- H014
+def _lag_possible(op: OperationContext, obs: dict[str, Any]) -> bool:
+    if obs.get("lag_possible") is True:
+        return True
+    if obs.get("lag_possible") is False:
+        return False
+    for source in ((op.contract or {}).get("lookup") or {}, op.spec or {}):
+        for key, value in source.items():
+            if "lag" in key and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return True
+    return False
+
+
+@rule("H014", "negative-lookup-not-proof")
+def negative_lookup_not_proof(op: OperationContext) -> OpFindings:
+    """A negative lookup under possible lag does not close an operation as failed or not done."""
+    resolution = op.resolution
+    if not resolution or resolution.get("state") not in ("failed", "cancelled"):
+        return
+    unknown = [a for a in op.attempts if op.is_unknown(a)]
+    if not unknown:
+        return
+    negatives = [o for o in op.observations if o.get("found") is False and _lag_possible(op, o)]
+    solid = [o for o in op.observations if o.get("found") is False and not _lag_possible(op, o)]
+    if negatives and not solid:
+        yield (f"{op.operation_id} was closed {resolution['state']} on negative lookup(s) "
+               f"{_ids(negatives, 'observation_id')} while the lookup may lag; attempt(s) {_ids(unknown)} may still "
+               f"have acted", [log_ref(o) for o in negatives] + [log_ref(resolution)])
+
+
+# --------------------------------------------------------------------------------------------- H015
+@rule("H015", "closure-backed-by-evidence", requires=("events",))
+def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
+    """A resolution cites existing evidence ids, and its effect refs match the ledger."""
+    for resolution in op.resolutions:
+        state = resolution.get("state")
+        cited = resolution.get("evidence") or []
+        known = op.evidence_ids
+        missing = [c for c in cited if c not in known]
+        if missing:
+            yield (f"resolution of {op.operation_id} ({state}) cites {', '.join(missing)}, which no attempt, "
+                   f"observation or approval of this operation carries", [log_ref(resolution)])
+        if state in ("succeeded", "failed", "duplicate_effect_confirmed", "cancelled") and not cited:
+            yield (f"{op.operation_id} was resolved {state} without citing any evidence id", [log_ref(resolution)])
+    resolution = op.resolution
+    if not resolution:
+        return
+    state = resolution.get("state")
+    named = list(resolution.get("effect_refs") or [])
+    actual = op.effect_refs()
+    if state == "succeeded" and not named:
+        yield f"{op.operation_id} was resolved succeeded without naming the effect ref it relies on", [log_ref(resolution)]
+    where = "the log's attempts and observations show" if op.offline else "the destination's ledger holds"
+    strangers = [r for r in named if r not in actual]
+    if strangers:
+        yield (f"resolution of {op.operation_id} names effect(s) {', '.join(strangers)}, but {where} "
+               f"{', '.join(actual) if actual else 'none'} for it", [log_ref(resolution)] +
+               [effect_ref_row(r) for r in op.ledger_effects])
+    if not op.offline:
+        if state == "succeeded" and not actual:
+            yield (f"{op.operation_id} was resolved succeeded but the destination committed no effect for it",
+                   [log_ref(resolution)])
+        if state in ("failed", "cancelled") and actual:
+            yield (f"{op.operation_id} was resolved {state} but the destination committed {', '.join(actual)}",
+                   [log_ref(resolution)] + [effect_ref_row(r) for r in op.ledger_effects])
+
+
+# --------------------------------------------------------------------------------------------- H016
+@rule("H016", "single-effect")
+def single_effect(op: OperationContext) -> OpFindings:
+    """One intended operation yields one distinct effect; more is resolved duplicate_effect_confirmed with a correction."""
+    refs = op.effect_refs()
+    resolution = op.resolution or {}
+    if len(refs) > 1:
+        named = set(resolution.get("effect_refs") or [])
+        correction = resolution.get("correction_operation_id")
+        if (resolution.get("state") == "duplicate_effect_confirmed" and set(refs) <= named and correction
+                and correction != op.operation_id and correction in op.all_operation_ids):
+            return
+        evidence = [effect_ref_row(r) for r in op.ledger_effects] or \
+            [log_ref(r) for r in op.log_effects + op.attempts + op.observations if r.get("effect_refs") or r.get("effect_ref")]
+        if resolution.get("state") == "duplicate_effect_confirmed":
+            why = ("names both refs and a separate correction operation that exists" if correction else
+                   "names no correction_operation_id")
+            yield (f"{op.operation_id} is closed duplicate_effect_confirmed, but it must name all of {', '.join(refs)} "
+                   f"and a correction operation ({why} is not satisfied)", evidence + [log_ref(resolution)])
+        else:
+            yield (f"{_effects_phrase(op)[0].upper()}{_effects_phrase(op)[1:]} ({op.operation_id}, attempts "
+                   f"{_ids(op.attempts)}); it must be resolved duplicate_effect_confirmed with a correction operation",
+                   evidence)
+    elif resolution.get("state") == "duplicate_effect_confirmed":
+        yield (f"{op.operation_id} is closed duplicate_effect_confirmed but only {len(refs)} distinct effect(s) "
+               f"exist", [log_ref(resolution)])
+
+
+@rule("H023", "effect-attributed", scope="run", requires=("wire",))
+def effect_attributed(run: RunContext) -> RunFindings:
+    """Every effect the destinations committed belongs to a logged operation."""
+    for row in run.unattributed_effects:
+        yield None, (f"destination {row.get('destination')} committed effect {row.get('effect_ref')} (ledger seq "
+                     f"{row.get('seq')}) that no logged operation accounts for"), [effect_ref_row(row)]
+
+
+# --------------------------------------------------------------------------------------------- H017
+@rule("H017", "no-unlogged-attempt", scope="run", requires=("wire",))
+def no_unlogged_attempt(run: RunContext) -> RunFindings:
+    """Every side-effecting request on the wire is a logged attempt."""
+    by_key = {a.get("idempotency_key"): op.operation_id for op in run.ops.values() for a in op.attempts
+              if a.get("idempotency_key")}
+    for entry in run.unmatched_wire:
+        if str(entry.get("method", "")).upper() in SAFE_METHODS:
+            continue
+        yield by_key.get(entry.get("idempotency_key")), (
+            f"the wire carried {entry.get('method')} {entry.get('path')} to {entry.get('destination')} (flow "
+            f"{entry.get('flow_id')}, key {entry.get('idempotency_key')!r}) that no logged attempt accounts for"), [wire_ref(entry)]
+
+
+# --------------------------------------------------------------------------------------------- H018
+@rule("H018", "no-phantom-attempt", requires=("wire",))
+def no_phantom_attempt(op: OperationContext) -> OpFindings:
+    """Every attempt logged as sent reached the wire."""
+    for attempt in op.attempts:
+        if attempt.get("dispatch_state") in SENT_STATES and attempt["attempt_id"] not in op.wire:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged {attempt['dispatch_state']} but "
+                   f"the proxy journal has no matching request", [log_ref(attempt)])
+
+
+# --------------------------------------------------------------------------------------------- H019
+SECRET_PATTERNS = (
+    ("an Authorization header", re.compile(r"(?i)(proxy-)?authori[sz]ation\W{1,4}(bearer|basic|token|digest)\s+\S{6,}")),
+    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{12,}")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a cookie", re.compile(r"(?i)\"(set-)?cookie\"\s*:\s*\"[^\"]{8,}")),
+)
+
+
+def secret_hits(text: str, canaries: dict[str, str]) -> list[str]:
+    """What secret-looking things a log line holds, named without echoing the secret."""
+    hits = [f"the planted secret {name}" for name, value in canaries.items() if value and len(value) >= 6 and value in text]
+    hits += [label for label, pattern in SECRET_PATTERNS if pattern.search(text)]
+    return hits
+
+
+@rule("H019", "no-secret-in-log", scope="run")
+def no_secret_in_log(run: RunContext) -> RunFindings:
+    """No credential reaches the log: planted canaries, Authorization headers, cookies, private keys."""
+    canaries = {k: v for k, v in run.evidence.secrets.items() if isinstance(v, str)}
+    for number, text in enumerate(run.evidence.raw_log, start=1):
+        hits = secret_hits(text, canaries)
+        if hits:
+            op_id = next((e["operation_id"] for e in run.evidence.events if e.get("_line") == number), None)
+            yield op_id, f"audit log line {number} holds {', '.join(hits)}; log a reference and a fingerprint instead", [
+                {"source": "log", "line": number}]
+
+
+# --------------------------------------------------------------------------------------------- H020
+@rule("H020", "single-owner", scope="run", requires=("events",))
+def single_owner(run: RunContext) -> RunFindings:
+    """Delegation keeps one owner per operation; workers carry the owner's operation id; no concurrent retries of one unknown write."""
+    for op in run.ops.values():
+        owners = list(dict.fromkeys(o.get("owner") for o in op.operations if o.get("owner")))
+        if len(owners) > 1:
+            yield op.operation_id, f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
+                log_ref(o) for o in op.operations]
+        parent_id = (op.operation or {}).get("parent_operation_id")
+        parent = run.ops.get(parent_id or "")
+        if parent is not None and parent.intent_id and parent.intent_id == op.intent_id:
+            yield op.operation_id, (f"worker operation {op.operation_id} re-declares intent {op.intent_id} of its owner "
+                                    f"{parent.operation_id}: a worker carries the owner's operation id"), [
+                log_ref(parent.operation), log_ref(op.operation)]  # type: ignore[arg-type]
+        children: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for attempt in op.attempts:
+            if attempt.get("retry_of_attempt_id"):
+                children[attempt["retry_of_attempt_id"]].append(attempt)
+        for parent_attempt_id, retries in children.items():
+            parent_attempt = op.attempt(parent_attempt_id)
+            if len(retries) > 1 and parent_attempt and op.is_unknown(parent_attempt):
+                who = ", ".join(str(r.get("worker") or r.get("session_id")) for r in retries)
+                yield op.operation_id, (f"unknown write {parent_attempt_id} of {op.operation_id} was retried "
+                                        f"{len(retries)} times ({_ids(retries)}, by {who})"), [
+                    log_ref(parent_attempt)] + [log_ref(r) for r in retries]
+
+
+# --------------------------------------------------------------------------------------------- H021
+@rule("H021", "intent-covered", scope="run", requires=("events",))
+def intent_covered(run: RunContext) -> RunFindings:
+    """Every intent has an operation and a resolution: an agent that does nothing fails."""
+    by_intent: dict[str, list[OperationContext]] = defaultdict(list)
+    for op in run.ops.values():
+        if op.intent_id:
+            by_intent[op.intent_id].append(op)
+    for intent in run.evidence.intents:
+        intent_id = intent.get("intent_id")
+        if intent_id not in by_intent:
+            yield None, (f"intent {intent_id} ({intent.get('kind')} on {intent.get('destination')}) has no operation "
+                         f"in the audit log: the agent never took it up"), [{"source": "context", "intent_id": intent_id}]
+    superseded = {(o.operation or {}).get("supersedes_operation_id") for o in run.ops.values()}
+    for op in run.ops.values():
+        if op.format == "events" and op.resolution is None and op.operation_id not in superseded:
+            yield op.operation_id, f"{op.operation_id} was never resolved (no resolution event): it is still open", [
+                log_ref(op.ordered_events()[-1])]

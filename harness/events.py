@@ -1,0 +1,257 @@
+"""The five audit events an agent writes (NDJSON), as pydantic models, and their published JSON Schema.
+
+Field names follow docs/ARCHITECTURE.md ("Audit events"). Every model allows extra fields: the
+contract lets a project add fields, never rename them.
+
+Two ways to validate one decoded line:
+
+- ``validate_event(record)`` runs pydantic and returns the typed event or a readable error;
+- ``looks_valid(record)`` is a fast pre-check used by the streaming audit. It is conservative: when it
+  says True, pydantic accepts the record too (a property test keeps the two in step); when it says
+  False, the caller asks pydantic for the message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+DispatchState = Literal["not_sent", "sent_no_response", "response_received", "execution_error"]
+OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
+ResolutionState = Literal["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
+ObservationSource = Literal["lookup", "status_poll", "callback", "read_after_write", "operator"]
+ApprovalDecision = Literal["approved", "denied"]
+ApprovalScope = Literal["retry", "compensate", "close"]
+
+EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
+DISPATCH_STATES: tuple[str, ...] = DispatchState.__args__  # type: ignore[attr-defined]
+RESOLUTION_STATES: tuple[str, ...] = ResolutionState.__args__  # type: ignore[attr-defined]
+OBSERVATION_SOURCES: tuple[str, ...] = ObservationSource.__args__  # type: ignore[attr-defined]
+# The closed retry vocabulary. Checked by rule H008 (not by the schema gate H000), so that a log
+# with an invented reason is still audited and the finding names the retry that broke the rule.
+RETRY_REASONS = (
+    "connection_not_established",
+    "rate_limited",
+    "destination_5xx",
+    "response_lost_after_dispatch",
+    "credential_refreshed",
+    "operator_requested",
+)
+
+SCHEMA_PATH = Path(__file__).with_name("schemas") / "audit-event.schema.json"
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    ts: float | str = Field(description="RFC 3339 timestamp or unix seconds")
+    session_id: str = Field(description="one run of the agent process")
+    operation_id: str = Field(description="stable id of the intended external effect")
+    seq: int | None = Field(None, description="hash chain: 1-based position in the log")
+    prev_hash: str | None = Field(None, description="hash chain: hash of the previous event")
+    hash: str | None = Field(None, description="hash chain: hash of this event (see harness.chain)")
+
+
+class OperationEvent(_Event):
+    """The agent committed to an intent: written before the first dispatch."""
+
+    event: Literal["operation"]
+    intent_id: str | None = None
+    intent: dict[str, Any] | None = Field(None, description="{kind, destination, params}")
+    idempotency_key: str | None = None
+    payload_fingerprint: str | None = None
+    state: OperationState = "open"
+    supersedes_operation_id: str | None = None
+    owner: str | None = None
+    parent_operation_id: str | None = None
+
+
+class AttemptEvent(_Event):
+    """One real execution (one HTTP request, one SSH exec) and what the agent knows of its fate."""
+
+    event: Literal["attempt"]
+    attempt_id: str
+    attempt_number: int | None = None
+    destination: str | None = None
+    method: str | None = None
+    path: str | None = None
+    idempotency_key: str | None = None
+    request_fingerprint: str | None = None
+    prior_request_fingerprint: str | None = None
+    dispatch_state: DispatchState
+    http_status: int | None = None
+    retry_of_attempt_id: str | None = None
+    retry_reason: str | None = Field(None, description="closed vocabulary: " + ", ".join(RETRY_REASONS))
+    retry_decision: str | None = None
+    attempt_budget_remaining: int | None = None
+    retry_after_seconds: float | None = Field(None, description="Retry-After the destination asked for")
+    effect_refs: list[str] | None = None
+    traceparent: str | None = None
+    error: str | None = None
+    worker: str | None = None
+
+
+class ObservationEvent(_Event):
+    """Evidence gathered later: a lookup, a poll, a callback, an operator's look. Never an attempt."""
+
+    event: Literal["observation"]
+    observation_id: str
+    source: ObservationSource = "lookup"
+    method: str | None = None
+    path: str | None = None
+    found: bool | None = None
+    effect_refs: list[str] | None = None
+    lag_possible: bool | None = None
+
+
+class ResolutionEvent(_Event):
+    """The agent closes (or honestly leaves unknown) an operation, citing its evidence ids."""
+
+    event: Literal["resolution"]
+    state: ResolutionState
+    effect_refs: list[str] | None = None
+    evidence: list[str] | None = Field(None, description="attempt / observation / approval ids")
+    reason: str | None = None
+    correction_operation_id: str | None = None
+
+
+class ApprovalEvent(_Event):
+    """An operator's decision: retry, compensate or close an operation."""
+
+    event: Literal["approval"]
+    approval_id: str
+    approver: str | None = None
+    decision: ApprovalDecision
+    scope: ApprovalScope
+    reason: str | None = None
+
+
+AuditEvent = Annotated[
+    Union[OperationEvent, AttemptEvent, ObservationEvent, ResolutionEvent, ApprovalEvent],
+    Field(discriminator="event"),
+]
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AuditEvent)
+
+
+def validate_event(record: Any) -> tuple[BaseModel | None, str | None]:
+    """The typed event, or None and a one-line reason naming the bad key, value and valid choices."""
+    if not isinstance(record, dict):
+        return None, f"expected a JSON object, got {type(record).__name__}"
+    event = record.get("event")
+    if event not in EVENT_NAMES:
+        return None, f"field 'event' is {event!r}; valid: {', '.join(EVENT_NAMES)}"
+    try:
+        return EVENT_ADAPTER.validate_python(record), None
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"][1:]) or "(event)"  # loc[0] is the union tag
+            value = "missing" if err["type"] == "missing" else f"{err.get('input')!r}"
+            problems.append(f"field {loc!r} {value}: {err['msg']}")
+        return None, f"{event} event: " + "; ".join(problems)
+
+
+_STR = str
+_OPT_STR_FIELDS = {
+    "operation": ("intent_id", "idempotency_key", "payload_fingerprint", "supersedes_operation_id",
+                  "owner", "parent_operation_id"),
+    "attempt": ("destination", "method", "path", "idempotency_key", "request_fingerprint",
+                "prior_request_fingerprint", "retry_of_attempt_id", "retry_reason", "retry_decision",
+                "traceparent", "error", "worker"),
+    "observation": ("method", "path"),
+    "resolution": ("reason", "correction_operation_id"),
+    "approval": ("approver", "reason"),
+}
+_REQUIRED_STR = {"operation": (), "attempt": ("attempt_id",), "observation": ("observation_id",),
+                 "resolution": (), "approval": ("approval_id",)}
+_ENUMS = {
+    "operation": (("state", ("open", "succeeded", "failed", "unknown", "cancelled",
+                             "duplicate_effect_confirmed"), False),),
+    "attempt": (("dispatch_state", DISPATCH_STATES, True),),
+    "observation": (("source", OBSERVATION_SOURCES, False),),
+    "resolution": (("state", RESOLUTION_STATES, True),),
+    "approval": (("decision", ("approved", "denied"), True), ("scope", ("retry", "compensate", "close"), True)),
+}
+_LIST_FIELDS = ("effect_refs", "evidence")
+
+
+def looks_valid(record: Any) -> bool:
+    """Fast conservative check (see module docstring); False means "ask ``validate_event``"."""
+    if type(record) is not dict:
+        return False
+    event = record.get("event")
+    if type(event) is not _STR:
+        return False
+    required = _REQUIRED_STR.get(event)
+    if required is None:
+        return False
+    if type(record.get("session_id")) is not _STR or type(record.get("operation_id")) is not _STR:
+        return False
+    ts = record.get("ts")
+    if type(ts) is not float and type(ts) is not _STR and type(ts) is not int:
+        return False
+    for name in required:
+        if type(record.get(name)) is not _STR:
+            return False
+    for name, choices, needed in _ENUMS[event]:
+        value = record.get(name)
+        if value is None:
+            if needed:
+                return False
+        elif value not in choices:
+            return False
+    for name in _OPT_STR_FIELDS[event]:
+        value = record.get(name)
+        if value is not None and type(value) is not _STR:
+            return False
+    for name in _LIST_FIELDS:
+        value = record.get(name)
+        if value is not None and (type(value) is not list or any(type(v) is not _STR for v in value)):
+            return False
+    for name in ("seq", "attempt_number", "http_status", "attempt_budget_remaining"):
+        value = record.get(name)
+        if value is not None and type(value) is not int:
+            return False
+    for name in ("prev_hash", "hash"):
+        value = record.get(name)
+        if value is not None and type(value) is not _STR:
+            return False
+    if event == "operation" and record.get("intent") is not None and type(record["intent"]) is not dict:
+        return False
+    if event == "observation":
+        for name in ("found", "lag_possible"):
+            value = record.get(name)
+            if value is not None and type(value) is not bool:
+                return False
+    if event == "attempt":
+        value = record.get("retry_after_seconds")
+        if value is not None and type(value) not in (int, float):
+            return False
+    return True
+
+
+def json_schema() -> dict[str, Any]:
+    """The published JSON Schema of one audit log line."""
+    schema = EVENT_ADAPTER.json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://retry-harness.invalid/schemas/audit-event.schema.json"
+    schema["title"] = "Audit event (one NDJSON line of HARNESS_AUDIT_LOG)"
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def write_schema(path: Path = SCHEMA_PATH) -> Path:
+    """Write the JSON Schema file that ships with the package (a test keeps it up to date)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(schema_text(), encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":  # python -m harness.events: regenerate the published schema
+    print(write_schema())

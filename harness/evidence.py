@@ -1,0 +1,135 @@
+"""The evidence folder of one scenario run and the ``Evidence`` object the checker judges.
+
+Layout (every file optional: a missing file is an empty source, so an agent that wrote nothing is
+still judged, and fails):
+
+    agent.ndjson     the agent's audit log (events, harness.events)
+    journal.ndjson   the proxy journal (one line per flow, harness.journal)
+    ledger.json      {"effects": [...], "requests": [...]}: the destinations' effect ledger dump
+    context.json     {"scenario", "destinations", "intents", "secrets", "agent"}
+
+Every record keeps where it came from: log and journal records get ``_line`` (1-based line number),
+ledger rows keep their ``seq``. A malformed log line does not stop loading: it becomes a
+``log_errors`` entry with its line number, and rule H000 reports it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import EvidenceError
+from harness.events import looks_valid, validate_event
+
+AGENT_LOG = "agent.ndjson"
+JOURNAL = "journal.ndjson"
+LEDGER = "ledger.json"
+CONTEXT = "context.json"
+
+
+@dataclass
+class Evidence:
+    """What the checker reads: the agent's word, the wire's, and the destinations' ground truth."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    destinations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    intents: list[dict[str, Any]] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    log_errors: list[dict[str, Any]] = field(default_factory=list)
+    # Added fields (the contract allows additions): the raw log lines, for the secret search, and
+    # what the harness knows of the run.
+    raw_log: list[str] = field(default_factory=list)
+    scenario: str | None = None
+    agent: dict[str, Any] = field(default_factory=dict)
+    folder: Path | None = None
+    # False when judging a bare log (offline audit): wire and ledger rules then have nothing to read.
+    has_wire: bool = True
+
+    def contract(self, destination: str | None) -> dict[str, Any] | None:
+        """The agent-facing contract of a destination, or None when unknown."""
+        entry = self.destinations.get(destination or "")
+        return entry.get("contract") if isinstance(entry, dict) else None
+
+
+def iter_ndjson(path: Path) -> Iterator[tuple[int, str, Any, str | None]]:
+    """``(line number, raw text, decoded value or None, error or None)`` for each non-blank line."""
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text = raw.rstrip("\n")
+            if not text.strip():
+                continue
+            try:
+                yield number, text, json.loads(text), None
+            except ValueError as exc:
+                yield number, text, None, f"not JSON ({exc.msg} at column {exc.colno})"
+
+
+def load_events(path: Path, evidence: Evidence) -> None:
+    for number, text, value, error in iter_ndjson(path):
+        evidence.raw_log.append(text)
+        if error is None and not looks_valid(value):
+            _, error = validate_event(value)
+        if error is not None:
+            evidence.log_errors.append({"line": number, "file": str(path), "error": error, "raw": text[:300]})
+            continue
+        value["_line"] = number
+        evidence.events.append(value)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise EvidenceError(f"{path}: not valid JSON ({exc}); the harness writes this file, so the run "
+                            f"that produced it did not finish writing it") from exc
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
+def load_evidence(folder: Path) -> Evidence:
+    """Read an evidence folder. Raises ``EvidenceError`` only when the folder itself is unusable."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise EvidenceError(f"evidence folder {folder} does not exist or is not a folder")
+    evidence = Evidence(folder=folder)
+    log = folder / AGENT_LOG
+    if log.exists():
+        load_events(log, evidence)
+    journal = folder / JOURNAL
+    if journal.exists():
+        for number, _, value, error in iter_ndjson(journal):
+            if error is not None or not isinstance(value, dict):
+                raise EvidenceError(f"{journal}:{number}: proxy journal line is {error or 'not an object'}")
+            value["_line"] = number
+            evidence.journal.append(value)
+    ledger = folder / LEDGER
+    if ledger.exists():
+        data = _load_json(ledger)
+        if not isinstance(data, dict):
+            raise EvidenceError(f"{ledger}: expected an object with 'effects' and 'requests' lists")
+        for key in ("effects", "requests"):
+            rows = data.get(key, [])
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise EvidenceError(f"{ledger}: key {key!r} must be a list of row objects")
+            setattr(evidence, key, rows)
+    context = folder / CONTEXT
+    if context.exists():
+        data = _load_json(context)
+        if not isinstance(data, dict):
+            raise EvidenceError(f"{context}: expected an object with keys scenario, destinations, intents, "
+                                f"secrets, agent")
+        evidence.scenario = data.get("scenario")
+        for key, kind in (("destinations", dict), ("intents", list), ("secrets", dict), ("agent", dict)):
+            value = data.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, kind):
+                raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
+            setattr(evidence, key, value)
+    return evidence

@@ -1,0 +1,73 @@
+"""The audit event models, their published JSON Schema, and the fast pre-check agreeing with pydantic."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.events import SCHEMA_PATH, looks_valid, schema_text, validate_event
+
+GOOD = [
+    {"event": "operation", "ts": 1.5, "session_id": "s", "operation_id": "op_1", "intent_id": "i", "state": "open",
+     "intent": {"kind": "k", "destination": "d", "params": {}}, "idempotency_key": "op_1"},
+    {"event": "attempt", "ts": "2026-01-01T00:00:00Z", "session_id": "s", "operation_id": "op_1", "attempt_id": "a",
+     "dispatch_state": "sent_no_response", "http_status": None, "effect_refs": ["t"], "custom_field": 3},
+    {"event": "observation", "ts": 2, "session_id": "s", "operation_id": "op_1", "observation_id": "o",
+     "source": "lookup", "found": False, "lag_possible": True},
+    {"event": "resolution", "ts": 3.0, "session_id": "s", "operation_id": "op_1", "state": "unknown",
+     "evidence": ["a", "o"]},
+    {"event": "approval", "ts": 4.0, "session_id": "s", "operation_id": "op_1", "approval_id": "p",
+     "decision": "approved", "scope": "retry"},
+]
+
+
+def test_published_schema_file_is_up_to_date():
+    assert SCHEMA_PATH.read_text() == schema_text(), "run: python -m harness.events"
+
+
+def test_schema_accepts_the_contract_examples_and_rejects_a_bad_dispatch_state():
+    schema = json.loads(SCHEMA_PATH.read_text())
+    for record in GOOD:
+        jsonschema.validate(record, schema)
+        assert looks_valid(record) and validate_event(record)[1] is None
+    bad = dict(GOOD[1], dispatch_state="lost")
+    try:
+        jsonschema.validate(bad, schema)
+    except jsonschema.ValidationError:
+        pass
+    else:
+        raise AssertionError("schema accepted dispatch_state 'lost'")
+
+
+def test_validation_error_names_field_value_and_choices():
+    _, error = validate_event(dict(GOOD[3], state="done"))
+    assert error.startswith("resolution event: field 'state' 'done'")
+    assert "'succeeded'" in error and "'duplicate_effect_confirmed'" in error
+    _, error = validate_event({"event": "attempted", "operation_id": "x"})
+    assert error == "field 'event' is 'attempted'; valid: operation, attempt, observation, resolution, approval"
+    _, error = validate_event(dict(GOOD[1]) | {"attempt_id": None})
+    assert "field 'attempt_id' None" in error
+
+
+values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False), st.text(max_size=5),
+                   st.sampled_from(["sent_no_response", "open", "lookup", "approved", "retry", "unknown"]),
+                   st.lists(st.text(max_size=3), max_size=2), st.lists(st.integers(), max_size=2),
+                   st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+FIELDS = ["event", "ts", "session_id", "operation_id", "attempt_id", "observation_id", "approval_id", "dispatch_state",
+          "state", "source", "decision", "scope", "found", "lag_possible", "effect_refs", "evidence", "http_status",
+          "seq", "hash", "intent", "idempotency_key", "attempt_budget_remaining", "retry_after_seconds"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(base=st.sampled_from(GOOD), changes=st.dictionaries(st.sampled_from(FIELDS), values, max_size=3),
+       drop=st.lists(st.sampled_from(FIELDS), max_size=2))
+def test_fast_precheck_never_accepts_what_pydantic_rejects(base, changes, drop):
+    record = dict(base)
+    record.update(changes)
+    for name in drop:
+        record.pop(name, None)
+    if looks_valid(record):
+        assert validate_event(record)[1] is None, record
