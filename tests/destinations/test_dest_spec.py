@@ -73,3 +73,21 @@ def test_json_schema_documents_every_option():
     assert schema["additionalProperties"] is False
     for name, prop in schema["properties"].items():
         assert prop.get("description"), name
+
+
+def test_package_exports_are_complete_and_lazy():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fake_destinations
+
+    for name in fake_destinations.__all__:
+        assert getattr(fake_destinations, name) is not None, name
+    assert fake_destinations.__all__ == sorted(fake_destinations.__all__)
+    # the destination process imports the package: it must not drag pydantic in
+    probe = "import sys, fake_destinations.http, fake_destinations.ssh; print('pydantic' in sys.modules)"
+    root = str(Path(fake_destinations.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                         cwd=root)
+    assert out.stdout.strip() == "False"
