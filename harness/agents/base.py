@@ -34,6 +34,7 @@ CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 3.0
 LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
 MAX_RETRY_AFTER = 5.0
+ASYNC_POLL_WAITS = (0.1, 0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0)
 
 
 @dataclass
@@ -143,6 +144,9 @@ class Agent:
         if outcome.dispatch_state == "sent_no_response":
             return self.after_unknown(op, "response_lost_after_dispatch", outcome)
         status = outcome.status or 0
+        if status == 202 and isinstance(outcome.body, dict) and outcome.body.get("operation"):
+            self.await_async(op, outcome)
+            return None
         if 200 <= status < 300:
             refs = self.effect_refs(op, outcome.body)
             self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
@@ -171,7 +175,7 @@ class Agent:
         found: list[str] = []
         negatives = 0
         if contract.get("lookup"):
-            for wait in (0.0, *LOOKUP_WAITS):
+            for wait in self.lookup_waits(contract["lookup"]):
                 time.sleep(wait)
                 found, obs_id = self.lookup(op)
                 if found:
@@ -188,6 +192,19 @@ class Agent:
                      "no documented deduplication and no lookup: the effect may exist; "
                      "escalating to an operator instead of retrying")
         return True
+
+    def lookup_waits(self, lookup: dict[str, Any]) -> list[float]:
+        """Look now, then again until the documented index lag (with a margin) has passed."""
+        waits = [0.0, *LOOKUP_WAITS]
+        lag = float(lookup.get("lag_seconds") or 0.0)
+        while sum(waits) < lag * 1.5 + 0.2:
+            waits.append(max(0.2, lag / 2))
+        return waits
+
+    def within_lag(self, op: dict[str, Any], lookup: dict[str, Any]) -> bool:
+        """True while a negative lookup may only mean the index has not caught up yet."""
+        since = time.time() - op.get("last_dispatch_at", 0.0)
+        return since < float(lookup.get("lag_seconds") or 0.0) * 1.5
 
     def dedup_in_force(self, op: dict[str, Any]) -> bool:
         idem = self.contracts[op["intent"]["destination"]].get("idempotency") or {}
@@ -207,7 +224,7 @@ class Agent:
     # -- wire -----------------------------------------------------------------------------------
 
     def payload(self, op: dict[str, Any]) -> dict[str, Any]:
-        body = dict(op["intent"].get("params", {}))
+        body = {**op["kind"].get("body_defaults", {}), **op["intent"].get("params", {})}
         field_name = op["kind"].get("client_reference_field")
         if field_name:
             body[field_name] = op["operation_id"]
@@ -218,15 +235,13 @@ class Agent:
         idem = self.contracts[destination].get("idempotency") or {}
         key = self.idempotency_key(op, attempt_id)
         body = self.payload(op)
-        headers = {"traceparent": self.traceparent(op)}
-        token = self.secret(destination)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = {"traceparent": self.traceparent(op), **self.auth(destination)}
         if key and idem.get("body_field"):
             body[idem["body_field"]] = key
         elif key:
             headers[idem.get("header") or "Idempotency-Key"] = key
-        return {"method": op["kind"]["method"], "path": op["kind"]["path"], "body": body,
+        path = op["kind"]["path"].format(**op["intent"].get("params", {}))
+        return {"method": op["kind"]["method"], "path": path, "body": body,
                 "headers": headers, "key": key}
 
     def traceparent(self, op: dict[str, Any]) -> str:
@@ -238,6 +253,7 @@ class Agent:
         request = self.build_request(op, attempt_id)
         request["retry_reason"] = reason
         op["pending_attempt"] = {"attempt_id": attempt_id, "request": request}
+        op["last_dispatch_at"] = time.time()
         self.save()  # a crash from here on leaves a record to reconcile on restart
         outcome = self.send(attempt_id, request, op)
         del op["pending_attempt"]
@@ -303,8 +319,8 @@ class Agent:
             response = requests.request(
                 spec.get("method", "GET"), self.url(op["intent"]["destination"], spec["path"]),
                 params={spec["query_param"]: op["operation_id"]},
-                headers={"Authorization": f"Bearer {self.secret(op['intent']['destination'])}",
-                         "Connection": "close"}, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                headers={"Connection": "close", **self.auth(op["intent"]["destination"])},
+                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
             items = response.json().get(spec.get("result_field", "items"), []) if response.ok else []
             refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
             found = bool(refs)
@@ -315,8 +331,45 @@ class Agent:
         self.save()
         self.recorder.observation(op["operation_id"], obs_id, source="lookup",
                                   method=spec.get("method", "GET"), path=spec["path"], found=found,
-                                  effect_refs=refs, lag_possible=not found, detail=detail)
+                                  effect_refs=refs, lag_possible=not found and self.within_lag(op, spec),
+                                  detail=detail)
         return refs, obs_id
+
+    def await_async(self, op: dict[str, Any], outcome: Outcome) -> None:
+        """202 Accepted: the operation is accepted, not done. Poll its status (observations)."""
+        destination = op["intent"]["destination"]
+        ref = outcome.body["operation"]
+        path = ref.get("status_url") or self.contracts[destination]["status"]["path"].format(id=ref["id"])
+        for wait in ASYNC_POLL_WAITS:
+            time.sleep(wait)
+            obs_id = new_id("obs")
+            try:
+                response = requests.get(self.url(destination, path), timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                                        headers={"Connection": "close", **self.auth(destination)})
+                body = response.json() if response.ok else {}
+            except (requests.RequestException, ValueError):
+                body = {}
+            status = body.get("status")
+            refs = [str(body["effect_ref"])] if body.get("effect_ref") and status == "succeeded" else []
+            op["observations"].append(obs_id)
+            self.save()
+            self.recorder.observation(op["operation_id"], obs_id, source="status_poll", method="GET",
+                                      path=path, found=bool(refs), effect_refs=refs,
+                                      detail=f"operation {ref['id']} is {status or 'unreadable'}")
+            if status == "succeeded":
+                self.resolve(op, "succeeded", refs, [outcome.attempt_id, obs_id],
+                             f"asynchronous operation {ref['id']} reported succeeded")
+                return
+            if status == "failed":
+                self.resolve(op, "failed", [], [outcome.attempt_id, obs_id],
+                             f"asynchronous operation {ref['id']} reported failed")
+                return
+        self.resolve(op, "unknown", [], [outcome.attempt_id, *op["observations"]],
+                     f"asynchronous operation {ref['id']} still pending; escalating")
+
+    def auth(self, destination: str) -> dict[str, str]:
+        token = self.secret(destination)
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def effect_refs(self, op: dict[str, Any], body: Any) -> list[str]:
         field_name = op["kind"].get("effect_ref_field", "id")

@@ -1,0 +1,124 @@
+"""Command line: `python -m harness {run,audit,verify,check,scenarios,schema}`.
+
+A thin front end over the engine, the checker and the offline audit. Exit status: 0 all healthy /
+passed, 1 a verdict failed, 2 unusable input or usage (with a message naming the file and line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness",
+        description="Fault-injection harness for agent retry behaviour.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run scenarios against an agent and print the verdict")
+    run.add_argument("scenario", nargs="+", help="scenario name, glob, 'all', or path to a .yaml file")
+    run.add_argument("--agent", help="agent command (default: the scenario's, else the reference agent)")
+    run.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
+                     help="folder that keeps each run's evidence (default: ./evidence)")
+    run.add_argument("--format", choices=("text", "json"), default="text")
+
+    audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON) offline")
+    audit.add_argument("file", type=Path)
+    audit.add_argument("--format", choices=("text", "json"), default="text")
+
+    verify = sub.add_parser("verify", help="verify the hash chain of an audit log")
+    verify.add_argument("file", type=Path)
+    verify.add_argument("--head", help="last known head hash, to detect truncation")
+
+    check = sub.add_parser("check", help="judge an evidence folder again (after a run)")
+    check.add_argument("folder", type=Path)
+    check.add_argument("--format", choices=("text", "json"), default="text")
+
+    sub.add_parser("scenarios", help="list the scenarios of the catalogue")
+
+    schema = sub.add_parser("schema", help="print a published JSON Schema")
+    schema.add_argument("which", choices=("scenario", "audit-event"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness.engine import run_scenario
+    from harness.scenario import bundled_scenario_dir, load, resolve
+
+    dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
+    paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
+    scenarios = [load(p) for p in paths]  # validate all before running any
+    failed = 0
+    for scenario in scenarios:
+        result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir)
+        failed += not result.passed
+        if args.format == "json":
+            print(json.dumps({"scenario": result.scenario, "passed": result.passed,
+                              "evidence": str(result.evidence_dir)}))
+        else:
+            print(result.report(), end="\n\n")
+    return 1 if failed else 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from harness.audit import run_audit
+
+    return run_audit(args.file, format=args.format)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from harness.chain import run_verify
+
+    return run_verify(args.file, head=args.head)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from harness.checker import check
+    from harness.evidence import load_evidence
+    from harness.report import render_text
+
+    verdict = check(load_evidence(args.folder))
+    if args.format == "json":
+        print(json.dumps(verdict.to_dict(), indent=2, default=str))
+    else:
+        print(render_text(verdict))
+    return 0 if verdict.passed else 1
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    from harness.scenario import bundled_scenario_dir, load
+
+    for path in sorted(bundled_scenario_dir().glob("*.yaml")):
+        scenario = load(path)
+        first = scenario.description.strip().splitlines()[0]
+        print(f"{scenario.name:32} {first}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.which == "scenario":
+        from harness.scenario import scenario_json_schema
+
+        print(json.dumps(scenario_json_schema(), indent=2))
+    else:
+        path = Path(__file__).parent / "schemas" / "audit-event.schema.json"
+        print(path.read_text(encoding="utf-8"), end="")
+    return 0
+
+
+COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check,
+            "scenarios": _scenarios, "schema": _schema}

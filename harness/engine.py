@@ -1,0 +1,198 @@
+"""Runs one scenario end to end and judges it: the core every front end (pytest, CLI) calls.
+
+destinations (own process) + fault proxy (embedded, shared per process) + agent (own process)
+-> evidence folder (agent log, proxy journal, ledger, context) -> checker -> verdict.
+
+The engine knows nothing of pytest or argparse. Whatever happens, the processes it started are
+stopped and the evidence gathered so far stays on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as secrets_module
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.runner import REFERENCE_AGENT, AgentRun, run_agent
+from harness.scenario import Scenario, env_name
+
+EXPECTATION_CODE = "X001"
+EXPECTATION_RULE = "scenario-expectation"
+
+
+@dataclass
+class ScenarioResult:
+    """The outcome of one scenario run: the checker's verdict plus the scenario's own expectations."""
+
+    scenario: str
+    agent: str
+    passed: bool
+    verdict: Any  # harness.checker.Verdict
+    evidence_dir: Path
+    agent_runs: list[AgentRun]
+    timings: dict[str, float] = field(default_factory=dict)
+    expectation_failures: list[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        from harness.report import render_text
+
+        lines = [f"scenario {self.scenario} with agent {self.agent!r}: "
+                 f"{'PASS' if self.passed else 'FAIL'}"]
+        for run in self.agent_runs:
+            how = ("timed out" if run.timed_out else "killed by the harness (planned crash)"
+                   if run.killed_by_harness else f"exit status {run.exit_status}")
+            lines.append(f"  agent run: {how} after {run.seconds:.2f} s")
+        lines.append(render_text(self.verdict))
+        for failure in self.expectation_failures:
+            lines.append(f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}")
+        lines.append(f"evidence: {self.evidence_dir}")
+        return "\n".join(lines)
+
+
+def new_evidence_dir(root: Path, scenario: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = root / f"{scenario}-{stamp}-{uuid.uuid4().hex[:6]}"
+    path.mkdir(parents=True)
+    return path
+
+
+def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
+                 proxy: Any = None) -> ScenarioResult:
+    """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it."""
+    from fake_destinations.control import DestinationHost
+    from fake_destinations.ledger import read_effects, read_requests
+    from harness.checker import check
+    from harness.evidence import load_evidence
+    from harness.proxy.host import ProxyHost
+
+    command = agent or scenario.agent or REFERENCE_AGENT
+    evidence_dir = new_evidence_dir(Path(evidence_root), scenario.name)
+    state_dir = evidence_dir / "agent-state"
+    state_dir.mkdir()
+    ledger_path = evidence_dir / "ledger.sqlite"
+    timings: dict[str, float] = {}
+    effects: list[dict[str, Any]] = []
+    runs: list[AgentRun] = []
+    contracts = scenario.contracts()
+    canaries = {env_name(name): f"hsk_canary_{secrets_module.token_hex(12)}"
+                for name in scenario.destinations}
+    intents = [intent.model_dump() for intent in scenario.intents]
+    _write_json(evidence_dir / "intents.json", {"intents": intents, "destinations": contracts})
+    context: dict[str, Any] = {
+        "scenario": scenario.name,
+        "scenario_file": str(scenario.source) if scenario.source else None,
+        "destinations": {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
+                         for name, spec in scenario.destinations.items()},
+        "intents": intents,
+        "secrets": canaries,
+        "agent": {"command": command, "exit_status": None, "timed_out": False},
+    }
+    _write_json(evidence_dir / "context.json", context)
+
+    t0 = time.perf_counter()
+    host = DestinationHost(scenario.destinations, ledger_path,
+                           log_path=evidence_dir / "destinations.log")
+    proxy = proxy or ProxyHost.shared()
+    try:
+        host.start()
+        http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
+        routes = proxy.configure(http_routes, scenario.faults, evidence_dir / "journal.ndjson",
+                                 secrets=canaries)
+        urls = {**host.urls, **routes.urls}
+        env = {
+            "HARNESS_INTENTS": str(evidence_dir / "intents.json"),
+            "HARNESS_AUDIT_LOG": str(evidence_dir / "agent.ndjson"),
+            "HARNESS_STATE_DIR": str(state_dir),
+            **{f"HARNESS_DESTINATION_{env_name(n)}": u for n, u in urls.items()},
+            **{f"HARNESS_SECRET_{n}": v for n, v in canaries.items()},
+            **routes.env,
+        }
+        timings["startup"] = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        run_kwargs = dict(timeout=scenario.agent_timeout_seconds, cwd=evidence_dir,
+                          stdout=evidence_dir / "agent.stdout", stderr=evidence_dir / "agent.stderr")
+        if scenario.restart_agent is not None:
+            wanted = scenario.restart_agent.after_effects
+            runs.append(run_agent(command, env, kill_when=lambda: _effect_count(ledger_path) >= wanted,
+                                  **run_kwargs))
+        runs.append(run_agent(command, env, **run_kwargs))
+        timings["agent"] = time.perf_counter() - t1
+    finally:
+        t2 = time.perf_counter()
+        try:
+            proxy.finish()
+        finally:
+            host.stop()
+            last = runs[-1] if runs else None
+            context["agent"].update(exit_status=last.exit_status if last else None,
+                                    timed_out=any(r.timed_out for r in runs),
+                                    runs=[r.__dict__ for r in runs])
+            _write_json(evidence_dir / "context.json", context)
+            if ledger_path.exists():
+                effects = read_effects(ledger_path)
+                _write_json(evidence_dir / "ledger.json",
+                            {"effects": effects, "requests": read_requests(ledger_path)})
+        timings["teardown"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    verdict = check(load_evidence(evidence_dir))
+    failures = expectation_failures(scenario, verdict, runs, effects)
+    timings["check"] = time.perf_counter() - t3
+    passed = verdict.passed and not failures
+    result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures)
+    _write_json(evidence_dir / "verdict.json", {
+        "scenario": scenario.name, "agent": command, "passed": passed,
+        "expectation_failures": failures, "timings": timings, **verdict.to_dict()})
+    (evidence_dir / "verdict.txt").write_text(result.report() + "\n", encoding="utf-8")
+    return result
+
+
+def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],
+                         effects: list[dict[str, Any]]) -> list[str]:
+    """What the scenario itself demands beyond the generic rules: final states and effect counts."""
+    failures = []
+    last = runs[-1] if runs else None
+    if last is not None and last.timed_out:
+        failures.append(f"the agent did not finish within {scenario.agent_timeout_seconds:g} s "
+                        "(it was stopped; its evidence so far was judged)")
+    elif last is not None and last.exit_status not in (0, None):
+        failures.append(f"the agent exited with status {last.exit_status} (the contract asks for 0 "
+                        "once its work is done, whatever the outcomes); see agent.stderr")
+    by_intent = {op.intent_id: op for op in verdict.operations}
+    for intent_id, allowed in scenario.expect.allowed_states().items():
+        op = by_intent.get(intent_id)
+        state = getattr(op, "state", None)
+        if state not in allowed:
+            failures.append(f"intent {intent_id} ended {state or 'without an operation'}"
+                            f"{' (' + op.operation_id + ')' if op else ''}; a correct agent ends it "
+                            f"{' or '.join(allowed)} in this scenario")
+    for destination, expected in scenario.expect.effects.items():
+        refs = sorted({e["effect_ref"] for e in effects
+                       if e.get("destination") == destination and not e.get("replay")})
+        if len(refs) != expected:
+            failures.append(f"destination {destination} holds {len(refs)} distinct effect(s) "
+                            f"{refs}; expected {expected}")
+    return failures
+
+
+def _effect_count(ledger_path: Path) -> int:
+    import sqlite3
+
+    if not ledger_path.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True, timeout=0.5) as db:
+            return db.execute("SELECT COUNT(*) FROM effects").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,68 @@
+"""`pytest --scenario response_lost` end to end, through the real destination, proxy and agent.
+
+Each run is a real pytest subprocess (pytester), as a user or CI would start it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+WRONG = "python -m harness.agents.wrong."
+
+
+def verdict_files(evidence: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(evidence.glob("*/verdict.json"))]
+
+
+def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*retry-harness*", "*--scenario=NAME*", "*--agent=COMMAND*",
+                                 "*--evidence-dir=DIR*"])
+
+
+def test_unknown_scenario_is_a_usage_error_with_suggestions(run_plugin) -> None:
+    result = run_plugin("--scenario", "response_lots")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no scenario 'response_lots'*Did you mean 'response_lost'?*"])
+
+
+def test_reference_agent_passes_and_shows_its_verdict(run_plugin) -> None:
+    result = run_plugin("--scenario", "response_lost")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*retry-harness verdicts*", "*scenario response_lost*PASS*",
+                                 "*sent_no_response*"])
+    [verdict] = verdict_files(result.evidence_dir)
+    assert verdict["passed"] is True
+    [op] = verdict["operations"]
+    assert op["classification"] == "healthy" and op["state"] == "succeeded"
+    evidence = next(result.evidence_dir.iterdir())
+    for name in ("agent.ndjson", "journal.ndjson", "ledger.json", "context.json", "verdict.json"):
+        assert (evidence / name).is_file(), name
+
+
+@pytest.mark.parametrize("agent, codes", [
+    ("new_key_per_attempt", ["H002", "H016"]),
+    ("timeout_as_failed", ["H005", "H016"]),
+    ("idle", ["H021"]),
+    ("forger", ["H018"]),
+])
+def test_wrong_agents_fail_on_the_rules_that_name_their_flaw(run_plugin, agent: str, codes: list[str]) -> None:
+    result = run_plugin("--scenario", "response_lost", "--agent", WRONG + agent)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    for code in codes:
+        assert code in out, f"{agent}: expected finding {code} in\n{out}"
+    assert "evidence: " in out
+    [verdict] = verdict_files(result.evidence_dir)
+    found = {f["code"] for f in verdict["findings"]}
+    assert set(codes) <= found
+
+
+def test_new_key_agent_failure_names_keys_attempts_and_effects(run_plugin) -> None:
+    result = run_plugin("--scenario", "response_lost", "--agent", WRONG + "new_key_per_attempt")
+    out = result.stdout.str()
+    assert "att_" in out and "key_" in out and "tkt_" in out
+    assert "the destination committed 2 effect(s) (tkt_0001, tkt_0002) for 1 intent" in out
