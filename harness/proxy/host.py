@@ -248,13 +248,17 @@ class ProxyHost:
         by_listener: dict[str, str] = {}
         by_address: dict[tuple[str, int], str] = {}
         if mode.startswith("reverse"):
+            taken: set[int] = set()
             for name, (host, port) in upstreams.items():
                 if name in refused or None in refused:
                     urls[name] = f"{scheme}://{self.listen_host}:{free_port(self.listen_host)}"
                     continue
                 base = f"reverse:http://{host}:{port}@{self.listen_host}"
-                listen = self._listen_ports.get(base) or free_port(self.listen_host)
-                self._listen_ports[base] = listen
+                listen = self._listen_ports.get(base)
+                if listen is None or listen in taken:  # two destinations may share one upstream
+                    listen = free_port(self.listen_host)
+                    self._listen_ports.setdefault(base, listen)
+                taken.add(listen)
                 spec = f"{base}:{listen}"
                 specs.append(spec)
                 by_listener[spec] = name
@@ -283,7 +287,12 @@ class ProxyHost:
     async def _update_listeners(self, specs: list[str]) -> None:
         ps = self._master.addons.get("proxyserver")
         if list(self._master.options.mode) != specs:
-            self._master.options.update(mode=specs)
+            from mitmproxy.exceptions import OptionsError
+
+            try:
+                self._master.options.update(mode=specs)
+            except OptionsError as e:
+                raise ProxyHostError(f"cannot open proxy listeners {specs}: {e}") from e
             task = getattr(ps, "_update_task", None)
             if task is not None:
                 await task

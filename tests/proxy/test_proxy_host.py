@@ -1,0 +1,69 @@
+"""The embedded proxy host: one per process, cheap per-scenario reuse, bounded finish."""
+
+from __future__ import annotations
+
+import threading
+
+import requests
+
+from harness.journal import read_journal
+from harness.proxy import ProxyHost
+
+
+def test_shared_is_one_host_per_process(proxy_host):
+    assert ProxyHost.shared() is proxy_host and proxy_host.running
+
+
+def test_same_upstream_keeps_its_listener(scenario, destination):
+    a = scenario.configure([])
+    b = scenario.configure([])
+    assert a.urls == b.urls
+    assert requests.get(b.urls["tickets"] + "/tickets", timeout=5).status_code == 200
+
+
+def test_several_destinations_get_their_own_listeners(proxy_host, destination, tmp_path):
+    routes = proxy_host.configure({"tickets": destination.url, "mail": destination.url + "/"}, [],
+                                  tmp_path / "j.ndjson")
+    assert routes.urls["tickets"] != routes.urls["mail"]
+    requests.get(routes.urls["mail"] + "/x", timeout=5)
+    requests.get(routes.urls["tickets"] + "/y", timeout=5)
+    proxy_host.finish()
+    assert [(e["destination"], e["path"]) for e in read_journal(tmp_path / "j.ndjson")] == [("mail", "/x"), ("tickets", "/y")]
+
+
+def test_finish_waits_for_flows_in_flight(scenario, destination):
+    """A held response is still in flight when finish() is called; its journal line is not lost."""
+    routes = scenario.configure([{"id": "hold", "action": "hold_response", "hold_ms": 300,
+                                  "match": {"method": "POST"}}])
+    got = {}
+    sent = threading.Thread(target=lambda: got.setdefault(
+        "status", requests.post(routes.urls["tickets"] + "/tickets", json={}, timeout=10).status_code))
+    sent.start()
+    try:
+        while not destination.requests:  # the destination has the request: the flow is in flight
+            threading.Event().wait(0.01)
+        assert scenario.host.finish(timeout=10) == 0
+    finally:
+        sent.join(15)
+    assert got["status"] == 201
+    (entry,) = read_journal(scenario.journal_path)
+    assert (entry["fault"], entry["client_outcome"]) == ("hold_response", "response")
+
+
+def test_finish_is_bounded(scenario, destination):
+    routes = scenario.configure([{"id": "hold", "action": "hold_response", "hold_ms": 3000, "match": {}}])
+    t = threading.Thread(target=_quiet_get, args=(routes.urls["tickets"],))
+    t.start()
+    try:
+        while not destination.requests:
+            threading.Event().wait(0.01)
+        assert scenario.host.finish(timeout=0.05) == 1  # one flow still held at the deadline
+    finally:
+        t.join(15)
+
+
+def _quiet_get(url):
+    try:
+        requests.get(url + "/", timeout=(5, 0.2))
+    except requests.RequestException:
+        pass
