@@ -26,6 +26,7 @@ CATALOGUE = {
     "accounts_notifying": {"service": "accounts", "put_notifies": True},
     "webhooks": {"service": "webhooks"},
     "vms": {"service": "vms"},
+    "vms_failing": {"service": "vms", "failures": [{"at": 1, "fault": "error_before_commit"}]},
     "email": {"service": "email"},
     "deployments": {"service": "deployments", "async_completion_seconds": 30},
     "ssh": {"service": "ssh", "failures": [{"at": 2, "fault": "drop_after_exec"}]},

@@ -108,6 +108,14 @@ def test_client_token_returns_the_existing_instance(destinations):
     assert destinations.effects()[0]["operation_key"] == "tok-1"
 
 
+def test_client_token_does_not_remember_a_failure(destinations):
+    body = {"image": "ami-1", "client_token": "tok-1"}
+    assert post(destinations, "vms_failing", "/instances", body).status_code == 500  # before commit
+    retry = post(destinations, "vms_failing", "/instances", body)  # unlike stripe: no stored 500
+    assert retry.status_code == 201 and retry.json()["id"] == "i_0001"
+    assert [r["outcome"] for r in destinations.requests()] == ["failed_before_commit", "committed"]
+
+
 def test_client_token_ignores_idempotency_header(destinations):
     post(destinations, "vms", "/instances", {"image": "ami-1"}, "header-key")
     post(destinations, "vms", "/instances", {"image": "ami-1"}, "header-key")
