@@ -142,6 +142,29 @@ def measure(urls: dict[str, str], n: int, block: int = 50) -> dict[str, list[flo
     return times
 
 
+def forward_nagle(upstream: str, proxy: str, n: int = 100) -> dict[str, float]:
+    """Median ms of a small POST through a forward proxy, before and after disable_nagle_for_proxies()."""
+    import requests
+
+    from harness.proxy.host import disable_nagle_for_proxies
+
+    out = {}
+    for variant in ("urllib3_default", "nagle_disabled"):
+        if variant == "nagle_disabled":
+            disable_nagle_for_proxies()
+        s = requests.Session()
+        s.proxies = {"http": proxy}
+        s.trust_env = False
+        samples = []
+        for i in range(n + 10):
+            t = time.perf_counter()
+            s.post(upstream + "/tickets", json={"title": "t", "i": i}, timeout=10)
+            if i >= 10:
+                samples.append(time.perf_counter() - t)
+        out[variant] = statistics.median(samples) * 1000
+    return out
+
+
 def p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -167,8 +190,9 @@ def main() -> int:
 
         addon = Path(tmp, "passthrough.py")
         addon.write_text(PASSTHROUGH)
-        bare_port = free_port()
-        spawn(stack, [mitmdump, "-q", "--mode", f"reverse:{upstream}@127.0.0.1:{bare_port}", "-s", str(addon),
+        bare_port, forward_port = free_port(), free_port()
+        spawn(stack, [mitmdump, "-q", "--mode", f"reverse:{upstream}@127.0.0.1:{bare_port}",
+                      "--mode", f"regular@127.0.0.1:{forward_port}", "-s", str(addon),
                       "--set", "connection_strategy=lazy", "--set", f"confdir={tmp}/mitm"],
               stdout=subprocess.DEVNULL)
 
@@ -183,6 +207,8 @@ def main() -> int:
 
         urls = {"direct": upstream, "bare_mitmproxy": f"http://127.0.0.1:{bare_port}", "injector": inj["url"]}
         times = measure(urls, args.requests)
+        wait_port(forward_port)
+        nagle = forward_nagle(upstream, f"http://127.0.0.1:{forward_port}")
         journal_lines = sum(1 for _ in open(f"{tmp}/journal.ndjson"))
 
     stats = {name: {"median_ms": statistics.median(t) * 1000, "p99_ms": p(t, 0.99) * 1000} for name, t in times.items()}
@@ -196,6 +222,7 @@ def main() -> int:
         "configure_finish_same_upstream_ms": inj["configure_same_ms"],
         "configure_finish_new_listener_ms": inj["configure_new_listener_ms"],
         "journal_lines": journal_lines,
+        "forward_mode_post_median_ms": nagle,
         "rules": len(REALISTIC_RULES),
     }
     if args.json:
@@ -210,6 +237,8 @@ def main() -> int:
         print(f"proxy start-up {out['proxy_start_ms']:.0f} ms; configure()+finish() per scenario: "
               f"{out['configure_finish_same_upstream_ms']:.2f} ms (same upstream), "
               f"{out['configure_finish_new_listener_ms']:.2f} ms (new listener)")
+        print(f"forward mode (bare mitmproxy), small POST median: {nagle['urllib3_default']:.2f} ms with urllib3's "
+              f"default (Nagle on), {nagle['nagle_disabled']:.2f} ms after disable_nagle_for_proxies()")
         print(f"journal lines written by the injector: {journal_lines} ({len(REALISTIC_RULES)} rules evaluated per request)")
     return 0
 

@@ -197,6 +197,10 @@ class ProxyHost:
             self.finish(timeout=min(timeout, 2.0))
         except Exception as e:  # stopping must not fail on a stuck flow
             log.warning("proxy finish before stop failed: %s", e)
+        try:  # mitmproxy's shutdown leaves listening sockets open: close them first
+            self._call(self._update_listeners([]), timeout)
+        except Exception as e:
+            log.warning("closing proxy listeners failed: %s", e)
         assert self._loop is not None
         self._loop.call_soon_threadsafe(self._master.shutdown)
         assert self._thread is not None

@@ -67,3 +67,31 @@ def _quiet_get(url):
         requests.get(url + "/", timeout=(5, 0.2))
     except requests.RequestException:
         pass
+
+
+STOP = r"""
+import socket, sys, threading
+from harness.proxy import ProxyHost
+host = ProxyHost.shared()
+routes = host.configure({"tickets": "http://127.0.0.1:9"}, [], sys.argv[1])
+port = int(routes.urls["tickets"].rsplit(":", 1)[1])
+socket.create_connection(("127.0.0.1", port), timeout=5).close()
+host.stop()
+assert not host.running, "proxy thread still alive"
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    print("still listening")
+except ConnectionRefusedError:
+    print("stopped")
+"""
+
+
+def test_stop_closes_listeners_and_thread(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", STOP, str(tmp_path / "j.ndjson")], capture_output=True, text=True,
+                         timeout=60, env=os.environ)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "stopped"
