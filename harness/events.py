@@ -199,7 +199,7 @@ def looks_valid(record: Any) -> bool:
     for name, choices, needed in _ENUMS[event]:
         value = record.get(name)
         if value is None:
-            if needed:
+            if needed or name in record:  # enum fields are never nullable
                 return False
         elif value not in choices:
             return False

@@ -88,7 +88,8 @@ class OperationContext:
         self.ledger_requests: dict[str, list[dict[str, Any]]] = {}
         self.contract: dict[str, Any] | None = None
         self.spec: dict[str, Any] | None = None
-        self.all_operation_ids: frozenset[str] | set[str] = frozenset()
+        self.all_operation_ids: frozenset[str] | set[str] | dict[str, Any] = frozenset()
+        self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
 
     # -- building
     def add(self, record: dict[str, Any]) -> None:
@@ -258,6 +259,7 @@ class RunContext:
         ids = set(self.ops)
         for op in self.ops.values():
             op.all_operation_ids = ids
+            op.peers = self.ops
             entry = evidence.destinations.get(op.destination or "")
             if isinstance(entry, dict):
                 op.contract = entry.get("contract")

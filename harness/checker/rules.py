@@ -531,31 +531,29 @@ def no_secret_in_log(run: RunContext) -> RunFindings:
 
 
 # --------------------------------------------------------------------------------------------- H020
-@rule("H020", "single-owner", scope="run", requires=("events",))
-def single_owner(run: RunContext) -> RunFindings:
+@rule("H020", "single-owner")
+def single_owner(op: OperationContext) -> OpFindings:
     """Delegation keeps one owner per operation; workers carry the owner's operation id; no concurrent retries of one unknown write."""
-    for op in run.ops.values():
-        owners = list(dict.fromkeys(o.get("owner") for o in op.operations if o.get("owner")))
-        if len(owners) > 1:
-            yield op.operation_id, f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
-                log_ref(o) for o in op.operations]
-        parent_id = (op.operation or {}).get("parent_operation_id")
-        parent = run.ops.get(parent_id or "")
-        if parent is not None and parent.intent_id and parent.intent_id == op.intent_id:
-            yield op.operation_id, (f"worker operation {op.operation_id} re-declares intent {op.intent_id} of its owner "
-                                    f"{parent.operation_id}: a worker carries the owner's operation id"), [
-                log_ref(parent.operation), log_ref(op.operation)]  # type: ignore[arg-type]
-        children: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for attempt in op.attempts:
-            if attempt.get("retry_of_attempt_id"):
-                children[attempt["retry_of_attempt_id"]].append(attempt)
-        for parent_attempt_id, retries in children.items():
-            parent_attempt = op.attempt(parent_attempt_id)
-            if len(retries) > 1 and parent_attempt and op.is_unknown(parent_attempt):
-                who = ", ".join(str(r.get("worker") or r.get("session_id")) for r in retries)
-                yield op.operation_id, (f"unknown write {parent_attempt_id} of {op.operation_id} was retried "
-                                        f"{len(retries)} times ({_ids(retries)}, by {who})"), [
-                    log_ref(parent_attempt)] + [log_ref(r) for r in retries]
+    owners = list(dict.fromkeys(o.get("owner") for o in op.operations if o.get("owner")))
+    if len(owners) > 1:
+        yield f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
+            log_ref(o) for o in op.operations]
+    parent_id = (op.operation or {}).get("parent_operation_id")
+    parent = op.peers.get(parent_id or "")
+    if parent is not None and parent.intent_id and parent.intent_id == op.intent_id:
+        yield (f"worker operation {op.operation_id} re-declares intent {op.intent_id} of its owner "
+               f"{parent.operation_id}: a worker carries the owner's operation id"), [
+            log_ref(parent.operation), log_ref(op.operation)]  # type: ignore[arg-type]
+    children: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for attempt in op.attempts:
+        if attempt.get("retry_of_attempt_id"):
+            children[attempt["retry_of_attempt_id"]].append(attempt)
+    for parent_attempt_id, retries in children.items():
+        parent_attempt = op.attempt(parent_attempt_id)
+        if len(retries) > 1 and parent_attempt and op.is_unknown(parent_attempt):
+            who = ", ".join(str(r.get("worker") or r.get("session_id")) for r in retries)
+            yield (f"unknown write {parent_attempt_id} of {op.operation_id} was retried {len(retries)} times "
+                   f"({_ids(retries)}, by {who})"), [log_ref(parent_attempt)] + [log_ref(r) for r in retries]
 
 
 # --------------------------------------------------------------------------------------------- H021

@@ -1,0 +1,251 @@
+"""Offline audit of one log file, streaming: ``python -m harness audit FILE [--format json|text]``.
+
+Reads, line by line, either our audit events (``event``: operation, attempt, observation,
+resolution, approval) or the second article's effect-ledger NDJSON (``type``: attempt | effect, with
+``operationId``, ``attemptId``, ``idempotencyKey``, ``payloadHash``, ``result``, ``effectRef``,
+``observedAt``); both may be mixed. There is no wire and no ledger here, so the rules that need them
+are skipped and effects are counted from the log.
+
+Memory grows with open operations, not with the file: an operation is judged once it is resolved
+and ``window`` more operations have been resolved after it (reconciliation may append a second
+resolution), or at the end of the file. Exit status: 0 every operation healthy and no finding,
+1 otherwise, 2 when the file cannot be read or holds no usable line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import OrderedDict, defaultdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic_core import from_json
+
+from harness.checker import Finding, OperationContext, OperationVerdict, judge_operation
+from harness.checker.rules import secret_hits
+from harness.events import looks_valid, validate_event
+from harness.report import render_operation, _finding_lines
+
+# Transport results of the article's format, mapped to dispatch states.
+_NOT_SENT = frozenset({"not_sent", "refused", "connection_refused", "blocked"})
+_UNKNOWN = frozenset({"timeout", "timed_out", "no_response", "lost", "unknown", "ambiguous", "sent_no_response"})
+_SECRET_HINTS = ("bearer", "authori", "private key", "cookie")
+
+
+def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | None, str | None]:
+    """One line of the article's effect ledger as an event the rules understand (or an error)."""
+    kind = raw.get("type")
+    op = raw.get("operationId")
+    if not isinstance(op, str) or not op:
+        return None, f"{kind} line has no string operationId"
+    if kind == "attempt":
+        attempt_id = raw.get("attemptId")
+        if not isinstance(attempt_id, str) or not attempt_id:
+            return None, "attempt line has no string attemptId"
+        result = str(raw.get("result") or "").lower()
+        state = "not_sent" if result in _NOT_SENT else "sent_no_response" if result in _UNKNOWN else "response_received"
+        return {"event": "attempt", "operation_id": op, "attempt_id": attempt_id, "dispatch_state": state,
+                "idempotency_key": raw.get("idempotencyKey"), "request_fingerprint": raw.get("payloadHash"),
+                "result": raw.get("result"), "ts": raw.get("observedAt"), "_line": line}, None
+    ref = raw.get("effectRef")
+    if not isinstance(ref, str) or not ref:
+        return None, "effect line has no string effectRef"
+    return {"event": "effect", "operation_id": op, "effect_ref": ref, "ts": raw.get("observedAt"), "_line": line}, None
+
+
+class _KnownOperations:
+    """``op_id in known``: open or already judged (for supersedes / correction references)."""
+
+    def __init__(self, open_ops: dict[str, Any], closed: set[str]) -> None:
+        self.open_ops, self.closed = open_ops, closed
+
+    def __contains__(self, op_id: object) -> bool:
+        return op_id in self.open_ops or op_id in self.closed
+
+
+class StreamingAudit:
+    """Feeds lines in, calls ``emit(verdict)`` for each judged operation; run-wide findings are kept."""
+
+    def __init__(self, name: str, emit: Any, *, window: int = 10_000) -> None:
+        self.name = name
+        self.emit = emit
+        self.window = window
+        self.open: dict[str, OperationContext] = {}
+        self.resolved: OrderedDict[str, None] = OrderedDict()
+        self.closed: set[str] = set()
+        self.pending: dict[str, list[Finding]] = defaultdict(list)
+        self.intent_ops: dict[str, list[str]] = {}
+        self.key_owner: dict[tuple[Any, str], str] = {}
+        self.run_findings: list[Finding] = []
+        self.known = _KnownOperations(self.open, self.closed)
+        self.events = 0
+        self.malformed = 0
+        self.classes: dict[str, int] = defaultdict(int)
+        self.unhealthy = 0
+        self.finding_count = 0
+
+    def _finding(self, code: str, rule: str, op_id: str | None, message: str, line: int) -> None:
+        finding = Finding(code, rule, op_id, message, [{"source": "log", "file": self.name, "line": line}])
+        if op_id is not None and op_id in self.open:
+            self.pending[op_id].append(finding)
+        else:
+            self.run_findings.append(finding)
+
+    def feed(self, line: int, text: str) -> None:
+        try:
+            record = from_json(text)
+        except ValueError as exc:
+            self.malformed += 1
+            self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: not JSON ({exc})", line)
+            return
+        if type(record) is dict and "event" not in record and record.get("type") in ("attempt", "effect"):
+            record, error = article_record(record, line)
+            fmt = "ledger"
+        else:
+            error = None if looks_valid(record) else validate_event(record)[1]
+            fmt = "events"
+        if error is not None:
+            self.malformed += 1
+            self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: {error}", line)
+            return
+        self.events += 1
+        lower = text.lower()
+        if any(hint in lower for hint in _SECRET_HINTS):
+            hits = secret_hits(text, {})
+            if hits:
+                self._finding("H019", "no-secret-in-log", record["operation_id"],
+                              f"{self.name}:{line} holds {', '.join(hits)}; log a reference and a fingerprint instead", line)
+        record["_line"] = line
+        op_id = record["operation_id"]
+        op = self.open.get(op_id)
+        if op is None:
+            if op_id in self.closed:
+                self._finding("H000", "log-well-formed", op_id,
+                              f"{self.name}:{line}: {record['event']} for {op_id} comes after that operation was "
+                              f"resolved and {self.window} more were; it was judged without this line", line)
+                return
+            op = self.open[op_id] = OperationContext(op_id, fmt=fmt, offline=True)
+            op.peers = self.open
+            op.all_operation_ids = self.known
+        elif fmt == "events":
+            op.format = "events"
+        op.add(record)
+        kind = record["event"]
+        if kind == "operation":
+            self._operation_declared(op, record, line)
+        elif kind == "attempt" and record.get("idempotency_key"):
+            owner_key = (op.destination, record["idempotency_key"])
+            owner = self.key_owner.setdefault(owner_key, op_id)
+            if owner != op_id:
+                self._finding("H022", "idempotency-key-not-shared", op_id,
+                              f"idempotency key {record['idempotency_key']} of {record['attempt_id']} ({op_id}) was "
+                              f"already used by operation {owner}", line)
+        elif kind == "resolution":
+            self.resolved.pop(op_id, None)
+            self.resolved[op_id] = None
+            if len(self.resolved) > self.window:
+                oldest, _ = self.resolved.popitem(last=False)
+                self._judge(oldest)
+
+    def _operation_declared(self, op: OperationContext, record: dict[str, Any], line: int) -> None:
+        intent_id = record.get("intent_id")
+        if not intent_id or len(op.operations) > 1:
+            return
+        earlier = self.intent_ops.setdefault(intent_id, [])
+        if earlier and record.get("supersedes_operation_id") not in earlier:
+            self._finding("H001", "operation-id-stable", op.operation_id,
+                          f"intent {intent_id} got a second operation id {op.operation_id} after "
+                          f"{', '.join(earlier)} without supersedes_operation_id", line)
+        earlier.append(op.operation_id)
+
+    def _judge(self, op_id: str) -> None:
+        op = self.open.pop(op_id)
+        self.closed.add(op_id)
+        extra = self.pending.pop(op_id, [])
+        if op.format == "events":
+            first = op.ordered_events()[0]
+            if op.operation is None:
+                extra.append(Finding("H001", "operation-id-stable", op_id,
+                                     f"{first['event']} logged under operation {op_id}, which was never declared by "
+                                     f"an operation event", [{"source": "log", "file": self.name, "line": first['_line']}]))
+            if op.resolution is None:
+                extra.append(Finding("H021", "intent-covered", op_id, f"{op_id} was never resolved: it is still open",
+                                     [{"source": "log", "file": self.name, "line": op.ordered_events()[-1]["_line"]}]))
+        verdict = judge_operation(op, extra)
+        self.classes[verdict.classification] += 1
+        self.finding_count += len(verdict.findings)
+        if verdict.classification != "healthy" or verdict.findings:
+            self.unhealthy += 1
+        self.emit(verdict)
+
+    def finish(self) -> None:
+        for op_id in list(self.open):
+            self._judge(op_id)
+        self.finding_count += len(self.run_findings)
+
+
+def _open(path: Path, err: TextIO) -> TextIO | None:
+    try:
+        return path.open("r", encoding="utf-8", errors="replace")
+    except OSError as exc:
+        print(f"audit: cannot read {path}: {exc.strerror or exc}", file=err)
+        return None
+
+
+def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+              window: int = 10_000) -> int:
+    """Audit one file; see the module docstring for the exit status."""
+    if format not in ("text", "json"):
+        print(f"audit: --format {format!r} is not known; valid: json, text", file=err)
+        return 2
+    path = Path(path)
+    if path.is_dir():
+        print(f"audit: {path} is a folder; give the audit log file (e.g. {path / 'agent.ndjson'})", file=err)
+        return 2
+    handle = _open(path, err)
+    if handle is None:
+        return 2
+    name = str(path)
+    first = [True]
+
+    def emit_json(verdict: OperationVerdict) -> None:
+        out.write(("\n    " if first[0] else ",\n    ") + json.dumps(_op_json(verdict), separators=(",", ":")))
+        first[0] = False
+
+    def emit_text(verdict: OperationVerdict) -> None:
+        if verdict.classification != "healthy" or verdict.findings:
+            out.write("\n".join(render_operation(verdict, offline=True)) + "\n\n")
+
+    audit = StreamingAudit(name, emit_json if format == "json" else emit_text, window=window)
+    if format == "json":
+        out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
+    with handle:
+        for number, text in enumerate(handle, start=1):
+            if text.strip():
+                audit.feed(number, text)
+        audit.finish()
+    usable = audit.events > 0
+    status = 2 if not usable else (1 if audit.unhealthy or audit.run_findings else 0)
+    summary = {"events": audit.events, "malformed_lines": audit.malformed,
+               "operations": sum(audit.classes.values()), "classifications": dict(sorted(audit.classes.items())),
+               "findings": audit.finding_count, "exit_status": status}
+    if format == "json":
+        out.write("\n  ],\n  \"findings\": " + json.dumps([f.to_dict() for f in audit.run_findings]) +
+                  ",\n  \"summary\": " + json.dumps(summary) + "\n}\n")
+    else:
+        for finding in audit.run_findings:
+            out.write("\n".join(_finding_lines(finding, "")) + "\n")
+        counts = ", ".join(f"{n} {c}" for c, n in sorted(audit.classes.items())) or "no operations"
+        out.write(f"{name}: {audit.events} events, {summary['operations']} operations ({counts}); "
+                  f"{audit.finding_count} finding(s), {audit.malformed} malformed line(s)\n")
+    if not usable:
+        print(f"audit: {name} holds no usable audit event "
+              f"({audit.malformed} malformed line(s)); expected NDJSON with 'event' or 'type' per line", file=err)
+    return status
+
+
+def _op_json(verdict: OperationVerdict) -> dict[str, Any]:
+    data = verdict.to_dict()
+    data.pop("held", None)
+    return data
