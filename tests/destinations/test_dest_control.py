@@ -75,3 +75,61 @@ def test_admin_is_not_on_the_destination_port(destinations):
     assert destinations.admin_port not in destinations.ports.values()
     response = requests.post(destinations.urls["tickets"] + "/reset", json={}, timeout=10)
     assert response.status_code == 404
+
+
+def test_a_crash_mid_request_unlocks_its_key(tmp_path):
+    import threading
+    import time
+
+    spec = {"service": "tickets", "idempotency": "ietf", "processing_delay_seconds": 30}
+    with DestinationHost({"t": spec}, tmp_path / "ledger.sqlite") as host:
+        url = host.urls["t"] + "/tickets"
+        outcome: dict = {}
+
+        def doomed() -> None:
+            try:
+                requests.post(url, json=TICKET, headers={"Idempotency-Key": "k"}, timeout=20)
+            except requests.RequestException as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=doomed)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while "k" not in host.state()["in_flight"]["t"]:
+            assert time.monotonic() < deadline, "request never became in-flight"
+            time.sleep(0.01)
+        host.restart()  # SIGKILL while the request is processing: nothing committed
+        thread.join(20)
+        assert isinstance(outcome.get("error"), requests.ConnectionError)
+        assert read_effects(host.ledger_path) == []
+        host.specs["t"] = host.specs["t"].model_copy(update={"processing_delay_seconds": 0})
+        host.restart()
+        retry = requests.post(url, json=TICKET, headers={"Idempotency-Key": "k"}, timeout=10)
+        assert retry.status_code == 201  # not 409: the dead request's lock did not survive
+
+
+def test_ssh_host_key_survives_restart(tmp_path):
+    import asyncio
+
+    import asyncssh
+
+    async def host_key(port: int) -> str:
+        async with asyncssh.connect("127.0.0.1", port, username="ops", known_hosts=None, client_keys=None,
+                                    agent_path=None, connect_timeout=10) as connection:
+            return connection.get_server_host_key().export_public_key().decode()
+
+    with DestinationHost({"box": {"service": "ssh"}}, tmp_path / "ledger.sqlite") as host:
+        assert host.urls["box"].startswith("ssh://127.0.0.1:")
+        before = asyncio.run(host_key(host.ports["box"]))
+        host.restart()
+        assert asyncio.run(host_key(host.ports["box"])) == before
+
+
+def test_admin_errors_are_clear(destinations, tmp_path):
+    from fake_destinations.control import DestinationError
+
+    with pytest.raises(DestinationError, match="admin POST /clock failed.*400"):
+        destinations.advance_clock(-5)
+    idle = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "l.sqlite")
+    with pytest.raises(DestinationError, match="not running"):
+        idle.reset()
