@@ -133,3 +133,11 @@ def test_admin_errors_are_clear(destinations, tmp_path):
     idle = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "l.sqlite")
     with pytest.raises(DestinationError, match="not running"):
         idle.reset()
+
+
+def test_reading_a_missing_ledger_names_the_file(tmp_path):
+    from fake_destinations.ledger import read_requests
+
+    with pytest.raises(FileNotFoundError, match=r"effect ledger .*nowhere\.sqlite does not exist"):
+        read_requests(tmp_path / "nowhere.sqlite")
+    assert not (tmp_path / "nowhere.sqlite").exists()  # reading never creates an empty ledger
