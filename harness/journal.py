@@ -22,7 +22,7 @@ from typing import Any
 
 FIELDS = ("seq", "flow_id", "ts_request", "ts_done", "destination", "method", "path", "query",
           "headers", "body_fingerprint", "idempotency_key", "traceparent", "rule_id", "fault",
-          "forwarded", "upstream_status", "client_outcome", "client_status", "forward_count")
+          "forwarded", "upstream_status", "client_outcome", "client_status", "client_retry_after", "forward_count")
 CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused", "timeout")
 SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "set-cookie"})
 

@@ -80,6 +80,7 @@ class FaultInjector:
         state: ScenarioState = meta["state"]
         rule: FaultRule | None = meta["rule"]
         req = flow.request
+        resp = flow.response if client_status is not None else None
         try:
             if not state.journal.closed:
                 state.journal.write({
@@ -91,6 +92,7 @@ class FaultInjector:
                     "rule_id": rule.id if rule else None, "fault": rule.action if rule else None,
                     "forwarded": meta["forwarded"], "upstream_status": meta.get("upstream_status"),
                     "client_outcome": outcome, "client_status": client_status,
+                    "client_retry_after": resp.headers.get("retry-after") if resp is not None else None,
                     "forward_count": meta["forward_count"],
                 })
         finally:

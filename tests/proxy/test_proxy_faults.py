@@ -86,7 +86,7 @@ CATALOGUE = {
     "synthetic_429": (
         {"action": "synthetic_status", "status": 429, "retry_after": 7},
         {"requests": 429, "httpx": 429}, 0, 0,
-        {"forwarded": False, "client_outcome": "response", "client_status": 429}),
+        {"forwarded": False, "client_outcome": "response", "client_status": 429, "client_retry_after": "7"}),
     "synthetic_500": (
         {"action": "synthetic_status", "status": 500, "body": "boom"},
         {"requests": 500, "httpx": 500}, 0, 0,
