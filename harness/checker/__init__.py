@@ -8,6 +8,8 @@ see docs/checker.md for the table.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.context import OperationContext, RunContext
 from harness.checker.model import CLASSIFICATIONS, AttemptVerdict, Finding, OperationVerdict, Verdict
@@ -56,23 +58,31 @@ def _attempt_verdicts(op: OperationContext) -> list[AttemptVerdict]:
     return views
 
 
-def judge_operation(op: OperationContext, extra: list[Finding] | None = None) -> OperationVerdict:
+@lru_cache(maxsize=None)
+def _rules_for(offline: bool, fmt: str, registered: int) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """(operation rules to run, all applicable rules) -- cached: the audit calls this per operation."""
+    checked = tuple(sorted((r for r in RULES.values() if applicable(r, offline=offline, fmt=fmt)), key=lambda r: r.code))
+    return tuple(r for r in checked if r.scope == "operation"), checked
+
+
+def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *, held: bool = True) -> OperationVerdict:
     """Run the operation rules on one operation (used by ``check`` and by the streaming audit)."""
     findings = list(extra or [])
-    checked = []
-    for r in RULES.values():
-        if not applicable(r, offline=op.offline, fmt=op.format):
-            continue
-        checked.append(r)
-        if r.scope == "operation":
-            for message, evidence in r.func(op):
-                findings.append(Finding(r.code, r.name, op.operation_id, message, evidence))
-    findings.sort(key=lambda f: f.code)
-    failed = {f.code for f in findings}
+    op_rules, checked = _rules_for(op.offline, op.format, len(RULES))
+    op_id = op.operation_id
+    for r in op_rules:
+        for message, evidence in r.func(op):
+            findings.append(Finding(r.code, r.name, op_id, message, evidence))
+    if len(findings) > 1:
+        findings.sort(key=lambda f: f.code)
+    held_labels: list[str] = []
+    if held:
+        failed = {f.code for f in findings}
+        held_labels = [r.label for r in checked if r.code not in failed]
     return OperationVerdict(
-        operation_id=op.operation_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
+        operation_id=op_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
         intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,
-        held=sorted(r.label for r in checked if r.code not in failed))
+        held=held_labels)
 
 
 def check(evidence: Evidence) -> Verdict:

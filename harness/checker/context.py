@@ -90,9 +90,12 @@ class OperationContext:
         self.spec: dict[str, Any] | None = None
         self.all_operation_ids: frozenset[str] | set[str] | dict[str, Any] = frozenset()
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
+        self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
+        self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None
 
     # -- building
     def add(self, record: dict[str, Any]) -> None:
+        self._refs = self._fps = None
         kind = record.get("event")
         if kind == "attempt":
             attempt_id = record["attempt_id"]
@@ -181,6 +184,11 @@ class OperationContext:
 
     def effect_refs(self) -> list[str]:
         """Distinct effect refs: the ledger's when judging a run, the log's when auditing offline."""
+        if self._refs is None:
+            self._refs = self._effect_refs()
+        return self._refs
+
+    def _effect_refs(self) -> list[str]:
         refs: dict[str, None] = {}
         if not self.offline:
             for row in self.ledger_effects:
@@ -206,6 +214,11 @@ class OperationContext:
 
     def key_fingerprints(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """key -> fingerprint -> evidence pointers (log lines and wire entries) that used them."""
+        if self._fps is None:
+            self._fps = self._key_fingerprints()
+        return self._fps
+
+    def _key_fingerprints(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         table: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
         for attempt in self.attempts:
             key = attempt.get("idempotency_key")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
@@ -20,7 +20,9 @@ class Finding:
     evidence: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # by hand, not dataclasses.asdict: asdict deep-copies every evidence dict (the audit's hot path)
+        return {"code": self.code, "rule": self.rule, "operation_id": self.operation_id, "message": self.message,
+                "evidence": self.evidence}
 
 
 @dataclass
@@ -37,7 +39,9 @@ class AttemptVerdict:
     destination_saw: list[dict[str, Any]] = field(default_factory=list)  # ledger request rows
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"attempt_id": self.attempt_id, "dispatch_state": self.dispatch_state, "key": self.key,
+                "line": self.line, "retry_of_attempt_id": self.retry_of_attempt_id,
+                "retry_reason": self.retry_reason, "wire": self.wire, "destination_saw": self.destination_saw}
 
 
 @dataclass
