@@ -142,6 +142,9 @@ def describe(spec: DestinationSpec | dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {"method": op.method, "path": op.path}
         if service.transport == "ssh":
             entry = {"method": "EXEC", "command": op.path}
+            if "{operation_id}" in op.path:
+                # the command creates a marker for the operation id before acting: a rerun is a no-op
+                entry["dedup"] = "operation_marker"
         else:
             entry["client_reference_field"] = CLIENT_REFERENCE_FIELD
             entry["effect_ref_field"] = op.effect_ref_field

@@ -88,6 +88,8 @@ class SshDestination(DestinationRuntime):
             # The command ran and committed; neither its output nor its exit status leaves the host.
             process.channel.get_connection().abort()
             return
+        if row.get("effect_ref"):
+            out += f"effect_ref: {row['effect_ref']}\n"  # the receipt a client can cite as evidence
         process.stdout.write(out)
         process.stderr.write(err)
         process.exit(code)

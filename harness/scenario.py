@@ -33,6 +33,12 @@ class Intent(BaseModel):
     kind: str = Field(description="Operation kind offered by the destination, e.g. create_ticket.")
     destination: str = Field(description="Name of a destination declared under `destinations`.")
     params: dict[str, Any] = Field(default_factory=dict, description="Payload of the operation.")
+    supersedes: str | None = Field(
+        None, description="Intent id this intent replaces with a changed payload: a correct agent "
+        "opens a new operation with supersedes_operation_id, it does not retry the old one.")
+    delegate_to_worker: bool = Field(
+        False, description="Ask the agent to hand this intent to a worker process (delegation "
+        "scenarios): the worker must carry the owner's operation id.")
 
 
 class AgentRestart(BaseModel):
@@ -153,6 +159,9 @@ def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
         if intent.intent_id in seen:
             problems.append((loc + ("intent_id",), f"duplicate intent id {intent.intent_id!r}"))
         seen.add(intent.intent_id)
+        if intent.supersedes is not None and intent.supersedes not in seen:
+            problems.append((loc + ("supersedes",), _unknown(
+                "earlier intent id", intent.supersedes, sorted(seen - {intent.intent_id}))))
         if intent.destination not in scenario.destinations:
             problems.append((loc + ("destination",), _unknown("destination", intent.destination, names)))
             continue

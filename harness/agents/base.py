@@ -15,15 +15,19 @@ for each intent, drives one operation:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import secrets
+import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -31,9 +35,10 @@ from harness.fingerprint import fingerprint
 from harness.recorder import Recorder, new_id
 
 CONNECT_TIMEOUT = 1.0
-READ_TIMEOUT = 3.0
+READ_TIMEOUT = 1.5
 LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
 MAX_RETRY_AFTER = 5.0
+WORKER_TIMEOUT = 60.0
 ASYNC_POLL_WAITS = (0.1, 0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0)
 
 
@@ -44,6 +49,7 @@ class Outcome:
     attempt_id: str
     dispatch_state: str
     status: int | None = None
+    exit_status: int | None = None  # SSH
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     error: str | None = None
@@ -53,6 +59,7 @@ class Agent:
     """The reference behaviour. Subclasses in `harness.agents.wrong` each break one rule."""
 
     max_attempts = 3
+    worker_id: str | None = None  # set in a worker process that acts for the owner's operation
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ if env is None else env)
@@ -68,9 +75,11 @@ class Agent:
 
     # -- the contract ---------------------------------------------------------------------------
 
+    def env_key(self, destination: str) -> str:
+        return "HARNESS_DESTINATION_" + "".join(c if c.isalnum() else "_" for c in destination.upper())
+
     def url(self, destination: str, path: str) -> str:
-        key = "HARNESS_DESTINATION_" + "".join(c if c.isalnum() else "_" for c in destination.upper())
-        return self.env[key].rstrip("/") + path
+        return self.env[self.env_key(destination)].rstrip("/") + path
 
     def secret(self, destination: str) -> str | None:
         return self.env.get("HARNESS_SECRET_" + "".join(
@@ -88,6 +97,8 @@ class Agent:
 
     def idempotency_key(self, op: dict[str, Any], attempt_id: str) -> str | None:
         """Derived from the operation, so every attempt of it carries the same key."""
+        if op["kind"]["method"] == "EXEC":  # SSH: the operation marker is the key, if the command has one
+            return op["operation_id"] if op["kind"].get("dedup") == "operation_marker" else None
         return "idem_" + hashlib.sha256(op["operation_id"].encode()).hexdigest()[:24]
 
     # -- the driver -----------------------------------------------------------------------------
@@ -105,6 +116,9 @@ class Agent:
             op = self.open_operation(intent)
         elif op.get("resolved"):
             return
+        if intent.get("delegate_to_worker") and self.worker_id is None:
+            self.delegate(op)
+            return
         elif op.get("pending_attempt"):
             # crashed mid-attempt: the request may have left; its truth is unknown until reconciled
             pending = op.pop("pending_attempt")
@@ -116,6 +130,20 @@ class Agent:
             reason = "response_lost_after_dispatch"
         self.drive(op, reason)
 
+    def delegate(self, op: dict[str, Any]) -> None:
+        """Hand the operation to a worker process. The owner keeps the operation id; the worker
+        acts under it and nobody else touches the operation while the worker runs."""
+        self.save()
+        self.recorder.close()
+        subprocess.run([sys.executable, "-m", "harness.agents.worker", op["intent"]["intent_id"]],
+                       env=self.env, timeout=WORKER_TIMEOUT, check=False)
+        self.recorder = Recorder(self.env["HARNESS_AUDIT_LOG"], session_id=self.recorder.session_id)
+        self.state = json.loads(self.state_path.read_text())
+        if not self.state[op["intent"]["intent_id"]].get("resolved"):
+            done = self.state[op["intent"]["intent_id"]]
+            self.resolve(done, "unknown", [], list(done["attempts"]),
+                         "the worker ended without resolving the operation; escalating")
+
     def open_operation(self, intent: dict[str, Any]) -> dict[str, Any]:
         contract = self.contracts[intent["destination"]]
         kind = contract["operations"][intent["kind"]]
@@ -123,11 +151,13 @@ class Agent:
               "observations": [], "opened_at": time.time(), "kind": kind}
         op["idempotency_key"] = self.idempotency_key(op, "")
         op["payload_fingerprint"] = fingerprint(self.payload(op))
+        superseded = self.state.get(intent.get("supersedes") or "", {}).get("operation_id")
         self.state[intent["intent_id"]] = op
         self.save()  # persisted before anything is dispatched
         self.recorder.operation(
             op["operation_id"], intent_id=intent["intent_id"], intent=intent,
-            idempotency_key=op["idempotency_key"], payload_fingerprint=op["payload_fingerprint"])
+            idempotency_key=op["idempotency_key"], payload_fingerprint=op["payload_fingerprint"],
+            supersedes_operation_id=superseded, owner=self.recorder.session_id)
         return op
 
     def drive(self, op: dict[str, Any], reason: str | None = None) -> None:
@@ -143,17 +173,25 @@ class Agent:
             return self.retry_if_budget(op, "connection_not_established", outcome)
         if outcome.dispatch_state == "sent_no_response":
             return self.after_unknown(op, "response_lost_after_dispatch", outcome)
+        if outcome.exit_status is not None:
+            if outcome.exit_status == 0:
+                self.resolve(op, "succeeded", self.effect_refs(op, outcome.body), [outcome.attempt_id],
+                             "the command exited 0")
+            else:
+                self.resolve(op, "failed", [], [outcome.attempt_id],
+                             f"the command exited {outcome.exit_status}: it refused to act")
+            return None
         status = outcome.status or 0
         if status == 202 and isinstance(outcome.body, dict) and outcome.body.get("operation"):
             self.await_async(op, outcome)
             return None
         if 200 <= status < 300:
             refs = self.effect_refs(op, outcome.body)
-            self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
+            if not self.verify_single_effect(op, refs):
+                self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
             return None
         if status == 429:
-            wait = min(float(outcome.headers.get("Retry-After", "1") or 1), MAX_RETRY_AFTER)
-            time.sleep(wait)
+            time.sleep(min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER))
             return self.retry_if_budget(op, "rate_limited", outcome)
         if status == 409:
             time.sleep(0.3)  # the first request is still being processed under this key
@@ -162,6 +200,35 @@ class Agent:
             return self.after_unknown(op, "destination_5xx", outcome)
         self.resolve(op, "failed", [], [outcome.attempt_id], f"destination rejected the request: {status}")
         return None
+
+    def verify_single_effect(self, op: dict[str, Any], refs: list[str]) -> bool:
+        """Without dedup, a success does not prove a single effect (a network may have delivered the
+        request twice): read back by client reference. True when that resolved the operation."""
+        contract = self.contracts[op["intent"]["destination"]]
+        if (contract.get("idempotency") or {}).get("style", "none") != "none" or not contract.get("lookup"):
+            return False
+        found: list[str] = []
+        for wait in self.lookup_waits(contract["lookup"]):
+            time.sleep(wait)
+            found, _ = self.lookup(op, source="read_after_write")
+            if set(found) - set(refs) or (found and not self.within_lag(op, contract["lookup"])):
+                break
+        if len(set(found) | set(refs)) > 1:
+            self.duplicate_confirmed(op, sorted(set(found) | set(refs)))
+            return True
+        return False
+
+    def duplicate_confirmed(self, op: dict[str, Any], refs: list[str]) -> None:
+        """Two records for one intent: close as duplicate_effect_confirmed, and open the correction
+        as a new operation that waits for an operator (compensation is never automatic)."""
+        correction_id = new_id("op")
+        self.recorder.operation(
+            correction_id, intent={"kind": "compensate_duplicate", "destination": op["intent"]["destination"],
+                                   "params": {"effect_refs": refs[1:]}},
+            correction_of_operation_id=op["operation_id"], owner="operator")
+        self.resolve(op, "duplicate_effect_confirmed", refs, [op["observations"][-1]],
+                     f"reconciliation found {len(refs)} records for one intent: {', '.join(refs)}",
+                     correction_operation_id=correction_id)
 
     def after_unknown(self, op: dict[str, Any], reason: str, outcome: Outcome) -> str | None:
         """The effect may exist. Reconcile first; retry only when that is provably safe."""
@@ -181,9 +248,11 @@ class Agent:
                 if found:
                     break
                 negatives += 1
+        if len(set(found)) > 1:
+            self.duplicate_confirmed(op, sorted(set(found)))
+            return True
         if found:
-            state = "duplicate_effect_confirmed" if len(set(found)) > 1 else "succeeded"
-            self.resolve(op, state, sorted(set(found)), [op["observations"][-1]],
+            self.resolve(op, "succeeded", found, [op["observations"][-1]],
                          "lookup by client reference found the effect")
             return True
         if self.dedup_in_force(op) or negatives:
@@ -207,6 +276,8 @@ class Agent:
         return since < float(lookup.get("lag_seconds") or 0.0) * 1.5
 
     def dedup_in_force(self, op: dict[str, Any]) -> bool:
+        if op["kind"].get("dedup") == "operation_marker":
+            return True  # the command creates its marker exclusively before acting
         idem = self.contracts[op["intent"]["destination"]].get("idempotency") or {}
         if idem.get("style", "none") == "none" or not op.get("idempotency_key"):
             return False
@@ -223,15 +294,25 @@ class Agent:
 
     # -- wire -----------------------------------------------------------------------------------
 
-    def payload(self, op: dict[str, Any]) -> dict[str, Any]:
+    def payload(self, op: dict[str, Any]) -> Any:
+        if op["kind"]["method"] == "EXEC":
+            return shlex.split(self.command(op))
         body = {**op["kind"].get("body_defaults", {}), **op["intent"].get("params", {})}
         field_name = op["kind"].get("client_reference_field")
         if field_name:
             body[field_name] = op["operation_id"]
         return body
 
+    def command(self, op: dict[str, Any]) -> str:
+        params = {k: shlex.quote(str(v)) for k, v in op["intent"].get("params", {}).items()}
+        return op["kind"]["command"].format(**{"operation_id": op["operation_id"], **params})
+
     def build_request(self, op: dict[str, Any], attempt_id: str) -> dict[str, Any]:
         destination = op["intent"]["destination"]
+        if op["kind"]["method"] == "EXEC":
+            return {"method": "EXEC", "path": self.command(op), "body": self.payload(op),
+                    "headers": {"TRACEPARENT": self.traceparent(op)},
+                    "key": self.idempotency_key(op, attempt_id)}
         idem = self.contracts[destination].get("idempotency") or {}
         key = self.idempotency_key(op, attempt_id)
         body = self.payload(op)
@@ -261,6 +342,8 @@ class Agent:
         return outcome
 
     def send(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
+        if request["method"] == "EXEC":
+            return asyncio.run(self.send_ssh(attempt_id, request, op))
         url = self.url(op["intent"]["destination"], request["path"])
         try:
             # a fresh connection per attempt: a stale pooled socket would blur not_sent and sent
@@ -279,7 +362,30 @@ class Agent:
             body = response.json()
         except ValueError:
             body = None
-        return Outcome(attempt_id, "response_received", response.status_code, body, dict(response.headers))
+        return Outcome(attempt_id, "response_received", response.status_code, body,
+                       {k.lower(): v for k, v in response.headers.items()})
+
+    async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
+        import asyncssh  # only agents that talk SSH pay for the import
+
+        url = urlsplit(self.env[self.env_key(op["intent"]["destination"])])
+        try:
+            connection = await asyncssh.connect(
+                url.hostname, url.port, username="agent", known_hosts=None, client_keys=None,
+                agent_path=None, connect_timeout=CONNECT_TIMEOUT)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            return Outcome(attempt_id, "not_sent", error=f"ssh connect failed: {type(exc).__name__}")
+        try:
+            async with connection:
+                result = await asyncio.wait_for(
+                    connection.run(request["path"], env={"TRACEPARENT": request["headers"]["TRACEPARENT"]}),
+                    READ_TIMEOUT)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            return Outcome(attempt_id, "sent_no_response", error=f"ssh session lost: {type(exc).__name__}")
+        if result.exit_status is None:  # the channel closed before the command's exit status
+            return Outcome(attempt_id, "sent_no_response", error="connection lost before the exit status")
+        return Outcome(attempt_id, "response_received", exit_status=result.exit_status, body=result.stdout,
+                       error=(result.stderr or None) and str(result.stderr).strip()[:200])
 
     def log_attempt(self, op: dict[str, Any], outcome: Outcome, request: dict[str, Any]) -> None:
         previous = op["attempts"][-1] if op["attempts"] else None
@@ -296,10 +402,12 @@ class Agent:
             op["operation_id"], outcome.attempt_id, outcome.dispatch_state,
             attempt_number=len(op["attempts"]), destination=op["intent"]["destination"],
             method=request["method"], path=request["path"], idempotency_key=request["key"],
-            request_fingerprint=fp, http_status=outcome.status, error=outcome.error,
+            request_fingerprint=fp, http_status=outcome.status, exit_status=outcome.exit_status,
+            error=outcome.error,
             traceparent=request["headers"].get("traceparent"),
             attempt_budget_remaining=self.max_attempts - len(op["attempts"]),
-            effect_refs=self.effect_refs(op, outcome.body) or None, **retry)
+            effect_refs=self.effect_refs(op, outcome.body) or None,
+            retry_after_seconds=_retry_after(outcome), worker=self.worker_id, **retry)
 
     def retry_decision(self, op: dict[str, Any], reason: str | None) -> str:
         if reason in ("response_lost_after_dispatch", "destination_5xx"):
@@ -308,7 +416,7 @@ class Agent:
             return "retry: destination deduplicates this idempotency key and it is within retention"
         return f"retry: {reason} means the destination did not act"
 
-    def lookup(self, op: dict[str, Any]) -> tuple[list[str], str]:
+    def lookup(self, op: dict[str, Any], source: str = "lookup") -> tuple[list[str], str]:
         contract = self.contracts[op["intent"]["destination"]]
         spec = contract["lookup"]
         obs_id = new_id("obs")
@@ -329,7 +437,7 @@ class Agent:
             detail = f"lookup failed: {type(exc).__name__}"
         op["observations"].append(obs_id)
         self.save()
-        self.recorder.observation(op["operation_id"], obs_id, source="lookup",
+        self.recorder.observation(op["operation_id"], obs_id, source=source,
                                   method=spec.get("method", "GET"), path=spec["path"], found=found,
                                   effect_refs=refs, lag_possible=not found and self.within_lag(op, spec),
                                   detail=detail)
@@ -372,17 +480,28 @@ class Agent:
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def effect_refs(self, op: dict[str, Any], body: Any) -> list[str]:
+        if isinstance(body, str):  # SSH output carries its receipt as 'effect_ref: X'
+            return [line.split(":", 1)[1].strip() for line in body.splitlines()
+                    if line.startswith("effect_ref:")]
         field_name = op["kind"].get("effect_ref_field", "id")
         if isinstance(body, dict) and body.get(field_name) is not None:
             return [str(body[field_name])]
         return []
 
     def resolve(self, op: dict[str, Any], state: str, refs: list[str], evidence: list[str],
-                reason: str) -> None:
+                reason: str, **fields: Any) -> None:
         op["resolved"] = state
         self.save()
         self.recorder.resolution(op["operation_id"], state, effect_refs=refs, evidence=evidence,
-                                 reason=reason)
+                                 reason=reason, **fields)
+
+
+def _retry_after(outcome: Outcome) -> float | None:
+    value = outcome.headers.get("retry-after") if outcome.status == 429 else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _connection_refused(exc: BaseException) -> bool:

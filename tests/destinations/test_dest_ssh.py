@@ -29,7 +29,7 @@ def test_commands_run_and_are_recorded(destinations):
     created, key1, key2, again = run(destinations, "create-user alice", "install-key alice ssh-ed25519 AAAA",
                                      "install-key alice ssh-ed25519 AAAA", "create-user alice",
                                      env={"TRACEPARENT": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"})
-    assert created.exit_status == 0 and created.stdout == "created user alice\n"
+    assert created.exit_status == 0 and created.stdout == "created user alice\neffect_ref: user:alice\n"
     # request 2 is the declared drop: it ran (the key is installed) but its exit status never came
     assert key1.exit_status is None and key1.stdout == ""
     assert key2.exit_status == 0 and "key #2" in key2.stdout  # install-key is not idempotent
