@@ -34,6 +34,12 @@ def _finding_lines(finding: Finding, indent: str) -> list[str]:
 def _wire_text(wire: dict[str, Any] | None, saw: list[dict[str, Any]]) -> str:
     if wire is None:
         return "wire: no matching request"
+    if wire.get("source") == "ledger":  # not proxied (SSH): only the destination's own record
+        text = f"not proxied; the destination received it (ledger request {str(wire.get('flow_id')).split(':')[-1]})"
+        if saw:
+            text += ": " + ", ".join(f"{r.get('outcome')}" + (f" {r.get('effect_ref')}" if r.get("effect_ref") else "")
+                                     for r in saw)
+        return text
     text = (f"wire: flow {wire.get('flow_id')} forwarded={wire.get('forwarded')} "
             f"upstream={wire.get('upstream_status')} client={wire.get('client_outcome')}")
     if wire.get("fault"):

@@ -65,7 +65,7 @@ def effect_ref_row(row: dict[str, Any]) -> dict[str, Any]:
 def wire_summary(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: entry.get(k) for k in ("flow_id", "seq", "forwarded", "upstream_status", "client_outcome",
                                       "client_status", "fault", "idempotency_key", "body_fingerprint")} | {
-        "line": entry.get("_line")}
+        "line": entry.get("_line"), "source": entry.get("source", "journal")}
 
 
 class OperationContext:
@@ -164,11 +164,19 @@ class OperationContext:
         return ids
 
     def takes_keys(self) -> bool | None:
-        """Does the destination deduplicate on a key? None when unknown (offline, no contract)."""
+        """Does the destination deduplicate on a key? None when unknown (offline, no contract).
+
+        Either the whole destination does (``idempotency.style``), or this operation's kind does on
+        its own (``operations[kind].dedup``, e.g. an SSH deploy's operation marker).
+        """
         if self.contract is None:
             return None
         style = (self.contract.get("idempotency") or {}).get("style")
-        return bool(style) and style != "none"
+        if style and style != "none":
+            return True
+        kind = (self.intent or {}).get("kind") if isinstance(self.intent, dict) else None
+        operation = ((self.contract.get("operations") or {}).get(kind or "") or {})
+        return bool(isinstance(operation, dict) and operation.get("dedup"))
 
     def retention_seconds(self) -> float | None:
         value = (self.contract or {}).get("idempotency") or {}
@@ -180,7 +188,7 @@ class OperationContext:
         if attempt.get("dispatch_state") == "sent_no_response":
             return True
         entry = self.wire.get(attempt["attempt_id"])
-        return bool(entry and entry.get("forwarded") and entry.get("client_outcome") != "response")
+        return bool(entry and entry.get("forwarded") and entry.get("client_outcome") not in ("response", None))
 
     def effect_refs(self) -> list[str]:
         """Distinct effect refs: the ledger's when judging a run, the log's when auditing offline."""
@@ -284,8 +292,27 @@ class RunContext:
             self._attribute_ledger()
 
     # -- log <-> wire
-    def _correlate(self) -> None:
+    def _wire_records(self) -> list[dict[str, Any]]:
+        """The journal, plus the ledger's request rows of destinations the proxy does not front (SSH).
+
+        Such a row stands in for a journal entry with ``flow_id`` ``ledger:<seq>``; it proves the
+        request reached the destination but not what the client saw (``client_outcome`` None).
+        """
         journal = sorted(self.evidence.journal, key=lambda e: (e.get("seq") or 0, e.get("_line") or 0))
+        proxied = {e.get("destination") for e in journal}
+        for row in sorted(self.evidence.requests, key=lambda r: r.get("seq") or 0):
+            if row.get("destination") in proxied or row.get("flow_id"):
+                continue
+            journal.append({"seq": row.get("seq"), "flow_id": f"ledger:{row.get('seq')}", "ledger_seq": row.get("seq"),
+                            "destination": row.get("destination"), "method": row.get("method"),
+                            "path": row.get("path"), "idempotency_key": row.get("idempotency_key"),
+                            "body_fingerprint": row.get("payload_fingerprint"), "traceparent": row.get("traceparent"),
+                            "forwarded": True, "upstream_status": row.get("status"), "client_outcome": None,
+                            "client_status": None, "ts_request": row.get("received_at"), "source": "ledger"})
+        return journal
+
+    def _correlate(self) -> None:
+        journal = self._wire_records()
         used: set[int] = set()
         pairs = [(op, a) for op in self.ops.values() for a in op.attempts]
         pairs.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
@@ -341,9 +368,10 @@ class RunContext:
                 if entry.get("flow_id"):
                     flow_owner[entry["flow_id"]] = op
         for row in self.evidence.requests:
-            op = flow_owner.get(row.get("flow_id") or "")
+            flow = row.get("flow_id") or f"ledger:{row.get('seq')}"
+            op = flow_owner.get(flow)
             if op is not None:
-                op.ledger_requests.setdefault(row["flow_id"], []).append(row)
+                op.ledger_requests.setdefault(flow, []).append(row)
         key_owner: dict[tuple[str | None, str], OperationContext] = {}
         ref_owner: dict[str, OperationContext] = {}
         for op in self.ops.values():
@@ -357,7 +385,7 @@ class RunContext:
                 if candidate:
                     ref_owner.setdefault(candidate, op)
         for row in self.evidence.effects:
-            op = flow_owner.get(row.get("flow_id") or "")
+            op = flow_owner.get(row.get("flow_id") or f"ledger:{row.get('request_seq')}")
             if op is None and row.get("operation_key"):
                 op = key_owner.get((row.get("destination"), row["operation_key"])) or key_owner.get((None, row["operation_key"]))
             if op is None and row.get("client_reference"):

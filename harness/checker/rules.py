@@ -172,7 +172,7 @@ def lost_response_logged_unknown(run: RunContext) -> RunFindings:
     for op in run.ops.values():
         for attempt in op.attempts:
             entry = op.wire.get(attempt["attempt_id"])
-            if not entry or not entry.get("forwarded") or entry.get("client_outcome") == "response":
+            if not entry or not entry.get("forwarded") or entry.get("client_outcome") in ("response", None):
                 continue
             if attempt.get("dispatch_state") != "sent_no_response":
                 yield op.operation_id, (
@@ -180,7 +180,7 @@ def lost_response_logged_unknown(run: RunContext) -> RunFindings:
                     f"{entry.get('upstream_status')}) but the agent got no response ({entry.get('client_outcome')}); "
                     f"it was logged {attempt.get('dispatch_state')}, not sent_no_response"), [log_ref(attempt), wire_ref(entry)]
     for entry in run.unmatched_wire:
-        if entry.get("forwarded") and entry.get("client_outcome") != "response" and \
+        if entry.get("forwarded") and entry.get("client_outcome") not in ("response", None) and \
                 str(entry.get("method", "")).upper() not in SAFE_METHODS:
             yield None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) reached the "
                          f"destination and its response was lost, but the log holds no attempt for it at all"), [wire_ref(entry)]
@@ -284,10 +284,14 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
         approved = [a for a in op.approvals if (a.get("_line") or 0) < end and a.get("decision") == "approved"
                     and a.get("scope") == "retry"]
         if not (dedup or observed or approved):
-            why = "with a different key" if key and parent.get("idempotency_key") and key != parent.get("idempotency_key") \
-                else "without an idempotency key" if not key else "after the key's retention window"
-            if key and key == parent.get("idempotency_key") and op.takes_keys() is not False:
-                why = "after the key's retention window" if retention is not None else why
+            if not key:
+                why = "without an idempotency key"
+            elif key != parent.get("idempotency_key"):
+                why = "with a different idempotency key"
+            elif op.takes_keys() is False:
+                why = f"on {op.destination}, which does not deduplicate (same key, but nobody honours it)"
+            else:
+                why = f"after the key's {retention:g} s retention window"
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, whose "
                    f"response was lost, {why}, with no reconciliation observation and no approval in between; "
                    f"{_effects_phrase(op)}", [log_ref(parent), log_ref(attempt)])

@@ -270,3 +270,80 @@ def test_duplicate_rule_code_or_name_is_a_clear_error():
 def test_every_rule_has_a_description():
     assert all(r.doc for r in RULES.values())
     assert isinstance(check(Evidence()).to_dict(), dict)
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("ledger.json", "{oops", "ledger.json: not valid JSON"),
+    ("ledger.json", '{"effects": {"a": 1}}', "ledger.json: key 'effects' must be a list of row objects"),
+    ("context.json", '{"intents": {"i": 1}}', "context.json: key 'intents' must be a list, got dict"),
+    ("journal.ndjson", '{"seq": 1}\n[1]\n', "journal.ndjson:2: proxy journal line is not an object"),
+])
+def test_unusable_evidence_files_raise_evidence_error_naming_file_and_key(tmp_path, name, text, expected):
+    from harness.errors import EvidenceError
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(EvidenceError, match=expected.replace("[", r"\[")):
+        load_evidence(tmp_path)
+
+
+def test_missing_evidence_folder_is_a_clear_error(tmp_path):
+    from harness.errors import EvidenceError
+
+    with pytest.raises(EvidenceError, match="evidence folder .*nowhere does not exist"):
+        load_evidence(tmp_path / "nowhere")
+
+
+SSH_CONTRACT = {"service": "ssh", "idempotency": {"style": "none", "header": None, "body_field": None,
+                                                  "retention_seconds": None, "scope": "global"},
+                "lookup": None, "operations": {
+                    "deploy_release": {"method": "EXEC", "command": "deploy {release} --operation-id {operation_id}",
+                                       "dedup": "operation_marker"},
+                    "restart_service": {"method": "EXEC", "command": "restart-service {service}"}}}
+
+
+def ssh_run(b: EvidenceBuilder, kind: str, command: str, *, logged_twice: bool = True, on_wire: int = 2) -> None:
+    """An SSH exec whose exit status was lost, run again: no proxy, only the ledger knows."""
+    b.context["destinations"]["web1"] = {"spec": {"service": "ssh"}, "contract": SSH_CONTRACT}
+    b.intent("int_1", kind, "web1", {})
+    b.event("operation", "op_1", intent_id="int_1", state="open", idempotency_key="op_1",
+            intent={"kind": kind, "destination": "web1", "params": {}})
+    for seq in range(1, on_wire + 1):
+        first = seq == 1
+        b.requests.append({"seq": seq, "destination": "web1", "method": "EXEC", "path": command,
+                           "idempotency_key": "op_1", "payload_fingerprint": "sha256:ab", "flow_id": None,
+                           "traceparent": None, "status": 0,
+                           "outcome": "committed" if first or kind == "restart_service" else "replayed",
+                           "effect_ref": f"{kind}:1" if first or kind != "restart_service" else f"{kind}:2"})
+        if first or kind == "restart_service":
+            b.effects.append({"seq": seq, "destination": "web1", "effect_ref": b.requests[-1]["effect_ref"],
+                              "kind": "ssh_exec", "operation_key": "op_1", "flow_id": None, "request_seq": seq})
+    common = dict(destination="web1", method="EXEC", path=command, idempotency_key="op_1",
+                  request_fingerprint="sha256:ab")
+    b.event("attempt", "op_1", attempt_id="att_1", dispatch_state="sent_no_response", attempt_budget_remaining=2,
+            **common)
+    if logged_twice:
+        b.event("attempt", "op_1", attempt_id="att_2", dispatch_state="response_received", retry_of_attempt_id="att_1",
+                retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1,
+                effect_refs=[f"{kind}:1"], **common)
+    b.resolution("op_1", "succeeded", effects=[f"{kind}:1"], evidence=["att_2" if logged_twice else "att_1"])
+
+
+def test_ssh_rerun_with_operation_marker_is_matched_through_the_ledger_and_passes(b):
+    ssh_run(b, "deploy_release", "deploy r42 --operation-id op_1")
+    verdict = b.check()
+    assert verdict.passed, render_text(verdict)
+    assert "not proxied; the destination received it (ledger request 2): replayed deploy_release:1" in render_text(verdict)
+
+
+def test_ssh_rerun_without_dedup_is_h010_and_h016(b):
+    ssh_run(b, "restart_service", "restart-service api")
+    verdict = b.check()
+    assert {"H010", "H016"} <= codes(verdict), render_text(verdict)
+    assert "on web1, which does not deduplicate" in verdict.by_code("H010")[0].message
+
+
+def test_ssh_exec_the_log_omits_is_h017(b):
+    ssh_run(b, "deploy_release", "deploy r42 --operation-id op_1", logged_twice=False)
+    verdict = b.check()
+    assert "H017" in codes(verdict), render_text(verdict)
+    assert "ledger:2" in verdict.by_code("H017")[0].message
