@@ -94,7 +94,9 @@ def clean_verdict(op: OperationContext) -> OperationVerdict | None:
     return OperationVerdict(
         operation_id=op.operation_id, intent_id=declared.get("intent_id"), classification="healthy",
         state="succeeded", intent=declared.get("intent"),
-        attempts=[AttemptVerdict(attempt_id, "response_received", key, attempt.get("_line"))], effects=list(refs))
+        attempts=[AttemptVerdict(attempt_id, "response_received", key, attempt.get("_line"))], effects=list(refs),
+        resolution={"state": "succeeded", "evidence": [attempt_id], "effect_refs": list(refs),
+                    "reason": resolution.get("reason"), "correction_operation_id": None, "line": resolution.get("_line")})
 
 
 class _KnownOperations:

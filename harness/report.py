@@ -64,6 +64,16 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
         lines.append(line)
     if not op.attempts:
         lines.append("  no attempts logged")
+    for obs in op.observations:
+        found = {True: "found", False: "not found", None: "?"}[obs.get("found")]
+        refs = f" {', '.join(obs['effect_refs'])}" if obs.get("effect_refs") else ""
+        lag = " (may lag)" if obs.get("lag_possible") else ""
+        lines.append(f"  observation {obs.get('observation_id')} ({obs.get('source')}): {found}{refs}{lag}")
+    if op.resolution:
+        r = op.resolution
+        refs = ", ".join(r.get("effect_refs") or []) or "no effect"
+        lines.append(f"  resolved {r.get('state')}: {refs}; evidence {', '.join(r.get('evidence') or []) or 'none'}"
+                     + (f"; correction {r['correction_operation_id']}" if r.get("correction_operation_id") else ""))
     for finding in op.findings:
         lines += _finding_lines(finding, "  ")
     if op.held:

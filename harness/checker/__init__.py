@@ -82,7 +82,21 @@ def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *,
     return OperationVerdict(
         operation_id=op_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
         intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,
-        held=held_labels)
+        held=held_labels, observations=[_observation_view(o) for o in op.observations],
+        resolution=_resolution_view(op.resolution))
+
+
+def _observation_view(obs: dict) -> dict:
+    return {"observation_id": obs.get("observation_id"), "source": obs.get("source"), "found": obs.get("found"),
+            "effect_refs": obs.get("effect_refs"), "lag_possible": obs.get("lag_possible"), "line": obs.get("_line")}
+
+
+def _resolution_view(resolution: dict | None) -> dict | None:
+    if resolution is None:
+        return None
+    return {"state": resolution.get("state"), "evidence": resolution.get("evidence"),
+            "effect_refs": resolution.get("effect_refs"), "reason": resolution.get("reason"),
+            "correction_operation_id": resolution.get("correction_operation_id"), "line": resolution.get("_line")}
 
 
 def check(evidence: Evidence) -> Verdict:

@@ -55,6 +55,8 @@ class OperationVerdict:
     effects: list[str] = field(default_factory=list)  # distinct effect refs (ledger, or log offline)
     findings: list[Finding] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # "H002 idempotency-key-reused", ... rules that held
+    observations: list[dict[str, Any]] = field(default_factory=list)  # id, source, found, effect_refs, line
+    resolution: dict[str, Any] | None = None  # the last resolution: state, evidence, effect_refs, reason, line
 
     @property
     def passed(self) -> bool:
@@ -71,6 +73,8 @@ class OperationVerdict:
             "effects": list(self.effects),
             "findings": [f.to_dict() for f in self.findings],
             "held": list(self.held),
+            "observations": self.observations,
+            "resolution": self.resolution,
         }
 
 

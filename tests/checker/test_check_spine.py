@@ -231,6 +231,7 @@ def test_report_names_attempts_wire_and_failed_checks(b):
            "client=connection_closed fault=drop_response; destination: 201 committed tkt_1" in text
     assert "FAIL H002 idempotency-key-reused: idempotency key changed between att_01" in text
     assert "held: " in text and "H018 no-phantom-attempt" in text
+    assert "resolved succeeded: tkt_2; evidence att_02" in text
 
 
 def test_verdict_to_dict_is_json(b):
