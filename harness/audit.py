@@ -275,7 +275,7 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
         with handle:
             for number, text in enumerate(handle, start=1):
                 if text.strip():
-                    audit.feed(number, text)
+                    audit.feed(number, text.rstrip("\r\n"))  # so parse errors point into the line itself
             audit.finish()
     finally:
         if collecting:
