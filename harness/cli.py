@@ -1,4 +1,4 @@
-"""Command line: `python -m harness {run,audit,verify,check,scenarios,schema}`.
+"""Command line: `python -m harness {run,audit,verify,check,matrix,scenarios,schema}`.
 
 A thin front end over the engine, the checker and the offline audit. Exit status: 0 all healthy /
 passed, 1 a verdict failed, 2 unusable input or usage (with a message naming the file and line).
@@ -40,6 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json"), default="text")
 
     sub.add_parser("scenarios", help="list the scenarios of the catalogue")
+
+    matrix = sub.add_parser("matrix", help="run every agent against every scenario and print the table")
+    matrix.add_argument("--agent", action="append", dest="agents", metavar="NAME",
+                        help="'reference' or a wrong agent's name (repeatable; default: all)")
+    matrix.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
+                        help="scenario name, glob or 'all' (repeatable; default: all)")
+    matrix.add_argument("--jobs", "-j", type=int, default=None,
+                        help="scenario runs in parallel (default: CPU count, at most 4)")
+    matrix.add_argument("--evidence-dir", type=Path, default=Path("evidence"))
+    matrix.add_argument("--format", choices=("text", "json"), default="text")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "audit-event"))
@@ -99,6 +109,23 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else 1
 
 
+def _matrix(args: argparse.Namespace) -> int:
+    from harness.matrix import as_dict, default_jobs, load_expectations, run_matrix
+    from harness.scenario import bundled_scenario_dir, resolve
+
+    dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
+    paths = list(dict.fromkeys(p for s in (args.scenarios or ["all"]) for p in resolve(s, dirs)))
+    agents = args.agents or load_expectations().agents
+    matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs())
+    if args.format == "json":
+        print(json.dumps(as_dict(matrix), indent=2))
+    else:
+        print(matrix.render())
+    caught, wrong = matrix.catch_rate()
+    alarms, _ = matrix.false_alarms()
+    return 0 if caught == wrong and alarms == 0 else 1
+
+
 def _scenarios(args: argparse.Namespace) -> int:
     from harness.scenario import bundled_scenario_dir, load
 
@@ -121,4 +148,4 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check,
-            "scenarios": _scenarios, "schema": _schema}
+            "scenarios": _scenarios, "schema": _schema, "matrix": _matrix}

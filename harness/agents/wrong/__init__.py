@@ -1,11 +1,5 @@
-"""Deliberately wrong agents, shipped for tests: each breaks exactly one rule of the articles.
+"""Deliberately wrong agents, shipped for tests: each breaks one rule of the articles.
 
-Run one as `python -m harness.agents.wrong.<name>`; `WRONG_AGENTS` maps each name to the flaw.
+Run one as `python -m harness.agents.wrong.<name>`. Their flaws, and the scenarios and rule codes
+that must catch them, are listed in `harness/agents/expected_outcomes.yaml`.
 """
-
-WRONG_AGENTS = {
-    "new_key_per_attempt": "mints a new idempotency key for every attempt and retries a lost response blindly",
-    "timeout_as_failed": "logs a lost response as a failed attempt, then retries blindly without a key",
-    "idle": "does nothing at all: no operation, no attempt, no resolution",
-    "forger": "writes a flawless-looking log without ever calling the destination",
-}
