@@ -49,10 +49,10 @@ class Outcome:
     attempt_id: str
     dispatch_state: str
     status: int | None = None
-    exit_status: int | None = None  # SSH
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    exit_status: int | None = None  # SSH
 
 
 class Agent:

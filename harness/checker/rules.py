@@ -575,6 +575,9 @@ def intent_covered(run: RunContext) -> RunFindings:
                          f"in the audit log: the agent never took it up"), [{"source": "context", "intent_id": intent_id}]
     superseded = {(o.operation or {}).get("supersedes_operation_id") for o in run.ops.values()}
     for op in run.ops.values():
-        if op.format == "events" and op.resolution is None and op.operation_id not in superseded:
+        # a correction of a confirmed duplicate may stay open: compensation waits for an operator
+        awaiting_operator = bool((op.operation or {}).get("correction_of_operation_id"))
+        if (op.format == "events" and op.resolution is None and op.operation_id not in superseded
+                and not awaiting_operator):
             yield op.operation_id, f"{op.operation_id} was never resolved (no resolution event): it is still open", [
                 log_ref(op.ordered_events()[-1])]
