@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -23,6 +24,15 @@ from fake_destinations.ledger import Ledger
 from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
 
 
+
+
+async def _stop_when_orphaned(stop: asyncio.Event, every: float = 0.5) -> None:
+    """Stop if the harness that started us died without stopping us (SIGKILL, OOM): no leaked servers."""
+    parent = os.getppid()
+    while not stop.is_set():
+        await asyncio.sleep(every)
+        if os.getppid() != parent:
+            stop.set()
 
 
 def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime]) -> web.Application:
@@ -85,9 +95,11 @@ async def serve(config: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watch = asyncio.create_task(_stop_when_orphaned(stop))
     sys.stdout.write(READY_PREFIX + json.dumps({"admin": admin_port, "destinations": bound}) + "\n")
     sys.stdout.flush()
     await stop.wait()
+    watch.cancel()
     for server in ssh_servers:
         server.close()
     for runner in runners:

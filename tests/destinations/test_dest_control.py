@@ -141,3 +141,43 @@ def test_reading_a_missing_ledger_names_the_file(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"effect ledger .*nowhere\.sqlite does not exist"):
         read_requests(tmp_path / "nowhere.sqlite")
     assert not (tmp_path / "nowhere.sqlite").exists()  # reading never creates an empty ledger
+
+
+def test_destination_process_stops_when_its_parent_dies(tmp_path):
+    """A harness killed with SIGKILL must not leave destination servers behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from fake_destinations.control import DestinationHost\n"
+        f"host = DestinationHost({{'tickets': {{'service': 'tickets'}}}}, Path({str(tmp_path / 'l.sqlite')!r}))\n"
+        "host.start()\n"
+        f"Path({str(pidfile)!r}).write_text(str(host.process.pid))\n"
+        "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the destination process outlived its parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
