@@ -193,18 +193,25 @@ def never_failed_when_unknown(op: OperationContext) -> OpFindings:
     resolution = op.resolution
     if not resolution or resolution.get("state") != "failed":
         return
-    unknown = [a for a in op.attempts if op.is_unknown(a)]
+
+    def ambiguous(a: dict[str, Any]) -> bool:
+        # a lost response, or a 5xx: the destination may have committed before it failed
+        status = a.get("http_status")
+        return op.is_unknown(a) or (a.get("dispatch_state") == "response_received"
+                                    and isinstance(status, int) and status >= 500)
+
+    unknown = [a for a in op.attempts if ambiguous(a)]
     if not unknown:
         return
     last_unknown_line = max(a.get("_line") or 0 for a in unknown)
-    settled = any(a.get("dispatch_state") == "response_received" and (a.get("_line") or 0) > last_unknown_line
-                  for a in op.attempts)
+    settled = any(a.get("dispatch_state") == "response_received" and not ambiguous(a)
+                  and (a.get("_line") or 0) > last_unknown_line for a in op.attempts)
     proof = any(o.get("found") is False and o.get("lag_possible") is not True
                 and (o.get("_line") or 0) > last_unknown_line for o in op.observations)
     if not settled and not proof:
         yield (f"{op.operation_id} was resolved failed although attempt(s) {_ids(unknown)} may have acted "
-               f"(sent, no response) and no later response or observation proved nothing happened: the truth is unknown",
-               [log_ref(a) for a in unknown] + [log_ref(resolution)])
+               f"(no response, or a 5xx) and no later answer or observation proved nothing happened: the truth is "
+               f"unknown", [log_ref(a) for a in unknown] + [log_ref(resolution)])
 
 
 # --------------------------------------------------------------------------------------------- H007

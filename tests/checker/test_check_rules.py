@@ -261,3 +261,15 @@ def test_key_conflict_is_classified_before_counting_effects(tmp_path):
     b = EvidenceBuilder(tmp_path / "evidence")
     h004(b, True)
     assert b.check().operation("op_1").classification == "key_conflict"
+
+
+def test_failed_after_a_5xx_without_reconciliation_is_h006(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", status=500, attempt_budget_remaining=0)
+    b.requests[0]["outcome"] = "failed_after_commit"
+    b.resolution("op_1", "failed", evidence=["att_1"])
+    verdict = b.check()
+    assert {"H006", "H015"} <= codes(verdict), render_text(verdict)
+    assert "(no response, or a 5xx)" in verdict.by_code("H006")[0].message
