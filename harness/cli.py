@@ -138,12 +138,10 @@ def _scenarios(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "scenario":
-        from harness.scenario import scenario_json_schema
-
-        print(json.dumps(scenario_json_schema(), indent=2))
+        from harness.scenario import SCHEMA_PATH as path
     else:
-        path = Path(__file__).parent / "schemas" / "audit-event.schema.json"
-        print(path.read_text(encoding="utf-8"), end="")
+        from harness.events import SCHEMA_PATH as path
+    print(path.read_text(encoding="utf-8"), end="")
     return 0
 
 

@@ -101,7 +101,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         host.start()
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, evidence_dir / "journal.ndjson",
-                                 secrets=canaries)
+                                 secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
         urls = {**host.urls, **routes.urls}
         env = {
             "HARNESS_INTENTS": str(evidence_dir / "intents.json"),

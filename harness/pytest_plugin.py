@@ -47,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a retry-harness scenario run as a test item")
+    # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
+    config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     selectors: list[str] = config.getoption("scenario") or []
     if not selectors:
         return

@@ -49,6 +49,17 @@ class AgentRestart(BaseModel):
     after_effects: int = Field(1, ge=1, description="Effects in the ledger that trigger the crash.")
 
 
+class ProxySettings(BaseModel):
+    """How the fault proxy sits between the agent and the HTTP destinations."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["reverse", "reverse-https", "forward", "forward-https"] = Field(
+        "reverse", description="reverse: the agent gets proxy URLs and needs no settings; forward: "
+        "HTTP(S)_PROXY; the -https modes go through mitmproxy's CA (its path handed to the agent as "
+        "SSL_CERT_FILE and REQUESTS_CA_BUNDLE).")
+    seed: int = Field(0, description="Seed of the probabilistic faults and jitter: same seed, same outcome.")
+
+
 class Expectation(BaseModel):
     """What a correct agent achieves in this scenario."""
 
@@ -76,6 +87,7 @@ class Scenario(BaseModel):
     agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
     agent_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one agent run.")
     restart_agent: AgentRestart | None = None
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
     expect: Expectation = Field(default_factory=Expectation)
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
@@ -83,6 +95,19 @@ class Scenario(BaseModel):
     def contracts(self) -> dict[str, dict[str, Any]]:
         """The agent-facing contract of each destination."""
         return {name: describe(spec) for name, spec in self.destinations.items()}
+
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "scenario.schema.json"
+
+
+def schema_text() -> str:
+    return json.dumps(scenario_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def write_schema(path: Path = SCHEMA_PATH) -> Path:
+    """Write the published scenario schema (a test keeps the file up to date)."""
+    path.write_text(schema_text(), encoding="utf-8")
+    return path
 
 
 def scenario_json_schema() -> dict[str, Any]:
@@ -282,3 +307,7 @@ def _short(value: Any) -> str:
 def env_name(destination: str) -> str:
     """`HARNESS_DESTINATION_<NAME>` suffix: upper-cased, non-alphanumerics as underscores."""
     return re.sub(r"[^A-Z0-9]", "_", destination.upper())
+
+
+if __name__ == "__main__":  # python -m harness.scenario: regenerate the published schema
+    print(write_schema())

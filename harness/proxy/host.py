@@ -26,6 +26,7 @@ import logging
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,13 +155,17 @@ class ProxyHost:
         self._loop = loop
 
         async def main() -> None:
-            from mitmproxy import options
-            from mitmproxy.tools.dump import DumpMaster
+            with warnings.catch_warnings():
+                # mitmproxy's dependencies (ldap3, passlib) warn about their own deprecated imports:
+                # noise in every user's test report that they cannot act on
+                warnings.simplefilter("ignore", DeprecationWarning)
+                from mitmproxy import options
+                from mitmproxy.tools.dump import DumpMaster
 
-            from harness.proxy.addon import FaultInjector
+                from harness.proxy.addon import FaultInjector
 
-            opts = options.Options(listen_host=self.listen_host, mode=[], confdir=str(self.confdir))
-            master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+                opts = options.Options(listen_host=self.listen_host, mode=[], confdir=str(self.confdir))
+                master = DumpMaster(opts, with_termlog=False, with_dumper=False)
             # lazy: open the upstream connection only after our request hook (synthetic answers and
             # dropped requests never touch the destination; forward-https reaches plain-HTTP fakes).
             opts.update(connection_strategy="lazy", ssl_insecure=True,

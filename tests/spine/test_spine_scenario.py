@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -102,3 +103,26 @@ def test_resolve_by_name_glob_all_and_unknown() -> None:
     assert "response_lost" in [p.stem for p in resolve("response_*", dirs)]
     with pytest.raises(ScenarioError, match="Did you mean .response_lost."):
         resolve("response_lots", dirs)
+
+
+def test_published_scenario_schema_file_is_up_to_date() -> None:
+    from harness.scenario import SCHEMA_PATH, schema_text
+
+    assert SCHEMA_PATH.read_text() == schema_text(), "run: python -m harness.scenario"
+
+
+def test_every_bundled_scenario_validates_against_the_published_schema_file() -> None:
+    from harness.scenario import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    for path in sorted((REPO / "scenarios").glob("*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+
+
+def test_published_schema_rejects_an_unknown_fault_action() -> None:
+    from harness.scenario import SCHEMA_PATH
+
+    data = yaml.safe_load((REPO / "scenarios" / "response_lost.yaml").read_text())
+    data["faults"][0]["action"] = "drop_everything"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
