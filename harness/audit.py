@@ -25,7 +25,7 @@ from pydantic_core import from_json
 
 from harness.checker import Finding, OperationContext, OperationVerdict, judge_operation
 from harness.checker.rules import secret_hits
-from harness.events import looks_valid, validate_event
+from harness.events import parse_line
 from harness.report import render_operation, _finding_lines
 
 # Transport results of the article's format, mapped to dispatch states.
@@ -138,18 +138,16 @@ class StreamingAudit:
             self.run_findings.append(finding)
 
     def feed(self, line: int, text: str) -> None:
-        try:
-            record = from_json(text)
-        except ValueError as exc:
-            self.malformed += 1
-            self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: not JSON ({exc})", line)
-            return
-        if type(record) is dict and "event" not in record and record.get("type") in ("attempt", "effect"):
-            record, error = article_record(record, line)
-            fmt = "ledger"
-        else:
-            error = None if looks_valid(record) else validate_event(record)[1]
-            fmt = "events"
+        record, error = parse_line(text)
+        fmt = "events"
+        if record is None and '"type"' in text:  # perhaps the article's effect-ledger format
+            try:
+                raw = from_json(text)
+            except ValueError:
+                raw = None
+            if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
+                record, error = article_record(raw, line)
+                fmt = "ledger"
         if error is not None:
             self.malformed += 1
             self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: {error}", line)

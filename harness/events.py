@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import from_json
+from typing_extensions import NotRequired, TypedDict
 
 DispatchState = Literal["not_sent", "sent_no_response", "response_received", "execution_error"]
 OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
@@ -129,11 +131,39 @@ class ApprovalEvent(_Event):
     reason: str | None = None
 
 
+def _record_type(model: type[BaseModel]) -> Any:
+    """A TypedDict with the model's fields (same types, same required set), validated straight from JSON
+    into a plain dict: the audit's hot path, about 1.3x faster than parsing then validating the model."""
+    fields = {name: (f.annotation if f.is_required() else NotRequired[f.annotation])  # type: ignore[valid-type]
+              for name, f in model.model_fields.items()}
+    record = TypedDict(model.__name__.replace("Event", "Record"), fields)  # type: ignore[operator]
+    record.__pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[attr-defined]
+    return record
+
+
 AuditEvent = Annotated[
     Union[OperationEvent, AttemptEvent, ObservationEvent, ResolutionEvent, ApprovalEvent],
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AuditEvent)
+# The same five shapes as plain dicts (see _record_type); a test keeps them accepting what the models accept.
+RECORD_ADAPTER: TypeAdapter[Any] = TypeAdapter(Annotated[
+    Union[tuple(_record_type(m) for m in (OperationEvent, AttemptEvent, ObservationEvent, ResolutionEvent,
+                                          ApprovalEvent))],  # type: ignore[misc]
+    Field(discriminator="event")])
+
+
+def parse_line(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """One NDJSON line -> (validated event dict, None) or (None, reason). Extra fields are kept."""
+    try:
+        return RECORD_ADAPTER.validate_json(text), None
+    except ValidationError:
+        pass
+    try:
+        value = from_json(text)
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"
+    return None, validate_event(value)[1] or "does not fit the audit event schema"
 
 
 def validate_event(record: Any) -> tuple[BaseModel | None, str | None]:
@@ -152,85 +182,6 @@ def validate_event(record: Any) -> tuple[BaseModel | None, str | None]:
             value = "missing" if err["type"] == "missing" else f"{err.get('input')!r}"
             problems.append(f"field {loc!r} {value}: {err['msg']}")
         return None, f"{event} event: " + "; ".join(problems)
-
-
-_STR = str
-_OPT_STR_FIELDS = {
-    "operation": ("intent_id", "idempotency_key", "payload_fingerprint", "supersedes_operation_id",
-                  "owner", "parent_operation_id"),
-    "attempt": ("destination", "method", "path", "idempotency_key", "request_fingerprint",
-                "prior_request_fingerprint", "retry_of_attempt_id", "retry_reason", "retry_decision",
-                "traceparent", "error", "worker"),
-    "observation": ("method", "path"),
-    "resolution": ("reason", "correction_operation_id"),
-    "approval": ("approver", "reason"),
-}
-_REQUIRED_STR = {"operation": (), "attempt": ("attempt_id",), "observation": ("observation_id",),
-                 "resolution": (), "approval": ("approval_id",)}
-_ENUMS = {
-    "operation": (("state", ("open", "succeeded", "failed", "unknown", "cancelled",
-                             "duplicate_effect_confirmed"), False),),
-    "attempt": (("dispatch_state", DISPATCH_STATES, True),),
-    "observation": (("source", OBSERVATION_SOURCES, False),),
-    "resolution": (("state", RESOLUTION_STATES, True),),
-    "approval": (("decision", ("approved", "denied"), True), ("scope", ("retry", "compensate", "close"), True)),
-}
-_LIST_FIELDS = ("effect_refs", "evidence")
-
-
-def looks_valid(record: Any) -> bool:
-    """Fast conservative check (see module docstring); False means "ask ``validate_event``"."""
-    if type(record) is not dict:
-        return False
-    event = record.get("event")
-    if type(event) is not _STR:
-        return False
-    required = _REQUIRED_STR.get(event)
-    if required is None:
-        return False
-    if type(record.get("session_id")) is not _STR or type(record.get("operation_id")) is not _STR:
-        return False
-    ts = record.get("ts")
-    if type(ts) is not float and type(ts) is not _STR and type(ts) is not int:
-        return False
-    for name in required:
-        if type(record.get(name)) is not _STR:
-            return False
-    for name, choices, needed in _ENUMS[event]:
-        value = record.get(name)
-        if value is None:
-            if needed or name in record:  # enum fields are never nullable
-                return False
-        elif value not in choices:
-            return False
-    for name in _OPT_STR_FIELDS[event]:
-        value = record.get(name)
-        if value is not None and type(value) is not _STR:
-            return False
-    for name in _LIST_FIELDS:
-        value = record.get(name)
-        if value is not None and (type(value) is not list or any(type(v) is not _STR for v in value)):
-            return False
-    for name in ("seq", "attempt_number", "http_status", "attempt_budget_remaining"):
-        value = record.get(name)
-        if value is not None and type(value) is not int:
-            return False
-    for name in ("prev_hash", "hash"):
-        value = record.get(name)
-        if value is not None and type(value) is not _STR:
-            return False
-    if event == "operation" and record.get("intent") is not None and type(record["intent"]) is not dict:
-        return False
-    if event == "observation":
-        for name in ("found", "lag_possible"):
-            value = record.get(name)
-            if value is not None and type(value) is not bool:
-                return False
-    if event == "attempt":
-        value = record.get("retry_after_seconds")
-        if value is not None and type(value) not in (int, float):
-            return False
-    return True
 
 
 def json_schema() -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import EvidenceError
-from harness.events import looks_valid, validate_event
+from harness.events import parse_line
 
 AGENT_LOG = "agent.ndjson"
 JOURNAL = "journal.ndjson"
@@ -71,15 +71,18 @@ def iter_ndjson(path: Path) -> Iterator[tuple[int, str, Any, str | None]]:
 
 
 def load_events(path: Path, evidence: Evidence) -> None:
-    for number, text, value, error in iter_ndjson(path):
-        evidence.raw_log.append(text)
-        if error is None and not looks_valid(value):
-            _, error = validate_event(value)
-        if error is not None:
-            evidence.log_errors.append({"line": number, "file": str(path), "error": error, "raw": text[:300]})
-            continue
-        value["_line"] = number
-        evidence.events.append(value)
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text = raw.rstrip("\r\n")
+            if not text.strip():
+                continue
+            evidence.raw_log.append(text)
+            value, error = parse_line(text)
+            if value is None:
+                evidence.log_errors.append({"line": number, "file": str(path), "error": error, "raw": text[:300]})
+                continue
+            value["_line"] = number
+            evidence.events.append(value)
 
 
 def _load_json(path: Path) -> Any:
