@@ -21,7 +21,7 @@ from collections import OrderedDict, defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from harness.checker import Finding, OperationContext, OperationVerdict, judge_operation
 from harness.checker.rules import secret_hits
@@ -206,8 +206,8 @@ class StreamingAudit:
         self.closed.add(op_id)
         extra = self.pending.pop(op_id, [])
         if op.format == "events":
-            first = op.ordered_events()[0]
             if op.operation is None:
+                first = op.ordered_events()[0]
                 extra.append(Finding("H001", "operation-id-stable", op_id,
                                      f"{first['event']} logged under operation {op_id}, which was never declared by "
                                      f"an operation event", [{"source": "log", "file": self.name, "line": first['_line']}]))
@@ -254,7 +254,8 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
     first = [True]
 
     def emit_json(verdict: OperationVerdict) -> None:
-        out.write(("\n    " if first[0] else ",\n    ") + json.dumps(_op_json(verdict), separators=(",", ":")))
+        # pydantic_core's Rust encoder: json.dumps was a fifth of the audit's time
+        out.write(("\n    " if first[0] else ",\n    ") + to_json(_op_json(verdict)).decode())
         first[0] = False
 
     def emit_text(verdict: OperationVerdict) -> None:

@@ -473,9 +473,8 @@ def single_effect(op: OperationContext) -> OpFindings:
             yield (f"{op.operation_id} is closed duplicate_effect_confirmed, but it must name all of {', '.join(refs)} "
                    f"and a correction operation ({why} is not satisfied)", evidence + [log_ref(resolution)])
         else:
-            yield (f"{_effects_phrase(op)[0].upper()}{_effects_phrase(op)[1:]} ({op.operation_id}, attempts "
-                   f"{_ids(op.attempts)}); it must be resolved duplicate_effect_confirmed with a correction operation",
-                   evidence)
+            yield (f"{op.operation_id} (attempts {_ids(op.attempts)}): {_effects_phrase(op)}; it must be resolved "
+                   f"duplicate_effect_confirmed naming them, with a separate correction operation", evidence)
     elif resolution.get("state") == "duplicate_effect_confirmed":
         yield (f"{op.operation_id} is closed duplicate_effect_confirmed but only {len(refs)} distinct effect(s) "
                f"exist", [log_ref(resolution)])
