@@ -3,12 +3,12 @@
 Field names follow docs/ARCHITECTURE.md ("Audit events"). Every model allows extra fields: the
 contract lets a project add fields, never rename them.
 
-Two ways to validate one decoded line:
+Two ways to validate one line:
 
-- ``validate_event(record)`` runs pydantic and returns the typed event or a readable error;
-- ``looks_valid(record)`` is a fast pre-check used by the streaming audit. It is conservative: when it
-  says True, pydantic accepts the record too (a property test keeps the two in step); when it says
-  False, the caller asks pydantic for the message.
+- ``validate_event(record)`` runs pydantic on a decoded object and returns the typed event or a
+  readable error naming the field, the bad value and the valid choices;
+- ``parse_line(text)`` validates the raw JSON text straight into a plain dict (TypedDicts built from
+  the same models: the audit's hot path); a property test keeps the two in agreement.
 """
 
 from __future__ import annotations
