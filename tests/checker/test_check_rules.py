@@ -273,3 +273,13 @@ def test_failed_after_a_5xx_without_reconciliation_is_h006(tmp_path):
     verdict = b.check()
     assert {"H006", "H015"} <= codes(verdict), render_text(verdict)
     assert "(no response, or a 5xx)" in verdict.by_code("H006")[0].message
+
+
+def test_a_malformed_line_holding_a_secret_is_reported_without_echoing_it(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    reference_lookup_run(b)
+    b.context["secrets"] = {"TICKETS_TOKEN": "canary-7f3a9c2e"}
+    b.raw_lines.append('{"event": "attempt", "headers": {"x-token": "canary-7f3a9c2e"}')
+    verdict = b.check()
+    assert {"H000", "H019"} <= codes(verdict)
+    assert "canary-7f3a9c2e" not in str(verdict.to_dict())
