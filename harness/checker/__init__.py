@@ -17,12 +17,12 @@ from harness.checker.registry import RULES, Rule, RuleRegistryError, rule
 from harness.evidence import Evidence
 
 __all__ = [
-    "CLASSIFICATIONS",
-    "RULES",
     "AttemptVerdict",
+    "CLASSIFICATIONS",
     "Finding",
     "OperationContext",
     "OperationVerdict",
+    "RULES",
     "Rule",
     "RuleRegistryError",
     "RunContext",

@@ -283,3 +283,17 @@ def test_a_malformed_line_holding_a_secret_is_reported_without_echoing_it(tmp_pa
     verdict = b.check()
     assert {"H000", "H019"} <= codes(verdict)
     assert "canary-7f3a9c2e" not in str(verdict.to_dict())
+
+
+def test_docs_rule_table_lists_every_rule_with_its_name_and_description():
+    import re
+    from pathlib import Path
+
+    import harness.checker as checker
+
+    doc = (Path(__file__).parents[2] / "docs" / "checker.md").read_text()
+    rows = dict(re.findall(r"^\| (H\d{3}) \| ([a-z0-9-]+) \|", doc, flags=re.M))
+    assert rows == {code: r.name for code, r in RULES.items()}
+    for r in RULES.values():
+        assert r.doc in doc, f"docs/checker.md lacks the description of {r.label}"
+    assert checker.__all__ == sorted(checker.__all__)
