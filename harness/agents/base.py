@@ -39,6 +39,7 @@ READ_TIMEOUT = 1.5
 LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
 MAX_RETRY_AFTER = 5.0
 WORKER_TIMEOUT = 60.0
+WORKER_FLAG = "--worker"
 ASYNC_POLL_WAITS = (0.1, 0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0)
 
 
@@ -113,6 +114,14 @@ class Agent:
         self.recorder.close()
         return 0
 
+    def run_worker(self, intent_id: str) -> int:
+        """Act for the owner: under the owner's operation id, read from the shared state dir."""
+        op = self.state[intent_id]
+        if not op.get("resolved"):
+            self.drive(op)
+        self.recorder.close()
+        return 0
+
     def handle(self, intent: dict[str, Any]) -> None:
         op = self.state.get(intent["intent_id"])
         reason = None
@@ -139,7 +148,9 @@ class Agent:
         acts under it and nobody else touches the operation while the worker runs."""
         self.save()
         self.recorder.close()
-        subprocess.run([sys.executable, "-m", "harness.agents.worker", op["intent"]["intent_id"]],
+        # the worker is this same agent program, started in worker mode: its flaws travel with it
+        main_module = getattr(sys.modules["__main__"].__spec__, "name", "harness.agents.reference")
+        subprocess.run([sys.executable, "-m", main_module, WORKER_FLAG, op["intent"]["intent_id"]],
                        env=self.env, timeout=WORKER_TIMEOUT, check=False)
         self.recorder = Recorder(self.env["HARNESS_AUDIT_LOG"], session_id=self.recorder.session_id)
         self.state = json.loads(self.state_path.read_text())
@@ -526,4 +537,10 @@ def _short_error(exc: BaseException) -> str:
 
 
 def main(agent_class: type[Agent] = Agent) -> None:
+    """`python -m <agent>` runs the intents; `python -m <agent> --worker INTENT_ID` runs one
+    delegated intent as a worker of the owner that started it."""
+    if sys.argv[1:2] == [WORKER_FLAG] and len(sys.argv) == 3:
+        agent = agent_class()
+        agent.worker_id = new_id("wrk")
+        sys.exit(agent.run_worker(sys.argv[2]))
     sys.exit(agent_class().run())
