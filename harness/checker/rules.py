@@ -565,6 +565,18 @@ def single_owner(op: OperationContext) -> OpFindings:
             who = ", ".join(str(r.get("worker") or r.get("session_id")) for r in retries)
             yield (f"unknown write {parent_attempt_id} of {op.operation_id} was retried {len(retries)} times "
                    f"({_ids(retries)}, by {who})"), [log_ref(parent_attempt)] + [log_ref(r) for r in retries]
+    # On the wire: two writes of one operation in flight at once, from different workers or sessions.
+    flights = sorted(((float(e["ts_request"]), float(e["ts_done"]), a) for a in op.attempts
+                      if (e := op.wire.get(a["attempt_id"])) and e.get("ts_request") is not None
+                      and e.get("ts_done") is not None and str(e.get("method", "")).upper() not in SAFE_METHODS),
+                     key=lambda f: f[0])
+    for (start, done, first), (later_start, _, second) in zip(flights, flights[1:]):
+        who = (first.get("worker") or first.get("session_id"), second.get("worker") or second.get("session_id"))
+        if later_start < done and who[0] != who[1]:
+            yield (f"attempts {first['attempt_id']} ({who[0]}) and {second['attempt_id']} ({who[1]}) of "
+                   f"{op.operation_id} were on the wire at the same time: one owner retries, never two"), [
+                log_ref(first), wire_ref(op.wire[first["attempt_id"]]), log_ref(second),
+                wire_ref(op.wire[second["attempt_id"]])]
 
 
 # --------------------------------------------------------------------------------------------- H021

@@ -297,3 +297,20 @@ def test_docs_rule_table_lists_every_rule_with_its_name_and_description():
     for r in RULES.values():
         assert r.doc in doc, f"docs/checker.md lacks the description of {r.label}"
     assert checker.__all__ == sorted(checker.__all__)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_owner_and_worker_writing_at_once_is_h020(tmp_path, overlap):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    lost_then(b)
+    b.events[1]["worker"] = "owner"
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=True, retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1, worker="worker-1")
+    if overlap:  # the worker's request left before the owner's had finished
+        b.journal[1]["ts_request"] = b.journal[0]["ts_done"] - 0.005
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    verdict = b.check()
+    assert ("H020" in codes(verdict)) is overlap, render_text(verdict)
+    if overlap:
+        assert "att_1 (owner) and att_2 (worker-1) of op_1 were on the wire at the same time" in \
+            verdict.by_code("H020")[0].message
