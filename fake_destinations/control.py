@@ -211,3 +211,55 @@ class DestinationHost:
 
     def requests(self) -> list[dict[str, Any]]:
         return read_requests(self.ledger_path)
+
+
+class DestinationPool:
+    """Warm destination processes reused across scenarios of one process.
+
+    Starting a destination process is most of a scenario's harness overhead. A scenario whose
+    destinations are declared exactly like a recent one's gets that process back, reset (keys,
+    resources, counters, clock and ledger cleared); others start a new one. The least recently
+    used process beyond ``max_hosts`` is stopped. ``close()`` stops them all.
+    """
+
+    def __init__(self, root: Path | None = None, *, max_hosts: int = 4) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="destination-pool-") if root is None else None
+        self.root = Path(self._tmp.name) if self._tmp is not None else Path(root)
+        self.max_hosts = max_hosts
+        self._hosts: dict[str, DestinationHost] = {}
+        self._started = 0
+        self.reused = 0
+
+    def acquire(self, specs: Mapping[str, DestinationSpec | dict[str, Any]]) -> DestinationHost:
+        validated = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
+                     for name, spec in specs.items()}
+        key = json.dumps({n: s.model_dump(mode="json") for n, s in validated.items()}, sort_keys=True)
+        host = self._hosts.pop(key, None)
+        if host is not None:
+            try:
+                if host.process is None or host.process.poll() is not None:
+                    raise DestinationError("the pooled destination process has exited")
+                host.reset()
+                self.reused += 1
+            except DestinationError:
+                host.close()
+                host = None
+        if host is None:
+            self._started += 1
+            self.root.mkdir(parents=True, exist_ok=True)
+            # a folder of its own: a ledger left there earlier would survive into this host
+            folder = Path(tempfile.mkdtemp(prefix=f"host-{self._started}-", dir=self.root))
+            host = DestinationHost(validated, folder / "ledger.sqlite", log_path=folder / "destinations.log")
+            host.start()
+        self._hosts[key] = host  # most recently used last
+        while len(self._hosts) > self.max_hosts:
+            oldest = next(iter(self._hosts))
+            self._hosts.pop(oldest).close()
+        return host
+
+    def close(self) -> None:
+        while self._hosts:
+            self._hosts.popitem()[1].close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None

@@ -9,6 +9,7 @@ stopped and the evidence gathered so far stays on disk.
 
 from __future__ import annotations
 
+import atexit
 import json
 import secrets as secrets_module
 import time
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.runner import REFERENCE_AGENT, AgentRun, run_agent
 from harness.scenario import Scenario, env_name
 
@@ -61,13 +63,17 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 
 
 def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
-                 proxy: Any = None) -> ScenarioResult:
-    """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it."""
-    from fake_destinations.control import DestinationHost
+                 proxy: Any = None, pool: Any = None) -> ScenarioResult:
+    """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it.
+
+    Destinations come from `pool` (default: this process's warm pool) and the proxy is `proxy`
+    (default: this process's shared embedded mitmproxy): start-up is paid once per process.
+    """
+    from fake_destinations.control import DestinationError
     from fake_destinations.ledger import read_effects, read_requests
     from harness.checker import check
     from harness.evidence import load_evidence
-    from harness.proxy.host import ProxyHost
+    from harness.proxy.host import ProxyHost, ProxyHostError
 
     command = agent or scenario.agent or REFERENCE_AGENT
     evidence_dir = new_evidence_dir(Path(evidence_root), scenario.name)
@@ -94,11 +100,14 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     _write_json(evidence_dir / "context.json", context)
 
     t0 = time.perf_counter()
-    host = DestinationHost(scenario.destinations, ledger_path,
-                           log_path=evidence_dir / "destinations.log")
-    proxy = proxy or ProxyHost.shared()
     try:
-        host.start()
+        host = (pool or destination_pool()).acquire(scenario.destinations)
+        proxy = proxy or ProxyHost.shared()
+    except (DestinationError, ProxyHostError) as exc:
+        raise HarnessError(f"scenario {scenario.name}: cannot start the harness: {exc}\n"
+                           f"evidence so far: {evidence_dir}") from None
+    live_ledger = host.ledger_path
+    try:
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, evidence_dir / "journal.ndjson",
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
@@ -118,7 +127,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                           stdout=evidence_dir / "agent.stdout", stderr=evidence_dir / "agent.stderr")
         if scenario.restart_agent is not None:
             wanted = scenario.restart_agent.after_effects
-            runs.append(run_agent(command, env, kill_when=lambda: _effect_count(ledger_path) >= wanted,
+            runs.append(run_agent(command, env, kill_when=lambda: _effect_count(live_ledger) >= wanted,
                                   **run_kwargs))
         runs.append(run_agent(command, env, **run_kwargs))
         timings["agent"] = time.perf_counter() - t1
@@ -127,16 +136,16 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         try:
             proxy.finish()
         finally:
-            host.stop()
             last = runs[-1] if runs else None
             context["agent"].update(exit_status=last.exit_status if last else None,
                                     timed_out=any(r.timed_out for r in runs),
                                     runs=[r.__dict__ for r in runs])
             _write_json(evidence_dir / "context.json", context)
-            if ledger_path.exists():
-                effects = read_effects(ledger_path)
-                _write_json(evidence_dir / "ledger.json",
-                            {"effects": effects, "requests": read_requests(ledger_path)})
+            # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
+            _copy_ledger(live_ledger, ledger_path)
+            effects = read_effects(ledger_path)
+            _write_json(evidence_dir / "ledger.json",
+                        {"effects": effects, "requests": read_requests(ledger_path)})
         timings["teardown"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -150,6 +159,38 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "expectation_failures": failures, "timings": timings, **verdict.to_dict()})
     (evidence_dir / "verdict.txt").write_text(result.report() + "\n", encoding="utf-8")
     return result
+
+
+_POOL: Any = None
+
+
+def destination_pool() -> Any:
+    """This process's warm destination pool, stopped at exit (or by `close_destination_pool`)."""
+    global _POOL
+    if _POOL is None:
+        from fake_destinations.control import DestinationPool
+
+        _POOL = DestinationPool()
+        atexit.register(close_destination_pool)
+    return _POOL
+
+
+def close_destination_pool() -> None:
+    global _POOL
+    if _POOL is not None:
+        _POOL.close()
+        _POOL = None
+
+
+def _copy_ledger(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite ledger (the destination process may still hold it open)."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=5) as src, \
+            sqlite3.connect(target) as dst:
+        src.backup(dst)
+    dst.close()
+    src.close()
 
 
 def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],

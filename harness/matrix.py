@@ -138,7 +138,8 @@ def run_matrix(agents: list[str], scenario_paths: list[Path], evidence_root: Pat
     if unknown:
         raise ScenarioError(f"unknown agent(s) {', '.join(unknown)} for the matrix; valid: "
                             f"{', '.join(expected.agents)} (see {EXPECTED_FILE})")
-    work = [(a, str(p), str(evidence_root)) for a in agents for p in scenario_paths]
+    # scenario-major: consecutive runs share destinations, so the warm pool reuses their process
+    work = [(a, str(p), str(evidence_root)) for p in scenario_paths for a in agents]
     if jobs <= 1:
         return Matrix([run_cell(*w, expected) for w in work])
     # one process per job: each has its own embedded proxy (mitmproxy allows one per process)

@@ -129,6 +129,14 @@ class ScenarioItem(pytest.Item):
         return self.path, 0, f"scenario {self.name}"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    import sys
+
+    engine = sys.modules.get("harness.engine")  # only if a scenario ran: nothing to import otherwise
+    if engine is not None:
+        engine.close_destination_pool()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # runs on the xdist controller too: verdicts travel in user_properties
     if report.when != "call":

@@ -181,3 +181,25 @@ def test_destination_process_stops_when_its_parent_dies(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_pool_reuses_a_reset_process_for_identical_specs_and_starts_one_for_others(tmp_path):
+    import requests
+
+    from fake_destinations.control import DestinationPool
+
+    pool = DestinationPool(tmp_path, max_hosts=1)
+    try:
+        first = pool.acquire({"tickets": {"service": "tickets"}})
+        pid = first.process.pid
+        requests.post(first.urls["tickets"] + "/tickets", json={"title": "a", "project": "P"}, timeout=5)
+        assert len(first.effects()) == 1
+        again = pool.acquire({"tickets": {"service": "tickets"}})
+        assert again is first and again.process.pid == pid and pool.reused == 1
+        assert again.effects() == []  # reset between scenarios: nothing leaks from the last one
+        other = pool.acquire({"tickets": {"service": "tickets", "idempotency": "ietf"}})
+        assert other is not first
+        assert first.process is None  # evicted beyond max_hosts: stopped, not leaked
+    finally:
+        pool.close()
+    assert other.process is None

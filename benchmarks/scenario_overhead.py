@@ -1,0 +1,67 @@
+"""Harness overhead per scenario: wall time from start to verdict minus the agent's own run.
+
+Runs `response_lost` with the reference agent N times in one process, alternating two setups so
+both see the same machine noise:
+  cold - a fresh destination pool for every run (a destination process started per scenario),
+  warm - the process-wide warm pool (destinations reset, proxy listeners reused).
+The embedded proxy is shared by both (one per process: mitmproxy's context is global).
+Prints medians and p90 of the overhead, and the cold/warm ratio.
+
+    python benchmarks/scenario_overhead.py [--runs 20] [--scenario response_lost]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from fake_destinations.control import DestinationPool
+from harness.engine import close_destination_pool, run_scenario
+from harness.scenario import bundled_scenario_dir, load
+
+
+def overhead(scenario, root: Path, cold: bool = False) -> float:
+    began = time.perf_counter()
+    pool = DestinationPool(root / "cold-pool") if cold else None
+    try:
+        result = run_scenario(scenario, evidence_root=root, pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()  # stopping the process is part of the cold cost
+    total = time.perf_counter() - began
+    assert result.passed, result.report()
+    return total - sum(run.seconds for run in result.agent_runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--scenario", default="response_lost")
+    args = parser.parse_args()
+    scenario = load(bundled_scenario_dir() / f"{args.scenario}.yaml")
+    cold: list[float] = []
+    warm: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="overhead-bench-") as tmp:
+        root = Path(tmp)
+        overhead(scenario, root)  # warm-up: first mitmproxy import and start, first pool process
+        for _ in range(args.runs):
+            cold.append(overhead(scenario, root, cold=True))
+            warm.append(overhead(scenario, root))
+        close_destination_pool()
+
+    def line(name: str, values: list[float]) -> str:
+        p90 = statistics.quantiles(values, n=10)[-1] if len(values) >= 2 else values[0]
+        return f"{name:5} median {statistics.median(values) * 1000:7.1f} ms   p90 {p90 * 1000:7.1f} ms"
+
+    print(f"harness overhead of scenario {args.scenario} (start to verdict minus agent), {args.runs} runs each")
+    print(line("cold", cold))
+    print(line("warm", warm))
+    print(f"cold/warm ratio: {statistics.median(cold) / statistics.median(warm):.2f}x  "
+          f"(goal: warm median under 150 ms)")
+
+
+if __name__ == "__main__":
+    main()
