@@ -76,7 +76,9 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
                      + (f"; correction {r['correction_operation_id']}" if r.get("correction_operation_id") else ""))
     for finding in op.findings:
         lines += _finding_lines(finding, "  ")
-    if op.held:
+    if op.held and not op.findings:
+        lines.append(f"  held: all {len(op.held)} checks")  # the full list is in verdict.json
+    elif op.held:
         lines.append(f"  held: {', '.join(op.held)}")
     return lines
 
