@@ -247,8 +247,13 @@ class ProxyHost:
 
     async def _apply(self, upstreams: dict[str, tuple[str, int]], book: RuleBook, journal: JournalWriter,
                      secrets: dict[str, str], mode: str, refused: set[str | None]) -> ProxyRoutes:
+        from mitmproxy import ctx
+
         from harness.proxy.addon import ScenarioState
 
+        # mitmproxy's ctx is global and any Master built later in this process takes it over (its
+        # own test helper `taddons.context` does): take it back before each scenario
+        ctx.master, ctx.options, ctx.log = self._master, self._master.options, self._master.log
         tls = mode.endswith("https")
         scheme = "https" if tls else "http"
         specs: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import requests
 
 from harness.journal import read_journal
@@ -95,3 +96,17 @@ def test_stop_closes_listeners_and_thread(tmp_path):
                          timeout=60, env=os.environ)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "stopped"
+
+
+def test_a_later_mitmproxy_test_context_does_not_break_the_shared_proxy(scenario):
+    """mitmproxy's ctx is global: its test helper builds a Master that takes it over for good.
+    The shared host takes it back on configure, so scenarios keep working in the same process."""
+    import requests
+    from mitmproxy.test import taddons
+
+    with taddons.context():
+        pass  # leaves mitmproxy.ctx pointing at a dead test master
+    routes = scenario.configure([{"id": "lose", "match": {"nth": 1}, "action": "drop_response_after_commit"}])
+    with pytest.raises(requests.ConnectionError):
+        requests.post(routes.urls["tickets"] + "/tickets", json={"title": "x", "project": "P"}, timeout=5)
+    assert [e["client_outcome"] for e in scenario.journal()] == ["connection_closed"]
