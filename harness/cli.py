@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -63,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -131,8 +136,8 @@ def _scenarios(args: argparse.Namespace) -> int:
 
     for path in sorted(bundled_scenario_dir().glob("*.yaml")):
         scenario = load(path)
-        first = scenario.description.strip().splitlines()[0]
-        print(f"{scenario.name:32} {first}")
+        first = re.split(r"(?<=\.)\s", " ".join(scenario.description.split()), maxsplit=1)[0]
+        print(f"{scenario.name:34} {first}")
     return 0
 
 

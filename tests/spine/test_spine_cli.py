@@ -1,0 +1,51 @@
+"""`python -m harness ...` as a user runs it: exit statuses, messages, evidence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_run_passes_with_the_reference_agent_and_fails_with_a_wrong_one(tmp_path: Path) -> None:
+    ok = harness("run", "response_lost", "--evidence-dir", str(tmp_path), "--format", "json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert json.loads(ok.stdout)["passed"] is True
+    bad = harness("run", "response_lost", "--evidence-dir", str(tmp_path),
+                  "--agent", "python -m harness.agents.wrong.timeout_as_failed")
+    assert bad.returncode == 1
+    assert "FAIL H005 lost-response-logged-unknown" in bad.stdout
+    folder = bad.stdout.split("evidence: ")[-1].strip()
+    again = harness("check", folder)  # judging the kept evidence again gives the same verdict
+    assert again.returncode == 1 and "FAIL H005" in again.stdout
+
+
+def test_bad_scenario_file_is_exit_2_with_file_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\ndescription: x\ndestinations:\n  t:\n    service: tickets\n"
+                    "    idempotency: sometimes\nintents: []\n")
+    out = harness("run", str(path), "--evidence-dir", str(tmp_path))
+    assert out.returncode == 2
+    assert f"{path}:6: destinations.t.idempotency" in out.stderr and "'sometimes'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_agent_program_is_a_clear_error(tmp_path: Path) -> None:
+    out = harness("run", "response_lost", "--evidence-dir", str(tmp_path), "--agent", "no-such-agent-xyz")
+    assert out.returncode == 2 and "cannot start agent 'no-such-agent-xyz'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_scenarios_lists_the_catalogue_and_schema_prints_json() -> None:
+    listed = harness("scenarios")
+    assert listed.returncode == 0 and "response_lost " in listed.stdout
+    for which in ("scenario", "audit-event"):
+        schema = harness("schema", which)
+        assert schema.returncode == 0
+        assert json.loads(schema.stdout)["$schema"].startswith("https://json-schema.org/")
