@@ -10,10 +10,13 @@ stopped and the evidence gathered so far stays on disk.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import secrets as secrets_module
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,11 +128,13 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         t1 = time.perf_counter()
         run_kwargs = dict(timeout=scenario.agent_timeout_seconds, cwd=evidence_dir,
                           stdout=evidence_dir / "agent.stdout", stderr=evidence_dir / "agent.stderr")
-        if scenario.restart_agent is not None:
-            wanted = scenario.restart_agent.after_effects
-            runs.append(run_agent(command, env, kill_when=lambda: _effect_count(live_ledger) >= wanted,
-                                  **run_kwargs))
-        runs.append(run_agent(command, env, **run_kwargs))
+        with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
+            if scenario.restart_agent is not None:
+                wanted = scenario.restart_agent.after_effects
+                runs.append(run_agent(command, env, **run_kwargs,
+                                      kill_when=lambda: _effect_count(live_ledger) >= wanted))
+            runs.append(run_agent(command, env, **run_kwargs))
+        context["destination_restarts"] = restarts
         timings["agent"] = time.perf_counter() - t1
     finally:
         t2 = time.perf_counter()
@@ -219,6 +224,32 @@ def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],
             failures.append(f"destination {destination} holds {len(refs)} distinct effect(s) "
                             f"{refs}; expected {expected}")
     return failures
+
+
+@contextlib.contextmanager
+def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]]:
+    """While the block runs, crash and restart the destinations once the ledger holds enough effects."""
+    restarts: list[float] = []
+    if restart is None:
+        yield restarts
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.02):
+            if _effect_count(ledger) >= restart.after_effects:
+                began = time.perf_counter()
+                host.restart()
+                restarts.append(time.perf_counter() - began)
+                return
+
+    watcher = threading.Thread(target=watch, name="destination-restart", daemon=True)
+    watcher.start()
+    try:
+        yield restarts
+    finally:
+        done.set()
+        watcher.join(timeout=30)
 
 
 def _effect_count(ledger_path: Path) -> int:

@@ -49,6 +49,14 @@ class AgentRestart(BaseModel):
     after_effects: int = Field(1, ge=1, description="Effects in the ledger that trigger the crash.")
 
 
+class DestinationRestart(BaseModel):
+    """Crash the destinations (SIGKILL) once they committed `after_effects` effects, then start them
+    again on the same ports: the ledger and the idempotency keys survive, as in a real database."""
+
+    model_config = ConfigDict(extra="forbid")
+    after_effects: int = Field(1, ge=1, description="Effects in the ledger that trigger the crash.")
+
+
 class ProxySettings(BaseModel):
     """How the fault proxy sits between the agent and the HTTP destinations."""
 
@@ -87,6 +95,7 @@ class Scenario(BaseModel):
     agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
     agent_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one agent run.")
     restart_agent: AgentRestart | None = None
+    restart_destinations: DestinationRestart | None = None
     proxy: ProxySettings = Field(default_factory=ProxySettings)
     expect: Expectation = Field(default_factory=Expectation)
 
