@@ -278,10 +278,13 @@ class Agent:
         return True
 
     def lookup_waits(self, lookup: dict[str, Any]) -> list[float]:
-        """Look now, then again until the documented index lag (with a margin) has passed."""
-        waits = [0.0, *LOOKUP_WAITS]
-        lag = float(lookup.get("lag_seconds") or 0.0)
-        while sum(waits) < lag * 1.5 + 0.2:
+        """Look now, then again until the index lag (with a margin) has passed. A destination that
+        documents its lag is taken at its word; one that does not gets a few spaced looks."""
+        if "lag_seconds" not in lookup:
+            return [0.0, *LOOKUP_WAITS]
+        waits = [0.0]
+        lag = float(lookup["lag_seconds"] or 0.0)
+        while sum(waits) < lag * 1.5:
             waits.append(max(0.2, lag / 2))
         return waits
 
