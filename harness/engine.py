@@ -136,6 +136,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             runs.append(run_agent(command, env, **run_kwargs))
         context["destination_restarts"] = restarts
         timings["agent"] = time.perf_counter() - t1
+    except (DestinationError, ProxyHostError) as exc:
+        raise HarnessError(f"scenario {scenario.name}: the harness failed mid-run: {exc}\n"
+                           f"evidence so far: {evidence_dir}") from None
     finally:
         t2 = time.perf_counter()
         try:
