@@ -12,6 +12,7 @@ from typing import Any
 _EXPORTS = {
     "DestinationError": "fake_destinations.control",
     "DestinationHost": "fake_destinations.control",
+    "DestinationPool": "fake_destinations.control",
     "DestinationSpec": "fake_destinations.spec",
     "DestinationStartError": "fake_destinations.control",
     "SERVICES": "fake_destinations.services",
