@@ -24,8 +24,10 @@ from typing import Any, TextIO
 from pydantic_core import from_json, to_json
 
 from harness.checker import Finding, OperationContext, OperationVerdict, judge_operation
+from harness.checker import _observation_view, _resolution_view
+from harness.checker.context import SAFE_METHODS
 from harness.checker.rules import secret_hits
-from harness.events import parse_line
+from harness.events import RETRY_REASONS, parse_line
 from harness.report import render_operation, _finding_lines
 
 # Transport results of the article's format, mapped to dispatch states.
@@ -64,39 +66,69 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
     return {"event": "effect", "operation_id": op, "effect_ref": ref, "ts": raw.get("observedAt"), "_line": line}, None
 
 
-def clean_verdict(op: OperationContext) -> OperationVerdict | None:
-    """The verdict of the commonest story without running every rule, or None when it is not that story.
+def _attempt_json(attempt: dict[str, Any]) -> dict[str, Any]:
+    """``AttemptVerdict.to_dict()`` of an offline attempt (no wire, no ledger rows)."""
+    return {"attempt_id": attempt["attempt_id"], "dispatch_state": attempt.get("dispatch_state"),
+            "key": attempt.get("idempotency_key"), "line": attempt.get("_line"),
+            "retry_of_attempt_id": attempt.get("retry_of_attempt_id"), "retry_reason": attempt.get("retry_reason"),
+            "wire": None, "destination_saw": []}
 
-    The story: one operation event (nothing superseded or delegated), one attempt that got its
-    response and names one effect, no retry fields, and one ``succeeded`` resolution citing that
-    attempt and naming that effect. No rule can fire on it (a property test holds this against
-    ``judge_operation``), so a production log of mostly clean operations audits fast.
+
+def clean_summary(op: OperationContext) -> dict[str, Any] | None:
+    """The JSON verdict of a common clean story without running every rule, or None when it is not one.
+
+    The stories: one operation event (nothing superseded or delegated), no approval, one or two
+    attempts with one idempotency key (or none) that does not contain an attempt id, and one
+    ``succeeded`` resolution citing only ids the operation holds and naming its one distinct effect.
+    A second attempt must be a linked, budgeted retry of the first with the same payload, and when
+    the first lost its response the shared key is what justifies it; at most one observation (a
+    lookup that reconciled a lost response). No rule can fire on these, and the dict equals
+    ``judge_operation``'s (a property test holds both against the full rules), so a production log
+    of mostly clean operations audits fast.
     """
-    if op.format != "events" or len(op.operations) != 1 or len(op.attempts) != 1 or len(op.resolutions) != 1 \
-            or op.observations or op.approvals:
+    attempts = op.attempts
+    if (op.format != "events" or len(op.operations) != 1 or len(op.resolutions) != 1 or op.approvals
+            or op.log_effects or not attempts or len(attempts) > 2 or len(op.observations) > 1):
         return None
-    declared, attempt, resolution = op.operations[0], op.attempts[0], op.resolutions[0]
-    if declared.get("supersedes_operation_id") or declared.get("parent_operation_id"):
+    declared, resolution, first = op.operations[0], op.resolutions[0], attempts[0]
+    if (resolution.get("state") != "succeeded" or declared.get("supersedes_operation_id")
+            or declared.get("parent_operation_id") or first.get("retry_of_attempt_id") or first.get("retry_reason")):
         return None
-    refs = attempt.get("effect_refs")
-    attempt_id = attempt["attempt_id"]
-    key = attempt.get("idempotency_key")
-    if (attempt.get("dispatch_state") != "response_received" or not refs or len(refs) != 1
-            or attempt.get("retry_of_attempt_id") or attempt.get("retry_reason")
-            or attempt.get("http_status") == 429 or (attempt.get("attempt_budget_remaining") or 0) < 0
-            or str(attempt.get("method") or "POST").upper() in ("GET", "HEAD", "OPTIONS", "TRACE")
-            or (key and (attempt_id in key or key != (declared.get("idempotency_key") or key)))
-            or resolution.get("state") != "succeeded" or resolution.get("evidence") != [attempt_id]
-            or resolution.get("effect_refs") != refs):
+    key = first.get("idempotency_key")
+    for attempt in attempts:
+        if (attempt.get("idempotency_key") != key or (attempt.get("attempt_budget_remaining") or 0) < 0
+                or str(attempt.get("method") or "POST").upper() in SAFE_METHODS
+                or (key and attempt["attempt_id"] in key)):
+            return None
+    if key and key != (declared.get("idempotency_key") or key):
         return None
-    from harness.checker import AttemptVerdict
-
-    return OperationVerdict(
-        operation_id=op.operation_id, intent_id=declared.get("intent_id"), classification="healthy",
-        state="succeeded", intent=declared.get("intent"),
-        attempts=[AttemptVerdict(attempt_id, "response_received", key, attempt.get("_line"))], effects=list(refs),
-        resolution={"state": "succeeded", "evidence": [attempt_id], "effect_refs": list(refs),
-                    "reason": resolution.get("reason"), "correction_operation_id": None, "line": resolution.get("_line")})
+    if len(attempts) == 2:
+        second = attempts[1]
+        prior = second.get("prior_request_fingerprint")
+        if (second.get("retry_of_attempt_id") != first["attempt_id"] or second.get("retry_reason") not in RETRY_REASONS
+                or second.get("attempt_budget_remaining") is None or first.get("attempt_budget_remaining") == 0
+                or first.get("http_status") == 429
+                or second.get("request_fingerprint") != first.get("request_fingerprint")
+                or (prior and prior != first.get("request_fingerprint"))
+                or (not key and first.get("dispatch_state") == "sent_no_response")):
+            return None
+    refs = op.effect_refs()
+    named = resolution.get("effect_refs")
+    cited = resolution.get("evidence")
+    if len(refs) != 1 or not named or not cited:
+        return None
+    only = refs[0]
+    for ref in named:
+        if ref != only:
+            return None
+    held = op.evidence_ids
+    for evidence_id in cited:
+        if evidence_id not in held:
+            return None
+    return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
+            "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],
+            "effects": list(refs), "findings": [], "observations": [_observation_view(o) for o in op.observations],
+            "resolution": _resolution_view(resolution)}
 
 
 class _KnownOperations:
@@ -110,11 +142,13 @@ class _KnownOperations:
 
 
 class StreamingAudit:
-    """Feeds lines in, calls ``emit(verdict)`` for each judged operation; run-wide findings are kept."""
+    """Feeds lines in, calls ``emit(verdict)`` for each judged operation (``emit_clean(json_dict)`` instead
+    for one the fast path vouched healthy; None to drop those); run-wide findings are kept."""
 
-    def __init__(self, name: str, emit: Any, *, window: int = 10_000) -> None:
+    def __init__(self, name: str, emit: Any, *, emit_clean: Any = None, window: int = 10_000) -> None:
         self.name = name
         self.emit = emit
+        self.emit_clean = emit_clean
         self.window = window
         self.open: dict[str, OperationContext] = {}
         self.resolved: OrderedDict[str, None] = OrderedDict()
@@ -214,9 +248,14 @@ class StreamingAudit:
             if op.resolution is None:
                 extra.append(Finding("H021", "intent-covered", op_id, f"{op_id} was never resolved: it is still open",
                                      [{"source": "log", "file": self.name, "line": op.ordered_events()[-1]["_line"]}]))
-        verdict = clean_verdict(op) if not extra else None
-        if verdict is None:
-            verdict = judge_operation(op, extra, held=False)
+        if not extra:
+            summary = clean_summary(op)
+            if summary is not None:
+                self.classes["healthy"] += 1
+                if self.emit_clean is not None:
+                    self.emit_clean(summary)
+                return
+        verdict = judge_operation(op, extra, held=False)
         self.classes[verdict.classification] += 1
         self.finding_count += len(verdict.findings)
         if verdict.classification != "healthy" or verdict.findings:
@@ -253,16 +292,20 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
     name = str(path)
     first = [True]
 
-    def emit_json(verdict: OperationVerdict) -> None:
+    def emit_clean(data: dict[str, Any]) -> None:
         # pydantic_core's Rust encoder: json.dumps was a fifth of the audit's time
-        out.write(("\n    " if first[0] else ",\n    ") + to_json(_op_json(verdict)).decode())
+        out.write(("\n    " if first[0] else ",\n    ") + to_json(data).decode())
         first[0] = False
+
+    def emit_json(verdict: OperationVerdict) -> None:
+        emit_clean(_op_json(verdict))
 
     def emit_text(verdict: OperationVerdict) -> None:
         if verdict.classification != "healthy" or verdict.findings:
             out.write("\n".join(render_operation(verdict, offline=True)) + "\n\n")
 
-    audit = StreamingAudit(name, emit_json if format == "json" else emit_text, window=window)
+    audit = StreamingAudit(name, emit_json if format == "json" else emit_text,
+                           emit_clean=emit_clean if format == "json" else None, window=window)
     if format == "json":
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
     # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever

@@ -7,8 +7,10 @@ Two ways to validate one line:
 
 - ``validate_event(record)`` runs pydantic on a decoded object and returns the typed event or a
   readable error naming the field, the bad value and the valid choices;
-- ``parse_line(text)`` validates the raw JSON text straight into a plain dict (TypedDicts built from
-  the same models: the audit's hot path); a property test keeps the two in agreement.
+- ``parse_line(text)`` validates the raw JSON text straight into a plain dict: the audit's hot path.
+  orjson decodes the line and ``_vouch`` checks the common shapes field by field (exact JSON types, no
+  coercion needed); any line it cannot vouch for goes to pydantic (TypedDicts built from the same
+  models, ``parse_line_pydantic``). Property tests keep all three in agreement.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import from_json
 from typing_extensions import NotRequired, TypedDict
@@ -154,7 +157,22 @@ RECORD_ADAPTER: TypeAdapter[Any] = TypeAdapter(Annotated[
 
 
 def parse_line(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """One NDJSON line -> (validated event dict, None) or (None, reason). Extra fields are kept."""
+    """One NDJSON line -> (validated event dict, None) or (None, reason). Extra fields are kept.
+
+    The same answer as ``parse_line_pydantic``, about 3x faster on lines whose fields already hold
+    exactly the types the models want (a property test holds the two equal on any text).
+    """
+    try:
+        record = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return parse_line_pydantic(text)
+    if type(record) is dict and _vouch(record):
+        return record, None
+    return parse_line_pydantic(text)
+
+
+def parse_line_pydantic(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """``parse_line`` through pydantic alone: the reference the fast path is tested against."""
     try:
         return RECORD_ADAPTER.validate_json(text), None
     except ValidationError:
@@ -164,6 +182,99 @@ def parse_line(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
     except ValueError as exc:
         return None, f"not JSON ({exc})"
     return None, validate_event(value)[1] or "does not fit the audit event schema"
+
+
+# How _vouch checks one field: the exact Python types orjson may give for a value pydantic would keep
+# unchanged. Anything else (an int for a float, 1 for a bool, a number for a string) goes to pydantic,
+# which may coerce it or reject it with its own message.
+_STR, _STR_OR_NONE, _INT_OR_NONE, _BOOL_OR_NONE, _FLOAT_OR_NONE, _TS, _STRS_OR_NONE, _DICT_OR_NONE = range(8)
+_NONE = type(None)
+_FIELD_TYPES = {_STR: (str,), _STR_OR_NONE: (str, _NONE), _INT_OR_NONE: (int, _NONE), _BOOL_OR_NONE: (bool, _NONE),
+                _FLOAT_OR_NONE: (float, _NONE), _TS: (float, str)}
+
+
+def _vouch_plan(model: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]:
+    """field -> check, and the required fields, read from the model so the two never drift apart."""
+    plan: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if name == "event":
+            plan[name] = frozenset(annotation.__args__)  # type: ignore[union-attr]
+            continue
+        args = getattr(annotation, "__args__", ())
+        literal = next((a for a in (annotation, *args) if getattr(a, "__origin__", None) is Literal), None)
+        if literal is not None:
+            plan[name] = frozenset(literal.__args__)  # a set of the allowed strings (None is never allowed)
+        elif annotation == (float | str):
+            plan[name] = _TS
+        elif annotation is str:
+            plan[name] = _STR
+        elif annotation == (str | None):
+            plan[name] = _STR_OR_NONE
+        elif annotation == (int | None):
+            plan[name] = _INT_OR_NONE
+        elif annotation == (bool | None):
+            plan[name] = _BOOL_OR_NONE
+        elif annotation == (float | None):
+            plan[name] = _FLOAT_OR_NONE
+        elif annotation == (list[str] | None):
+            plan[name] = _STRS_OR_NONE
+        elif annotation == (dict[str, Any] | None):
+            plan[name] = _DICT_OR_NONE
+        else:  # a new field type: teach _vouch about it (a test fails until then)
+            raise TypeError(f"{model.__name__}.{name}: no fast check for {annotation!r}")
+    required = frozenset(name for name, info in model.model_fields.items() if info.is_required())
+    return plan, required
+
+
+def _plain(value: Any) -> bool:
+    """True when an arbitrary JSON value holds no float: orjson turns an integer beyond 64 bits into a
+    float where pydantic keeps the int, so a float in free-form data is left to pydantic."""
+    kind = type(value)
+    if kind is dict:
+        for item in value.values():
+            if not _plain(item):
+                return False
+    elif kind is list:
+        for item in value:
+            if not _plain(item):
+                return False
+    elif kind is float:
+        return False
+    return True
+
+
+def _vouch(record: dict[str, Any]) -> bool:
+    """Does this decoded line fit its event model exactly as it stands (so pydantic would return it as is)?"""
+    event = record.get("event")
+    if type(event) is not str or event not in _VOUCH_PLANS:
+        return False
+    plan = _VOUCH_PLANS[event]
+    fields, required = plan
+    if not required <= record.keys():
+        return False
+    types = _FIELD_TYPES
+    for name, value in record.items():
+        check = fields.get(name)
+        if check is None:  # an extra field: kept as decoded
+            if not _plain(value):
+                return False
+        elif check.__class__ is int:
+            if check == _STRS_OR_NONE:
+                if value is not None:
+                    if type(value) is not list:
+                        return False
+                    for item in value:
+                        if type(item) is not str:
+                            return False
+            elif check == _DICT_OR_NONE:
+                if value is not None and (type(value) is not dict or not _plain(value)):
+                    return False
+            elif type(value) not in types[check]:
+                return False
+        elif type(value) is not str or value not in check:  # a Literal
+            return False
+    return True
 
 
 def validate_event(record: Any) -> tuple[BaseModel | None, str | None]:
@@ -182,6 +293,11 @@ def validate_event(record: Any) -> tuple[BaseModel | None, str | None]:
             value = "missing" if err["type"] == "missing" else f"{err.get('input')!r}"
             problems.append(f"field {loc!r} {value}: {err['msg']}")
         return None, f"{event} event: " + "; ".join(problems)
+
+
+_VOUCH_PLANS: dict[str, tuple[dict[str, Any], frozenset[str]]] = {
+    model.model_fields["event"].annotation.__args__[0]: _vouch_plan(model)  # type: ignore[union-attr]
+    for model in (OperationEvent, AttemptEvent, ObservationEvent, ResolutionEvent, ApprovalEvent)}
 
 
 def json_schema() -> dict[str, Any]:

@@ -8,7 +8,7 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.events import SCHEMA_PATH, parse_line, schema_text, validate_event
+from harness.events import SCHEMA_PATH, parse_line, parse_line_pydantic, schema_text, validate_event
 
 GOOD = [
     {"event": "operation", "ts": 1.5, "session_id": "s", "operation_id": "op_1", "intent_id": "i", "state": "open",
@@ -53,11 +53,12 @@ def test_validation_error_names_field_value_and_choices():
 
 
 values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False),
+                   st.integers(2**63 - 2, 2**65), st.just({"n": 18446744073709551616}), st.just([1.5, 2]),
                    st.text(max_size=5), st.just("3"), st.just("1.5"),
                    st.sampled_from(["sent_no_response", "open", "lookup", "approved", "retry", "unknown"]),
                    st.lists(st.text(max_size=3), max_size=2), st.lists(st.integers(), max_size=2),
                    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
-FIELDS = ["event", "ts", "session_id", "operation_id", "attempt_id", "observation_id", "approval_id", "dispatch_state",
+FIELDS = ["note", "intent_id", "retry_after_seconds", "source", "event", "ts", "session_id", "operation_id", "attempt_id", "observation_id", "approval_id", "dispatch_state",
           "state", "source", "decision", "scope", "found", "lag_possible", "effect_refs", "evidence", "http_status",
           "seq", "hash", "intent", "idempotency_key", "attempt_budget_remaining", "retry_after_seconds"]
 
@@ -75,3 +76,23 @@ def test_fast_line_parser_agrees_with_the_models(base, changes, drop):
     assert (error is None) == (model_error is None), (record, error, model_error)
     if error is not None:
         assert error == model_error
+
+    slow = parse_line_pydantic(json.dumps(record))
+    assert json.dumps(slow, sort_keys=True) == json.dumps((parsed, error), sort_keys=True)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=4),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                         max_size=3), max_leaves=8)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(base=st.sampled_from(GOOD), extra=st.dictionaries(st.sampled_from(FIELDS + ["params", "x"]), json_values, max_size=2),
+       cut=st.integers(0, 400), junk=st.sampled_from(["", " ", "\t", ",", "}", "\\", r"\ud800", "NaN", "1e999"]))
+def test_fast_parse_equals_pydantic_on_any_text(base, extra, cut, junk):
+    """orjson + the field checks give pydantic's exact answer: the record, or the same error text."""
+    text = json.dumps(dict(base, **extra))
+    for candidate in (text, text[:cut] + junk + text[cut:], text[:cut]):
+        # compared as sorted JSON: that tells 1 from 1.0 and True, and NaN equals NaN
+        fast, slow = parse_line(candidate), parse_line_pydantic(candidate)
+        assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True), candidate
