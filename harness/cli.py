@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
                      help="folder that keeps each run's evidence (default: ./evidence)")
     run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--keep-evidence", choices=("all", "failed"), default="all",
+                     help="keep the evidence of every run (default) or only of failed runs")
 
     audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON) offline")
     audit.add_argument("file", type=Path)
@@ -50,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="scenario name, glob or 'all' (repeatable; default: all)")
     matrix.add_argument("--jobs", "-j", type=int, default=None,
                         help="scenario runs in parallel (default: CPU count, at most 4)")
-    matrix.add_argument("--evidence-dir", type=Path, default=Path("evidence"))
+    matrix.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
+                        help="evidence of the runs that failed (default: ./evidence)")
     matrix.add_argument("--format", choices=("text", "json"), default="text")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
@@ -79,7 +82,8 @@ def _run(args: argparse.Namespace) -> int:
     scenarios = [load(p) for p in paths]  # validate all before running any
     failed = 0
     for scenario in scenarios:
-        result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir)
+        result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir,
+                              keep_evidence=args.keep_evidence)
         failed += not result.passed
         if args.format == "json":
             print(json.dumps({"scenario": result.scenario, "passed": result.passed,

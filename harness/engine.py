@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import json
 import secrets as secrets_module
+import shutil
 import threading
 import time
 import uuid
@@ -41,6 +42,7 @@ class ScenarioResult:
     agent_runs: list[AgentRun]
     timings: dict[str, float] = field(default_factory=dict)
     expectation_failures: list[str] = field(default_factory=list)
+    evidence_kept: bool = True
 
     def report(self) -> str:
         from harness.report import render_text
@@ -54,7 +56,8 @@ class ScenarioResult:
         lines.append(render_text(self.verdict))
         for failure in self.expectation_failures:
             lines.append(f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}")
-        lines.append(f"evidence: {self.evidence_dir}")
+        lines.append(f"evidence: {self.evidence_dir}" if self.evidence_kept
+                     else "evidence: not kept (the run passed; --keep-evidence all keeps it)")
         return "\n".join(lines)
 
 
@@ -66,8 +69,10 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 
 
 def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
-                 proxy: Any = None, pool: Any = None) -> ScenarioResult:
+                 proxy: Any = None, pool: Any = None, keep_evidence: str = "all") -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it.
+
+    `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
 
     Destinations come from `pool` (default: this process's warm pool) and the proxy is `proxy`
     (default: this process's shared embedded mitmproxy): start-up is paid once per process.
@@ -166,6 +171,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "scenario": scenario.name, "agent": command, "passed": passed,
         "expectation_failures": failures, "timings": timings, **verdict.to_dict()})
     (evidence_dir / "verdict.txt").write_text(result.report() + "\n", encoding="utf-8")
+    if passed and keep_evidence == "failed":
+        shutil.rmtree(evidence_dir, ignore_errors=True)
+        result.evidence_kept = False
     return result
 
 

@@ -122,7 +122,8 @@ def run_cell(agent: str, scenario_path: str, evidence_root: str, expected: Expec
     scenario = load(scenario_path)
     codes_wanted = expected.caught_by.get(agent, {}).get(scenario.name)
     try:
-        result = run_scenario(scenario, agent=expected.command(agent), evidence_root=Path(evidence_root))
+        result = run_scenario(scenario, agent=expected.command(agent), evidence_root=Path(evidence_root),
+                              keep_evidence="failed")
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
         return Cell(agent, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}")
     codes = sorted({f.code for f in result.verdict.findings})

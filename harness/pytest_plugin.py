@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 SCENARIO_OPTION = "--scenario"
 AGENT_OPTION = "--agent"
 EVIDENCE_OPTION = "--evidence-dir"
+KEEP_OPTION = "--keep-evidence"
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 VERDICT_PROPERTY = "retry_harness_verdict"
@@ -39,6 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         EVIDENCE_OPTION, default=None, metavar="DIR",
         help="folder that keeps each run's evidence (default: <rootdir>/evidence).")
+    group.addoption(
+        KEEP_OPTION, default="all", choices=("all", "failed"),
+        help="keep the evidence of every run (all, default) or only of failed runs (failed).")
     parser.addini(AGENT_INI, "agent command used when neither --agent nor the scenario names one",
                   default=None)
     parser.addini(SCENARIO_DIRS_INI, "folders searched for scenarios/NAME.yaml", type="paths",
@@ -113,7 +117,8 @@ class ScenarioItem(pytest.Item):
         agent = config.getoption("agent") or self.scenario.agent or config.getini(AGENT_INI) or None
         root = config.getoption("evidence_dir")
         evidence_root = Path(root) if root else config.rootpath / "evidence"
-        result = run_scenario(self.scenario, agent=agent, evidence_root=evidence_root)
+        result = run_scenario(self.scenario, agent=agent, evidence_root=evidence_root,
+                              keep_evidence=config.getoption("keep_evidence"))
         self.user_properties.append((VERDICT_PROPERTY, result.report()))
         if not result.passed:
             raise ScenarioFailed(result)

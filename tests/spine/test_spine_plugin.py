@@ -66,3 +66,13 @@ def test_new_key_agent_failure_names_keys_attempts_and_effects(run_plugin) -> No
     out = result.stdout.str()
     assert "att_" in out and "key_" in out and "tkt_" in out
     assert "the destination committed 2 effect(s) (tkt_0001, tkt_0002) for 1 intent" in out
+
+
+def test_keep_evidence_failed_drops_passing_runs_and_keeps_failing_ones(run_plugin) -> None:
+    passed = run_plugin("--scenario", "response_lost", "--keep-evidence", "failed")
+    passed.assert_outcomes(passed=1)
+    assert list(passed.evidence_dir.iterdir()) == []
+    failed = run_plugin("--scenario", "response_lost", "--keep-evidence", "failed",
+                        "--agent", WRONG + "idle")
+    failed.assert_outcomes(failed=1)
+    assert len(verdict_files(failed.evidence_dir)) == 1
