@@ -147,7 +147,7 @@ def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
         if found:
             return found
     known = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
-    hint = difflib.get_close_matches(selector, known, n=1)
+    hint = _suggest(selector, known)
     did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
     raise ScenarioError(
         f"no scenario {selector!r} in {', '.join(str(d) for d in dirs) or 'any scenarios/ folder'}."
@@ -218,8 +218,17 @@ def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
             f"{path}:{_line_of(root, loc)}: {_dotted(loc)}: {msg}" for loc, msg in problems))
 
 
+def _suggest(value: str, valid: list[str]) -> list[str]:
+    """'Did you mean' candidates: close names sharing the first word first (drop_the_response ->
+    drop_response_after_commit rather than hold_response), then any close name."""
+    head = value.split("_", 1)[0]
+    same_head = [v for v in valid if v.split("_", 1)[0] == head]
+    return (difflib.get_close_matches(value, same_head, n=1, cutoff=0.4)
+            or difflib.get_close_matches(value, valid, n=1))
+
+
 def _unknown(what: str, value: Any, valid: list[str]) -> str:
-    hint = difflib.get_close_matches(str(value), valid, n=1)
+    hint = _suggest(str(value), valid)
     did_you_mean = f"; did you mean {hint[0]!r}?" if hint else ""
     return f"unknown {what} {value!r}{did_you_mean} (valid: {', '.join(valid) or 'none declared'})"
 
@@ -233,14 +242,22 @@ def _format_validation(path: Path, root: yaml.Node, exc: ValidationError) -> str
         ctx = err.get("ctx") or {}
         if err["type"] == "extra_forbidden":
             valid = _valid_keys(loc[:-1])
-            hint = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            hint = _suggest(str(loc[-1]), valid)
             message = (f"unknown key {loc[-1]!r}"
                        + (f"; did you mean {hint[0]!r}?" if hint else "")
                        + (f" (valid keys: {', '.join(valid)})" if valid else ""))
         elif err["type"] == "missing":
             message = "required key is missing"
         elif "expected" in ctx:
-            message = f"{_short(value)} is not valid; expected {ctx['expected']}"
+            choices = re.findall(r"'([^']*)'", str(ctx["expected"]))
+            hint = _suggest(str(value), choices)
+            message = (f"{_short(value)} is not valid"
+                       + (f"; did you mean {hint[0]!r}?" if hint else "")
+                       + f" (valid: {ctx['expected']})")
+        elif err["type"] == "value_error":
+            message = message.removeprefix("Value error, ")  # our own validators' sentences
+            if not isinstance(value, (dict, list)):
+                message = f"{_short(value)}: {message}"
         else:
             message = f"{_short(value)}: {message}"
         lines.append(f"{path}:{_line_of(root, loc)}: {_dotted(loc) or '(top level)'}: {message}")

@@ -126,3 +126,13 @@ def test_published_schema_rejects_an_unknown_fault_action() -> None:
     data["faults"][0]["action"] = "drop_everything"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
+
+
+ERRORS = Path(__file__).parent / "errors"
+
+
+@pytest.mark.parametrize("bad", sorted(ERRORS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_error_messages_match_their_example_files(bad: Path) -> None:
+    """One bad scenario per file, its expected message beside it (FILE stands for its path)."""
+    expected = bad.with_suffix(".txt").read_text().rstrip("\n")
+    assert error_of(bad).replace(str(bad), "FILE") == expected
