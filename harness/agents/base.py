@@ -259,10 +259,10 @@ class Agent:
         if contract.get("lookup"):
             for wait in self.lookup_waits(contract["lookup"]):
                 time.sleep(wait)
-                found, obs_id = self.lookup(op)
+                found, answered = self.lookup(op)
                 if found:
                     break
-                negatives += 1
+                negatives += answered  # a lookup that failed is no negative
         if len(set(found)) > 1:
             self.duplicate_confirmed(op, sorted(set(found)))
             return True
@@ -434,12 +434,14 @@ class Agent:
             return "retry: destination deduplicates this idempotency key and it is within retention"
         return f"retry: {reason} means the destination did not act"
 
-    def lookup(self, op: dict[str, Any], source: str = "lookup") -> tuple[list[str], str]:
+    def lookup(self, op: dict[str, Any], source: str = "lookup") -> tuple[list[str], bool]:
+        """Look the effect up by client reference (an observation). Returns the refs found and
+        whether the destination answered at all: a failed lookup proves nothing either way."""
         contract = self.contracts[op["intent"]["destination"]]
         spec = contract["lookup"]
         obs_id = new_id("obs")
         refs: list[str] = []
-        found = False
+        found: bool | None = None
         detail = None
         try:
             response = requests.request(
@@ -447,19 +449,20 @@ class Agent:
                 params={spec["query_param"]: op["operation_id"]},
                 headers={"Connection": "close", **self.auth(op["intent"]["destination"])},
                 timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
-            items = response.json().get(spec.get("result_field", "items"), []) if response.ok else []
-            refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
-            found = bool(refs)
             detail = f"HTTP {response.status_code}"
+            if response.ok:
+                items = response.json().get(spec.get("result_field", "items"), [])
+                refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
+                found = bool(refs)
         except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
             detail = f"lookup failed: {type(exc).__name__}"
         op["observations"].append(obs_id)
         self.save()
         self.recorder.observation(op["operation_id"], obs_id, source=source,
                                   method=spec.get("method", "GET"), path=spec["path"], found=found,
-                                  effect_refs=refs, lag_possible=not found and self.within_lag(op, spec),
-                                  detail=detail)
-        return refs, obs_id
+                                  effect_refs=refs, detail=detail,
+                                  lag_possible=self.within_lag(op, spec) if found is False else None)
+        return refs, found is not None
 
     def await_async(self, op: dict[str, Any], outcome: Outcome) -> None:
         """202 Accepted: the operation is accepted, not done. Poll its status (observations)."""

@@ -6,12 +6,12 @@ from harness.recorder import new_id
 
 class LookupAsAttempt(Agent):
     def lookup(self, op, source="lookup"):
-        refs, obs_id = super().lookup(op, source)
+        refs, answered = super().lookup(op, source)
         spec = self.contracts[op["intent"]["destination"]]["lookup"]
         self.recorder.attempt(op["operation_id"], new_id("att"), "response_received",
                               destination=op["intent"]["destination"], method=spec.get("method", "GET"),
                               path=spec["path"], http_status=200, effect_refs=refs or None)
-        return refs, obs_id
+        return refs, answered
 
 
 if __name__ == "__main__":
