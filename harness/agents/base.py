@@ -80,15 +80,15 @@ class Agent:
 
     # -- the contract ---------------------------------------------------------------------------
 
-    def env_key(self, destination: str) -> str:
-        return "HARNESS_DESTINATION_" + "".join(c if c.isalnum() else "_" for c in destination.upper())
+    def env_key(self, destination: str, prefix: str = "HARNESS_DESTINATION_") -> str:
+        """`HARNESS_DESTINATION_<NAME>`: the destination name upper-cased, other characters as `_`."""
+        return prefix + "".join(c if c.isalnum() else "_" for c in destination.upper())
 
     def url(self, destination: str, path: str) -> str:
         return self.env[self.env_key(destination)].rstrip("/") + path
 
     def secret(self, destination: str) -> str | None:
-        return self.env.get("HARNESS_SECRET_" + "".join(
-            c if c.isalnum() else "_" for c in destination.upper()))
+        return self.env.get(self.env_key(destination, "HARNESS_SECRET_"))
 
     def save(self) -> None:
         tmp = self.state_path.with_suffix(".tmp")
@@ -132,7 +132,7 @@ class Agent:
         if intent.get("delegate_to_worker") and self.worker_id is None:
             self.delegate(op)
             return
-        elif op.get("pending_attempt"):
+        if op.get("pending_attempt"):
             # crashed mid-attempt: the request may have left; its truth is unknown until reconciled
             pending = op.pop("pending_attempt")
             self.log_attempt(op, Outcome(pending["attempt_id"], "sent_no_response",
@@ -272,9 +272,10 @@ class Agent:
             return True
         if self.dedup_in_force(op) or negatives:
             return False  # documented dedup, or a negative lookup after waiting out the lag
-        self.resolve(op, "unknown", [], [a for a in op["attempts"]],
-                     "no documented deduplication and no lookup: the effect may exist; "
-                     "escalating to an operator instead of retrying")
+        why = ("every lookup failed" if contract.get("lookup") else "no lookup") + \
+            " and no deduplication in force"
+        self.resolve(op, "unknown", [], [*op["attempts"], *op["observations"]],
+                     f"{why}: the effect may exist; escalating to an operator instead of retrying")
         return True
 
     def lookup_waits(self, lookup: dict[str, Any]) -> list[float]:
