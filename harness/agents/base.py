@@ -328,21 +328,22 @@ class Agent:
 
     def build_request(self, op: dict[str, Any], attempt_id: str) -> dict[str, Any]:
         destination = op["intent"]["destination"]
+        traceparent = self.traceparent(op)
         if op["kind"]["method"] == "EXEC":
             return {"method": "EXEC", "path": self.command(op), "body": self.payload(op),
-                    "headers": {"TRACEPARENT": self.traceparent(op)},
+                    "headers": {"TRACEPARENT": traceparent}, "traceparent": traceparent,
                     "key": self.idempotency_key(op, attempt_id)}
         idem = self.contracts[destination].get("idempotency") or {}
         key = self.idempotency_key(op, attempt_id)
         body = self.payload(op)
-        headers = {"traceparent": self.traceparent(op), **self.auth(destination)}
+        headers = {"traceparent": traceparent, **self.auth(destination)}
         if key and idem.get("body_field"):
             body[idem["body_field"]] = key
         elif key:
             headers[idem.get("header") or "Idempotency-Key"] = key
         path = op["kind"]["path"].format(**op["intent"].get("params", {}))
         return {"method": op["kind"]["method"], "path": path, "body": body,
-                "headers": headers, "key": key}
+                "headers": headers, "traceparent": traceparent, "key": key}
 
     def traceparent(self, op: dict[str, Any]) -> str:
         trace = hashlib.sha256(op["operation_id"].encode()).hexdigest()[:32]
@@ -423,7 +424,7 @@ class Agent:
             method=request["method"], path=request["path"], idempotency_key=request["key"],
             request_fingerprint=fp, http_status=outcome.status, exit_status=outcome.exit_status,
             error=outcome.error,
-            traceparent=request["headers"].get("traceparent"),
+            traceparent=request.get("traceparent"),
             attempt_budget_remaining=self.max_attempts - len(op["attempts"]),
             effect_refs=self.effect_refs(op, outcome.body) or None,
             retry_after_seconds=_retry_after(outcome), worker=self.worker_id, **retry)
