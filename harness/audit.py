@@ -15,9 +15,15 @@ resolution), or at the end of the file. Exit status: 0 every operation healthy a
 from __future__ import annotations
 
 import gc
+import heapq
 import json
+import multiprocessing
+import os
+import shutil
 import sys
+import tempfile
 from collections import OrderedDict, defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -141,14 +147,27 @@ class _KnownOperations:
         return op_id in self.open_ops or op_id in self.closed
 
 
-class StreamingAudit:
-    """Feeds lines in, calls ``emit(verdict)`` for each judged operation (``emit_clean(json_dict)`` instead
-    for one the fast path vouched healthy; None to drop those); run-wide findings are kept."""
+class ShardBail(Exception):
+    """Raised inside a shard worker when the log holds something one shard cannot judge alone."""
 
-    def __init__(self, name: str, emit: Any, *, emit_clean: Any = None, window: int = 10_000) -> None:
+
+class StreamingAudit:
+    """Feeds lines in, calls ``sink(op, piece)`` for each judged operation with its output (JSON text, or
+    the text report, "" for a healthy operation in text); run-wide findings are kept.
+
+    ``sharded=True`` (a worker of ``_audit_sharded``, fed only its share of the operations) raises
+    ``ShardBail`` on anything whose verdict could depend on operations of another shard or on when the
+    operation was judged: a line after an operation's resolution, a superseded, delegated or
+    corrected operation, an empty operation id.
+    """
+
+    def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000,
+                 sharded: bool = False) -> None:
         self.name = name
-        self.emit = emit
-        self.emit_clean = emit_clean
+        self.sink = sink
+        self.format = format
+        self.sharded = sharded
+        self.expected_operation: str | int | None = None  # sharded: the id the worker read from the text
         self.window = window
         self.open: dict[str, OperationContext] = {}
         self.resolved: OrderedDict[str, None] = OrderedDict()
@@ -195,6 +214,8 @@ class StreamingAudit:
         record["_line"] = line
         op_id = record["operation_id"]
         op = self.open.get(op_id)
+        if self.sharded:
+            self._stays_in_shard(op, op_id, record)
         if op is None:
             if op_id in self.closed:
                 self._finding("H000", "log-well-formed", op_id,
@@ -224,6 +245,15 @@ class StreamingAudit:
                 oldest, _ = self.resolved.popitem(last=False)
                 self._judge(oldest)
 
+    def _stays_in_shard(self, op: OperationContext | None, op_id: str, record: dict[str, Any]) -> None:
+        if op_id != self.expected_operation:  # the id read from the text was a nested one
+            raise ShardBail(f"line {record['_line']} belongs to {op_id}, not {self.expected_operation}")
+        if (op is not None and op.resolutions) or op_id in self.closed:
+            raise ShardBail(f"line {record['_line']} comes after {op_id} was resolved")
+        if not op_id or record.get("supersedes_operation_id") or record.get("parent_operation_id") \
+                or record.get("correction_operation_id"):
+            raise ShardBail(f"line {record['_line']} refers to another operation")
+
     def _operation_declared(self, op: OperationContext, record: dict[str, Any], line: int) -> None:
         intent_id = record.get("intent_id")
         if not intent_id or len(op.operations) > 1:
@@ -252,15 +282,18 @@ class StreamingAudit:
             summary = clean_summary(op)
             if summary is not None:
                 self.classes["healthy"] += 1
-                if self.emit_clean is not None:
-                    self.emit_clean(summary)
+                # pydantic_core's Rust encoder: json.dumps was a fifth of the audit's time
+                self.sink(op, to_json(summary).decode() if self.format == "json" else "")
                 return
         verdict = judge_operation(op, extra, held=False)
         self.classes[verdict.classification] += 1
         self.finding_count += len(verdict.findings)
-        if verdict.classification != "healthy" or verdict.findings:
-            self.unhealthy += 1
-        self.emit(verdict)
+        problem = verdict.classification != "healthy" or bool(verdict.findings)
+        self.unhealthy += problem
+        if self.format == "json":
+            self.sink(op, to_json(_op_json(verdict)).decode())
+        else:
+            self.sink(op, "\n".join(render_operation(verdict, offline=True)) + "\n\n" if problem else "")
 
     def finish(self) -> None:
         for op_id in list(self.open):
@@ -276,9 +309,19 @@ def _open(path: Path, err: TextIO) -> TextIO | None:
         return None
 
 
+# Below this size one process audits the file: forking workers costs more than it saves.
+SHARD_MIN_BYTES = 16_000_000
+# How a worker reads a line's operation id without parsing it (compact and spaced JSON)
+_OPERATION_ID_KEYS = ('"operation_id":"', '"operation_id": "')
+
+
 def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-              window: int = 10_000) -> int:
-    """Audit one file; see the module docstring for the exit status."""
+              window: int = 10_000, workers: int | None = None) -> int:
+    """Audit one file; see the module docstring for the exit status.
+
+    ``workers``: processes sharing the operations (None: one per core, up to 4, for files of at least
+    ``SHARD_MIN_BYTES``; 1: this process alone). The output is the same either way.
+    """
     if format not in ("text", "json"):
         print(f"audit: --format {format!r} is not known; valid: json, text", file=err)
         return 2
@@ -290,24 +333,40 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
     if handle is None:
         return 2
     name = str(path)
-    first = [True]
-
-    def emit_clean(data: dict[str, Any]) -> None:
-        # pydantic_core's Rust encoder: json.dumps was a fifth of the audit's time
-        out.write(("\n    " if first[0] else ",\n    ") + to_json(data).decode())
-        first[0] = False
-
-    def emit_json(verdict: OperationVerdict) -> None:
-        emit_clean(_op_json(verdict))
-
-    def emit_text(verdict: OperationVerdict) -> None:
-        if verdict.classification != "healthy" or verdict.findings:
-            out.write("\n".join(render_operation(verdict, offline=True)) + "\n\n")
-
-    audit = StreamingAudit(name, emit_json if format == "json" else emit_text,
-                           emit_clean=emit_clean if format == "json" else None, window=window)
+    if workers is None:
+        try:
+            big = path.stat().st_size >= SHARD_MIN_BYTES
+        except OSError:
+            big = False
+        workers = min(4, os.cpu_count() or 1) if big else 1
+    result = None
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        handle.close()
+        result = _audit_sharded(path, name, format, window, workers)
+        if result is None:  # something only one process can judge: start again alone
+            handle = _open(path, err)
+            if handle is None:
+                return 2
+    if result is None:
+        result = _audit_alone(handle, name, format, window)
+    stats, run_findings, pieces = result
     if format == "json":
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
+        separator = "\n    "
+        for piece in pieces:
+            out.write(separator + piece)
+            separator = ",\n    "
+    else:
+        for piece in pieces:
+            out.write(piece)
+    return _finish_output(name, format, stats, run_findings, out, err)
+
+
+def _audit_alone(handle: TextIO, name: str, format: str, window: int) -> tuple[dict[str, Any], list[Finding], Any]:
+    """One process, one pass: returns (stats, run findings, the operations' output pieces in order)."""
+    pieces: list[str] = []
+    audit = StreamingAudit(name, lambda op, piece: pieces.append(piece) if piece else None, format=format,
+                           window=window)
     # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
     # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
     # so reference counting frees it all and the collector is paused for the run.
@@ -315,31 +374,193 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
     gc.disable()
     try:
         with handle:
+            feed = audit.feed
             for number, text in enumerate(handle, start=1):
                 if text.strip():
-                    audit.feed(number, text.rstrip("\r\n"))  # so parse errors point into the line itself
+                    feed(number, text.rstrip("\r\n"))  # so parse errors point into the line itself
             audit.finish()
     finally:
         if collecting:
             gc.enable()
-    usable = audit.events > 0
-    status = 2 if not usable else (1 if audit.unhealthy or audit.run_findings else 0)
-    summary = {"events": audit.events, "malformed_lines": audit.malformed,
-               "operations": sum(audit.classes.values()), "classifications": dict(sorted(audit.classes.items())),
-               "findings": audit.finding_count, "exit_status": status}
+    return _stats(audit), audit.run_findings, pieces
+
+
+def _stats(audit: StreamingAudit) -> dict[str, Any]:
+    return {"events": audit.events, "malformed": audit.malformed, "classes": dict(audit.classes),
+            "unhealthy": audit.unhealthy, "findings": audit.finding_count}
+
+
+def _finish_output(name: str, format: str, stats: dict[str, Any], run_findings: list[Finding], out: TextIO,
+                   err: TextIO) -> int:
+    classes = stats["classes"]
+    usable = stats["events"] > 0
+    status = 2 if not usable else (1 if stats["unhealthy"] or run_findings else 0)
+    summary = {"events": stats["events"], "malformed_lines": stats["malformed"],
+               "operations": sum(classes.values()), "classifications": dict(sorted(classes.items())),
+               "findings": stats["findings"], "exit_status": status}
     if format == "json":
-        out.write("\n  ],\n  \"findings\": " + json.dumps([f.to_dict() for f in audit.run_findings]) +
+        out.write("\n  ],\n  \"findings\": " + json.dumps([f.to_dict() for f in run_findings]) +
                   ",\n  \"summary\": " + json.dumps(summary) + "\n}\n")
     else:
-        for finding in audit.run_findings:
+        for finding in run_findings:
             out.write("\n".join(_finding_lines(finding, "")) + "\n")
-        counts = ", ".join(f"{n} {c}" for c, n in sorted(audit.classes.items())) or "no operations"
-        out.write(f"{name}: {audit.events} events, {summary['operations']} operations ({counts}); "
-                  f"{audit.finding_count} finding(s), {audit.malformed} malformed line(s)\n")
+        counts = ", ".join(f"{n} {c}" for c, n in sorted(classes.items())) or "no operations"
+        out.write(f"{name}: {stats['events']} events, {summary['operations']} operations ({counts}); "
+                  f"{stats['findings']} finding(s), {stats['malformed']} malformed line(s)\n")
     if not usable:
         print(f"audit: {name} holds no usable audit event "
-              f"({audit.malformed} malformed line(s)); expected NDJSON with 'event' or 'type' per line", file=err)
+              f"({stats['malformed']} malformed line(s)); expected NDJSON with 'event' or 'type' per line", file=err)
     return status
+
+
+# -- sharding: the operations split across processes by operation id, the output merged back in order.
+#
+# Every worker reads the whole file and audits only the lines of its operations (the id is read
+# straight from the text where that is unambiguous, else from the parsed line; a line with no
+# operation goes to the worker its line number picks). One process judges an operation once it is
+# resolved and ``window`` more were, then the rest at the end of the file in first-seen order; a
+# worker cannot see the others' resolutions, so it tags each output with the line of the operation's
+# resolution and of its first line, and the parent restores that order. The verdicts cannot differ
+# from one process's as long as no operation's verdict depends on another operation or on when it was
+# judged; a worker bails out (ShardBail) where one might, and the parent checks that no intent id or
+# idempotency key is shared across workers; on any doubt the file is audited again by one process.
+
+def _owner(text: str, number: int) -> str | int:
+    """The operation id of a line as parsing gives it, or its line number when it has none."""
+    record, _ = parse_line(text)
+    if record is not None:
+        return record["operation_id"]
+    if '"type"' in text:
+        try:
+            raw = from_json(text)
+        except ValueError:
+            raw = None
+        if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
+            record, _ = article_record(raw, number)
+            if record is not None:
+                return record["operation_id"]
+    return number
+
+
+def _shard_worker(path: str, name: str, format: str, window: int, shard: int, shards: int,
+                  folder: str) -> dict[str, Any]:
+    """Audit one shard; outputs go to two files sorted for the merge (see ``_merge_pieces``)."""
+    gc.disable()  # see _audit_alone
+    resolved_file = open(os.path.join(folder, f"{shard}.resolved"), "w", encoding="utf-8", newline="\n")
+    open_file = open(os.path.join(folder, f"{shard}.open"), "w", encoding="utf-8", newline="\n")
+    first_line: dict[str, int] = {}
+    unresolved: list[tuple[int, str]] = []
+    resolved_count = 0
+
+    def sink(op: OperationContext, piece: str) -> None:
+        nonlocal resolved_count
+        first = first_line.pop(op.operation_id)
+        text = piece if format == "json" else json.dumps(piece)  # one line per output
+        if op.resolutions:
+            resolved_file.write(f"{op.resolutions[-1]['_line']}\t{first}\t{text}\n")
+            resolved_count += 1
+        else:
+            unresolved.append((first, text))
+
+    audit = StreamingAudit(name, sink, format=format, window=window, sharded=True)
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as handle, resolved_file, open_file:
+            feed = audit.feed
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                owner: str | int | None = None
+                for key in _OPERATION_ID_KEYS:
+                    start = text.find(key)
+                    if start >= 0:
+                        start += len(key)
+                        owner = text[start:text.find('"', start)]
+                        break
+                if owner is None or "\\" in owner:
+                    owner = _owner(text, number)
+                if hash(owner) % shards != shard:  # the same hash in every forked worker
+                    continue
+                audit.expected_operation = owner
+                feed(number, text.rstrip("\r\n"))
+                if type(owner) is str and owner not in first_line and owner in audit.open:
+                    first_line[owner] = number  # the line that opened it (a malformed one does not)
+            # the end of the file: resolved operations in resolution order, then the rest
+            for op_id in list(audit.resolved):
+                audit.resolved.pop(op_id)
+                audit._judge(op_id)
+            audit.finish()
+            for first, text in sorted(unresolved):
+                open_file.write(f"{first}\t{text}\n")
+    except ShardBail as bail:
+        return {"bail": str(bail)}
+    return {"stats": _stats(audit), "run_findings": audit.run_findings, "resolved": resolved_count,
+            "intents": set(audit.intent_ops), "keys": set(audit.key_owner)}
+
+
+def _audit_sharded(path: Path, name: str, format: str, window: int,
+                   workers: int) -> tuple[dict[str, Any], list[Finding], Any] | None:
+    """Audit with ``workers`` processes; None when one process must do it (see the notes above)."""
+    folder = tempfile.mkdtemp(prefix="audit-shards-")
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [pool.submit(_shard_worker, str(path), name, format, window, shard, workers, folder)
+                       for shard in range(workers)]
+            results = [f.result() for f in futures]
+        if any("bail" in r for r in results):
+            return None
+        intents: set[str] = set()
+        keys: set[Any] = set()
+        for r in results:
+            if not intents.isdisjoint(r["intents"]) or not keys.isdisjoint(r["keys"]):
+                return None  # H001 / H022 across workers: one process judges those
+            intents |= r["intents"]
+            keys |= r["keys"]
+        stats: dict[str, Any] = {"events": 0, "malformed": 0, "classes": defaultdict(int), "unhealthy": 0,
+                                 "findings": 0}
+        for r in results:
+            for key in ("events", "malformed", "unhealthy", "findings"):
+                stats[key] += r["stats"][key]
+            for cls, n in r["stats"]["classes"].items():
+                stats["classes"][cls] += n
+        # run-wide findings in line order, as one process appends them (a line's all come from one worker)
+        run_findings = sorted((f for r in results for f in r["run_findings"]), key=lambda f: f.evidence[0]["line"])
+        pieces = _merge_pieces(folder, workers, sum(r["resolved"] for r in results), window, format)
+        return stats, run_findings, _cleaning_up(pieces, folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _cleaning_up(pieces: Any, folder: str) -> Any:
+    try:
+        yield from pieces
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _merge_pieces(folder: str, workers: int, resolved: int, window: int, format: str) -> Any:
+    """The workers' outputs in one process's order: first the operations the window judged, by their
+    resolution's line (all resolved ones but the last ``window``); then the rest by first line."""
+    def read(kind: str, shard: int) -> Any:
+        with open(os.path.join(folder, f"{shard}.{kind}"), encoding="utf-8", newline="\n") as handle:
+            for row in handle:
+                fields = row.rstrip("\n").split("\t", 2 if kind == "resolved" else 1)
+                piece = fields[-1] if format == "json" else json.loads(fields[-1])
+                yield int(fields[0]), (int(fields[1]) if kind == "resolved" else 0), piece
+
+    early = max(0, resolved - window)
+    tail: list[tuple[int, int, str]] = []
+    for index, (_, first, piece) in enumerate(heapq.merge(*(read("resolved", s) for s in range(workers)))):
+        if index < early:
+            if piece:
+                yield piece
+        else:
+            tail.append((first, 0, piece))
+    tail.sort()
+    for _, _, piece in heapq.merge(tail, *(read("open", s) for s in range(workers))):
+        if piece:
+            yield piece
 
 
 def _op_json(verdict: OperationVerdict) -> dict[str, Any]:
