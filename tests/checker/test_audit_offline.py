@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_core import to_json
 
-from harness.audit import run_audit
+from harness.audit import _json_text, run_audit
 from harness.recorder import Recorder
 
 ARTICLE = Path(__file__).parent / "fixtures" / "article_four_operations.ndjson"
@@ -148,3 +151,27 @@ def test_offline_audit_runs_the_log_only_rules(tmp_path, mutation, code):
     status, out, _ = audit(log)
     assert status == 1
     assert code in {f["code"] for f in json.loads(out)["operations"][0]["findings"]}
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=6),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                         max_size=3), max_leaves=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(intent=json_values)
+def test_operation_output_is_pydantic_cores_json_byte_for_byte(intent):
+    """The audit writes verdicts with orjson; what pydantic_core's encoder wrote before is the reference."""
+    data = {"operation_id": "op_1", "intent": intent, "effects": ["t1"], "attempts": [{"line": 3, "wire": None}]}
+    assert _json_text(data) == to_json(data).decode()
+
+
+def test_numbers_orjson_cannot_write_come_out_as_before(tmp_path):
+    """Infinity (1e999) or a 70-bit integer in an intent: written as pydantic_core did."""
+    log = tmp_path / "agent.ndjson"
+    log.write_text('{"event": "operation", "ts": 1, "session_id": "s", "operation_id": "op_1", "intent": {"x": 1e999}}\n'
+                   '{"event": "operation", "ts": 1, "session_id": "s", "operation_id": "op_2", '
+                   '"intent": {"x": 1180591620717411303424}}\n')
+    status, out, _ = audit(log)
+    assert '"intent":{"x":Infinity}' in out and '"intent":{"x":1180591620717411303424}' in out
+    assert status == 1
