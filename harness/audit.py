@@ -52,6 +52,18 @@ def _may_hold_secret(text: str) -> bool:
     return False
 
 
+def _blocks(handle: TextIO, *, scan: bool = True) -> Any:
+    """The file's lines about a megabyte at a time, each block with whether any line of it may hold a
+    secret: one hint scan of the block instead of one per line (a hint cannot span two lines: it
+    holds no line break), a line checked on its own only in a block that has one. ``scan=False`` (a
+    shard worker, which audits only some of the lines): every line is checked on its own."""
+    while True:
+        lines = handle.readlines(1 << 20)
+        if not lines:
+            return
+        yield lines, (_may_hold_secret("".join(lines)) if scan else True)
+
+
 def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | None, str | None]:
     """One line of the article's effect ledger as an event the rules understand (or an error)."""
     kind = raw.get("type")
@@ -103,8 +115,9 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
         return None
     key = first.get("idempotency_key")
     for attempt in attempts:
+        method = attempt.get("method")
         if (attempt.get("idempotency_key") != key or (attempt.get("attempt_budget_remaining") or 0) < 0
-                or str(attempt.get("method") or "POST").upper() in SAFE_METHODS
+                or (method and method.upper() in SAFE_METHODS)
                 or (key and attempt["attempt_id"] in key)):
             return None
     if key and key != (declared.get("idempotency_key") or key):
@@ -128,9 +141,10 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
     for ref in named:
         if ref != only:
             return None
-    held = op.evidence_ids
+    attempt_ids = op._attempt_index  # op.evidence_ids without building a set (there is no approval)
+    observation_ids = [o["observation_id"] for o in op.observations]
     for evidence_id in cited:
-        if evidence_id not in held:
+        if evidence_id not in attempt_ids and evidence_id not in observation_ids:
             return None
     return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
             "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],
@@ -192,7 +206,8 @@ class StreamingAudit:
         else:
             self.run_findings.append(finding)
 
-    def feed(self, line: int, text: str) -> None:
+    def feed(self, line: int, text: str, secrets_possible: bool = True) -> None:
+        """One line (without its line break); ``secrets_possible=False`` when no secret hint is in it."""
         record, error = parse_line(text)
         fmt = "events"
         if record is None and '"type"' in text:  # perhaps the article's effect-ledger format
@@ -208,7 +223,7 @@ class StreamingAudit:
             self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: {error}", line)
             return
         self.events += 1
-        if _may_hold_secret(text):
+        if secrets_possible and _may_hold_secret(text):
             hits = secret_hits(text, {})
             if hits:
                 self._finding("H019", "no-secret-in-log", record["operation_id"],
@@ -344,34 +359,36 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
         except OSError:
             big = False
         workers = min(4, os.cpu_count() or 1) if big else 1
+    first = [True]
+
+    def write(piece: str) -> None:
+        if format == "json":
+            out.write(("\n    " if first[0] else ",\n    ") + piece)
+            first[0] = False
+        else:
+            out.write(piece)
+
+    if format == "json":
+        out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
     result = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         handle.close()
-        result = _audit_sharded(path, name, format, window, workers)
+        result = _audit_sharded(path, name, format, window, workers, write)
         if result is None:  # something only one process can judge: start again alone
             handle = _open(path, err)
             if handle is None:
                 return 2
     if result is None:
-        result = _audit_alone(handle, name, format, window)
-    stats, run_findings, pieces = result
-    if format == "json":
-        out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
-        separator = "\n    "
-        for piece in pieces:
-            out.write(separator + piece)
-            separator = ",\n    "
-    else:
-        for piece in pieces:
-            out.write(piece)
+        result = _audit_alone(handle, name, format, window, write)
+    stats, run_findings = result
     return _finish_output(name, format, stats, run_findings, out, err)
 
 
-def _audit_alone(handle: TextIO, name: str, format: str, window: int) -> tuple[dict[str, Any], list[Finding], Any]:
-    """One process, one pass: returns (stats, run findings, the operations' output pieces in order)."""
-    pieces: list[str] = []
-    audit = StreamingAudit(name, lambda op, piece: pieces.append(piece) if piece else None, format=format,
-                           window=window)
+def _audit_alone(handle: TextIO, name: str, format: str, window: int,
+                 write: Any) -> tuple[dict[str, Any], list[Finding]]:
+    """One process, one pass: ``write(piece)`` for each operation's output in order; returns (stats, run
+    findings)."""
+    audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
     # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
     # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
     # so reference counting frees it all and the collector is paused for the run.
@@ -380,14 +397,17 @@ def _audit_alone(handle: TextIO, name: str, format: str, window: int) -> tuple[d
     try:
         with handle:
             feed = audit.feed
-            for number, text in enumerate(handle, start=1):
-                if text[0] == "{" or text.strip():
-                    feed(number, text.rstrip("\r\n"))  # so parse errors point into the line itself
+            number = 0
+            for lines, secrets_possible in _blocks(handle):
+                for text in lines:
+                    number += 1
+                    if text[0] == "{" or text.strip():
+                        feed(number, text.rstrip("\r\n"), secrets_possible)  # parse errors point into the line
             audit.finish()
     finally:
         if collecting:
             gc.enable()
-    return _stats(audit), audit.run_findings, pieces
+    return _stats(audit), audit.run_findings
 
 
 def _stats(audit: StreamingAudit) -> dict[str, Any]:
@@ -471,24 +491,27 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
     try:
         with open(path, "r", encoding="utf-8", errors="replace") as handle, resolved_file, open_file:
             feed = audit.feed
-            for number, text in enumerate(handle, start=1):
-                if text[0] != "{" and not text.strip():
-                    continue
-                owner: str | int | None = None
-                for key in _OPERATION_ID_KEYS:
-                    start = text.find(key)
-                    if start >= 0:
-                        start += len(key)
-                        owner = text[start:text.find('"', start)]
-                        break
-                if owner is None or "\\" in owner:
-                    owner = _owner(text, number)
-                if hash(owner) % shards != shard:  # the same hash in every forked worker
-                    continue
-                audit.expected_operation = owner
-                feed(number, text.rstrip("\r\n"))
-                if type(owner) is str and owner not in first_line and owner in audit.open:
-                    first_line[owner] = number  # the line that opened it (a malformed one does not)
+            number = 0
+            for lines, secrets_possible in _blocks(handle, scan=False):
+                for text in lines:
+                    number += 1
+                    if text[0] != "{" and not text.strip():
+                        continue
+                    owner: str | int | None = None
+                    for key in _OPERATION_ID_KEYS:
+                        start = text.find(key)
+                        if start >= 0:
+                            start += len(key)
+                            owner = text[start:text.find('"', start)]
+                            break
+                    if owner is None or "\\" in owner:
+                        owner = _owner(text, number)
+                    if hash(owner) % shards != shard:  # the same hash in every forked worker
+                        continue
+                    audit.expected_operation = owner
+                    feed(number, text.rstrip("\r\n"), secrets_possible)
+                    if type(owner) is str and owner not in first_line and owner in audit.open:
+                        first_line[owner] = number  # the line that opened it (a malformed one does not)
             # the end of the file: resolved operations in resolution order, then the rest
             for op_id in list(audit.resolved):
                 audit.resolved.pop(op_id)
@@ -502,9 +525,10 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
             "intents": set(audit.intent_ops), "keys": set(audit.key_owner)}
 
 
-def _audit_sharded(path: Path, name: str, format: str, window: int,
-                   workers: int) -> tuple[dict[str, Any], list[Finding], Any] | None:
-    """Audit with ``workers`` processes; None when one process must do it (see the notes above)."""
+def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int,
+                   write: Any = None) -> tuple[dict[str, Any], list[Finding]] | None:
+    """Audit with ``workers`` processes, ``write(piece)`` for each operation's output in one process's order;
+    None when one process must do it (see the notes above): then nothing was written."""
     folder = tempfile.mkdtemp(prefix="audit-shards-")
     try:
         context = multiprocessing.get_context("fork")
@@ -530,16 +554,10 @@ def _audit_sharded(path: Path, name: str, format: str, window: int,
                 stats["classes"][cls] += n
         # run-wide findings in line order, as one process appends them (a line's all come from one worker)
         run_findings = sorted((f for r in results for f in r["run_findings"]), key=lambda f: f.evidence[0]["line"])
-        pieces = _merge_pieces(folder, workers, sum(r["resolved"] for r in results), window, format)
-        return stats, run_findings, _cleaning_up(pieces, folder)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-
-
-def _cleaning_up(pieces: Any, folder: str) -> Any:
-    try:
-        yield from pieces
+        for piece in _merge_pieces(folder, workers, sum(r["resolved"] for r in results), window, format):
+            if write is not None:
+                write(piece)
+        return stats, run_findings
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
-from harness.checker.context import OperationContext, RunContext
+from harness.checker.context import OperationContext, RunContext, wire_summary
 from harness.checker.model import CLASSIFICATIONS, AttemptVerdict, Finding, OperationVerdict, Verdict
 from harness.checker.registry import RULES, Rule, RuleRegistryError, rule
 from harness.evidence import Evidence
@@ -43,8 +43,6 @@ def applicable(r: Rule, *, offline: bool, fmt: str = "events") -> bool:
 
 
 def _attempt_verdicts(op: OperationContext) -> list[AttemptVerdict]:
-    from harness.checker.context import wire_summary
-
     views = []
     for attempt in op.attempts:
         entry = op.wire.get(attempt["attempt_id"])

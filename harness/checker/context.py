@@ -72,6 +72,11 @@ class OperationContext:
     """Everything known about one operation: its events in log order, and (unless offline) the wire
     entries matched to its attempts and the ledger rows attributed to it."""
 
+    # slots: the offline audit makes one per operation, hundreds of thousands on a long log
+    __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "_attempt_index", "observations",
+                 "resolutions", "approvals", "log_effects", "wire", "ledger_effects", "ledger_requests", "contract",
+                 "spec", "all_operation_ids", "peers", "_refs", "_fps")
+
     def __init__(self, operation_id: str, *, fmt: str = "events", offline: bool = True) -> None:
         self.operation_id = operation_id
         self.format = fmt  # "events" (ours) or "ledger" (the article's attempt/effect lines)
