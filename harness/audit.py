@@ -35,7 +35,7 @@ from harness.checker import Finding, OperationContext, OperationVerdict, judge_o
 from harness.checker import _observation_view, _resolution_view
 from harness.checker.context import SAFE_METHODS
 from harness.checker.rules import secret_hits
-from harness.events import RETRY_REASONS, _plain, parse_line
+from harness.events import RETRY_REASONS, _vouch, parse_line, parse_line_pydantic
 from harness.report import render_operation, _finding_lines
 
 # Transport results of the article's format, mapped to dispatch states.
@@ -189,7 +189,9 @@ class StreamingAudit:
         self.resolved: OrderedDict[str, None] = OrderedDict()
         self.closed: set[str] = set()
         self.pending: dict[str, list[Finding]] = defaultdict(list)
-        self.article_ops: set[str] = set()  # open operations with a line in the article's format
+        # open operations with a line the fast path did not vouch for (pydantic coerced it, or it is in the
+        # article's format): only those may hold a float or a huge integer, which orjson writes otherwise
+        self.careful_ops: set[str] = set()
         self.intent_ops: dict[str, list[str]] = {}
         self.key_owner: dict[tuple[Any, str], str] = {}
         self.run_findings: list[Finding] = []
@@ -209,16 +211,23 @@ class StreamingAudit:
 
     def feed(self, line: int, text: str, secrets_possible: bool = True) -> None:
         """One line (without its line break); ``secrets_possible=False`` when no secret hint is in it."""
-        record, error = parse_line(text)
+        try:  # parse_line, inlined: this runs for every line
+            record = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            record = None
+        careful = record.__class__ is not dict or not _vouch(record)
+        error = None
         fmt = "events"
-        if record is None and '"type"' in text:  # perhaps the article's effect-ledger format
-            try:
-                raw = from_json(text)
-            except ValueError:
-                raw = None
-            if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
-                record, error = article_record(raw, line)
-                fmt = "ledger"
+        if careful:  # what the fast path could not vouch for: pydantic, or the article's format
+            record, error = parse_line_pydantic(text)
+            if record is None and '"type"' in text:
+                try:
+                    raw = from_json(text)
+                except ValueError:
+                    raw = None
+                if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
+                    record, error = article_record(raw, line)
+                    fmt = "ledger"
         if error is not None:
             self.malformed += 1
             self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: {error}", line)
@@ -245,8 +254,8 @@ class StreamingAudit:
             op.all_operation_ids = self.known
         elif fmt == "events":
             op.format = "events"
-        if fmt == "ledger":
-            self.article_ops.add(op_id)
+        if careful:
+            self.careful_ops.add(op_id)
         op.add(record)
         kind = record["event"]
         if kind == "operation":
@@ -288,8 +297,8 @@ class StreamingAudit:
     def _judge(self, op_id: str) -> None:
         op = self.open.pop(op_id)
         self.closed.add(op_id)
-        article = op_id in self.article_ops
-        self.article_ops.discard(op_id)
+        careful = op_id in self.careful_ops
+        self.careful_ops.discard(op_id)
         extra = self.pending.pop(op_id, [])
         if op.format == "events":
             if op.operation is None:
@@ -304,7 +313,7 @@ class StreamingAudit:
             summary = clean_summary(op)
             if summary is not None:
                 self.classes["healthy"] += 1
-                self.sink(op, _json_text(summary, article=article) if self.format == "json" else "")
+                self.sink(op, _json_text(summary, careful=careful) if self.format == "json" else "")
                 return
         verdict = judge_operation(op, extra, held=False)
         self.classes[verdict.classification] += 1
@@ -312,7 +321,7 @@ class StreamingAudit:
         problem = verdict.classification != "healthy" or bool(verdict.findings)
         self.unhealthy += problem
         if self.format == "json":
-            self.sink(op, _json_text(_op_json(verdict), article=article))
+            self.sink(op, _json_text(_op_json(verdict), careful=careful))
         else:
             self.sink(op, "\n".join(render_operation(verdict, offline=True)) + "\n\n" if problem else "")
 
@@ -594,14 +603,13 @@ def _merge_pieces(folder: str, workers: int, resolved: int, window: int, format:
             yield piece
 
 
-def _json_text(data: dict[str, Any], *, article: bool = False) -> str:
-    """Compact JSON of one operation's verdict: orjson (3x pydantic_core's encoder, the same bytes: a
-    property test holds it), pydantic_core where they could differ: a float (orjson writes infinity as
-    null) or an integer past 64 bits (orjson refuses it). In our events only the free-form intent may
-    hold a float; the article's lines are not validated, so an operation with one (``article``) may hold
-    one anywhere."""
-    intent = data.get("intent")
-    if not article and (intent is None or _plain(intent)):
+def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:
+    """Compact JSON of one operation's verdict: orjson, 3x faster than pydantic_core's encoder and the
+    same bytes (a property test holds it) for what the fast path vouched for: strings, 64-bit integers,
+    booleans, no float anywhere. An operation with a ``careful`` line (coerced by pydantic, or in the
+    article's unvalidated format) may hold infinity (orjson writes null) or a huge integer (orjson
+    refuses it): pydantic_core writes those, as before."""
+    if not careful:
         try:
             return orjson.dumps(data).decode()
         except orjson.JSONEncodeError:
