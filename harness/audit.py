@@ -29,6 +29,7 @@ import tempfile
 from array import array
 from collections import OrderedDict, defaultdict
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -552,12 +553,17 @@ def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int
     None when one process must do it (see the notes above): then nothing was written."""
     folder = tempfile.mkdtemp(prefix="audit-shards-")
     try:
+        before = _file_version(path)
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [pool.submit(_shard_worker, str(path), name, format, window, shard, workers, folder)
-                       for shard in range(workers)]
-            results = [f.result() for f in futures]
-        if any("bail" in r for r in results):
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                futures = [pool.submit(_shard_worker, str(path), name, format, window, shard, workers, folder)
+                           for shard in range(workers)]
+                results = [f.result() for f in futures]
+        except BrokenProcessPool:  # a worker died (out of memory, killed): one process tries alone
+            return None
+        # a log still being written: the workers may have read different lengths of it
+        if any("bail" in r for r in results) or _file_version(path) != before:
             return None
         for kind in ("intents", "keys"):
             seen: set[int] = set()
@@ -581,6 +587,14 @@ def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int
         return stats, run_findings
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _file_version(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _merge_pieces(folder: str, workers: int, resolved: int, window: int, format: str) -> Any:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 from pathlib import Path
 
 import pytest
 
+import harness.audit
 from harness.audit import _audit_sharded, run_audit
+
+_real_worker = harness.audit._shard_worker
 
 ARTICLE = Path(__file__).parent / "fixtures" / "article_four_operations.ndjson"
 ERRORS = Path(__file__).parent / "errors"
@@ -137,3 +141,23 @@ def test_fixtures_and_error_examples_audit_the_same(tmp_path):
     mixed = tmp_path / "mixed.ndjson"
     mixed.write_text(ARTICLE.read_text() + write_log(tmp_path / "ours.ndjson", 5, count=10).read_text())
     assert_same_as_one_process(mixed, 10_000)
+
+
+def _dying_worker(*args, **kwargs):
+    os._exit(3)  # what the kernel's OOM killer leaves: no exception, no result
+
+
+def _appending_worker(path, *args, **kwargs):
+    with open(path, "a") as log:  # the agent still writing while the audit runs
+        log.write("\n")
+    return _real_worker(path, *args, **kwargs)
+
+
+@pytest.mark.parametrize("worker", [_dying_worker, _appending_worker])
+def test_a_dead_worker_or_a_growing_log_means_one_process_audits(tmp_path, monkeypatch, worker):
+    log = write_log(tmp_path / "agent.ndjson", 3)
+    alone = outputs(log, 1, 10_000)
+    monkeypatch.setattr(harness.audit, "_shard_worker", worker)  # the forked workers see the patch
+    assert _audit_sharded(log, str(log), "json", 10_000, 2) is None
+    log.write_text(log.read_text().rstrip("\n") + "\n")
+    assert outputs(log, 2, 10_000) == alone
