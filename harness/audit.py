@@ -489,7 +489,6 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
     resolved_file = open(os.path.join(folder, f"{shard}.resolved"), "w", encoding="utf-8", newline="\n")
     open_file = open(os.path.join(folder, f"{shard}.open"), "w", encoding="utf-8", newline="\n")
     first_line: dict[str, int] = {}
-    unresolved: list[tuple[int, str]] = []
     resolved_count = 0
 
     def sink(op: OperationContext, piece: str) -> None:
@@ -499,8 +498,8 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
         if op.resolutions:
             resolved_file.write(f"{op.resolutions[-1]['_line']}\t{first}\t{text}\n")
             resolved_count += 1
-        else:
-            unresolved.append((first, text))
+        else:  # only finish() judges these, in first-seen order: already sorted
+            open_file.write(f"{first}\t{text}\n")
 
     audit = StreamingAudit(name, sink, format=format, window=window, sharded=True)
     try:
@@ -532,8 +531,6 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
                 audit.resolved.pop(op_id)
                 audit._judge(op_id)
             audit.finish()
-            for first, text in sorted(unresolved):
-                open_file.write(f"{first}\t{text}\n")
     except ShardBail as bail:
         return {"bail": str(bail)}
     return {"stats": _stats(audit), "run_findings": audit.run_findings, "resolved": resolved_count,
