@@ -172,11 +172,11 @@ def _workers_used(workers: str, log: Path) -> int:
     """How many worker processes the audit forked (0 when it ran alone)."""
     if workers != "auto":
         return int(workers) if int(workers) > 1 else 0
-    from harness.audit import SHARD_MIN_BYTES
+    from harness.audit import SHARD_MIN_BYTES, _cores
 
     if log.stat().st_size < SHARD_MIN_BYTES:
         return 0
-    n = min(4, os.cpu_count() or 1)
+    n = min(4, _cores())
     return n if n > 1 else 0
 
 

@@ -373,7 +373,7 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
             big = path.stat().st_size >= SHARD_MIN_BYTES
         except OSError:
             big = False
-        workers = min(4, os.cpu_count() or 1) if big else 1
+        workers = min(4, _cores()) if big else 1
     first = [True]
 
     def write(piece: str) -> None:
@@ -397,6 +397,14 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
         result = _audit_alone(handle, name, format, window, write)
     stats, run_findings = result
     return _finish_output(name, format, stats, run_findings, out, err)
+
+
+def _cores() -> int:
+    """The cores this process may run on (not all the machine's, under an affinity mask or a container)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _audit_alone(handle: TextIO, name: str, format: str, window: int,
