@@ -50,11 +50,11 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 
-def run_child(code: str, args: list[str], timeout: float) -> dict:
-    """Run a measuring child in its own process group; on a timeout the whole group (audit workers too)
-    is killed."""
+def run_child(code: str, args: list[str], timeout: float, scratch: Path) -> dict:
+    """Run a measuring child in its own process group; on a timeout (or a signal) the whole group
+    (audit workers too) is killed. Its temporary files go under ``scratch``, removed with the log."""
     child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
+                             text=True, start_new_session=True, env=dict(os.environ, TMPDIR=str(scratch)))
     try:
         stdout, stderr = child.communicate(timeout=timeout)
     except BaseException:
@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         count = generate(log, args.events)
         generated = time.perf_counter() - start
         size_mb = log.stat().st_size / 1e6
-        baseline = run_child(BASELINE, [str(log)], timeout=900)
+        baseline = run_child(BASELINE, [str(log)], timeout=900, scratch=folder)
         try:
-            result = run_child(CHILD, [str(log), args.format, args.workers], timeout=900)
+            result = run_child(CHILD, [str(log), args.format, args.workers], timeout=900, scratch=folder)
         except RuntimeError as exc:
             print(exc, file=sys.stderr)
             return 1
