@@ -80,6 +80,10 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
         attempt_id = raw.get("attemptId")
         if not isinstance(attempt_id, str) or not attempt_id:
             return None, "attempt line has no string attemptId"
+        for name in ("idempotencyKey", "payloadHash", "result"):
+            value = raw.get(name)
+            if value is not None and not isinstance(value, str):
+                return None, f"attempt line: {name} must be a string or null, got {json.dumps(value)}"
         result = str(raw.get("result") or "").lower()
         state = "not_sent" if result in _NOT_SENT else "sent_no_response" if result in _UNKNOWN else "response_received"
         return {"event": "attempt", "operation_id": op, "attempt_id": attempt_id, "dispatch_state": state,
