@@ -95,6 +95,20 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
     return {"event": "effect", "operation_id": op, "effect_ref": ref, "ts": raw.get("observedAt"), "_line": line}, None
 
 
+def _article_line(text: str, line: int) -> tuple[dict[str, Any] | None, str | None] | None:
+    """`article_record` of a line in the article's format (`type: attempt|effect`), or None when the
+    line is not in that format at all."""
+    if '"type"' not in text:
+        return None
+    try:
+        raw = from_json(text)
+    except ValueError:
+        return None
+    if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
+        return article_record(raw, line)
+    return None
+
+
 def _attempt_json(attempt: dict[str, Any]) -> dict[str, Any]:
     """``AttemptVerdict.to_dict()`` of an offline attempt (no wire, no ledger rows)."""
     return {"attempt_id": attempt["attempt_id"], "dispatch_state": attempt.get("dispatch_state"),
@@ -229,14 +243,9 @@ class StreamingAudit:
         fmt = "events"
         if careful:  # what the fast path could not vouch for: pydantic, or the article's format
             record, error = parse_line_pydantic(text)
-            if record is None and '"type"' in text:
-                try:
-                    raw = from_json(text)
-                except ValueError:
-                    raw = None
-                if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
-                    record, error = article_record(raw, line)
-                    fmt = "ledger"
+            article = _article_line(text, line) if record is None else None
+            if article is not None:
+                (record, error), fmt = article, "ledger"
         if error is not None:
             self.malformed += 1
             self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: {error}", line)
@@ -482,15 +491,9 @@ def _owner(text: str, number: int) -> str | int:
     record, _ = parse_line(text)
     if record is not None:
         return record["operation_id"]
-    if '"type"' in text:
-        try:
-            raw = from_json(text)
-        except ValueError:
-            raw = None
-        if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
-            record, _ = article_record(raw, number)
-            if record is not None:
-                return record["operation_id"]
+    article = _article_line(text, number)
+    if article is not None and article[0] is not None:
+        return article[0]["operation_id"]
     return number
 
 
