@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 from typing import Any
-from urllib.parse import parse_qsl
 
 from aiohttp import web
 

@@ -337,29 +337,3 @@ class ProxyHost:
             return left
 
         return self._call(drain(), timeout + 5)
-
-    def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Wait until no flow of the current scenario is in flight (journal entries all written)."""
-        async def idle() -> bool:
-            state = self._injector.scenario
-            if state is None:
-                return True
-            try:
-                await asyncio.wait_for(state.idle.wait(), timeout)
-                return True
-            except asyncio.TimeoutError:
-                return False
-
-        return self._call(idle(), timeout + 5)
-
-
-def time_configure(host: ProxyHost, routes: Mapping[str, str], rules: Sequence[FaultRule], journal: Path,
-                   n: int = 20) -> list[float]:
-    """Seconds per configure()+finish() cycle, for the benchmark."""
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        host.configure(routes, rules, journal)
-        host.finish()
-        out.append(time.perf_counter() - t0)
-    return out
