@@ -25,7 +25,6 @@ import atexit
 import logging
 import socket
 import threading
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
