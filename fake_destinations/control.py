@@ -55,10 +55,8 @@ class DestinationHost:
         self.specs = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
                       for name, spec in specs.items()}
         self.ledger_path = Path(ledger_path)
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if log_path is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="fake-destinations-")
-            log_path = Path(self._tmp.name) / "destinations.log"
+        if log_path is None:  # beside the ledger: the caller's folder, nothing of ours to clean up
+            log_path = self.ledger_path.with_name(self.ledger_path.name + ".destinations.log")
         self.log_path = Path(log_path)
         self.state_dir = self.ledger_path.parent
         self.process: subprocess.Popen[bytes] | None = None
@@ -163,9 +161,6 @@ class DestinationHost:
 
     def close(self) -> None:
         self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
     def __enter__(self) -> "DestinationHost":
         if self.process is None:
