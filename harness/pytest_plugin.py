@@ -159,6 +159,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         return
     terminalreporter.section("retry-harness verdicts")
     for _nodeid, text, passed in _session_verdicts:
-        terminalreporter.write_line(text, green=passed, red=not passed)
+        if passed:
+            terminalreporter.write_line(text, green=True)
+        else:  # the whole verdict is already in the failure report above
+            first, *rest = text.splitlines()
+            evidence = next((line for line in reversed(rest) if line.startswith("evidence: ")), "")
+            terminalreporter.write_line(f"{first} (verdict above) {evidence}".rstrip(), red=True)
         terminalreporter.write_line("")
     _session_verdicts.clear()
