@@ -213,3 +213,34 @@ def read_effects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def read_requests(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every request the destinations received, in arrival order (columns of ``requests``)."""
     return _read(path, "requests")
+
+
+def count_effects(path: str | os.PathLike[str]) -> int:
+    """How many effects a live ledger holds so far (0 while it does not exist yet); cheap enough to
+    poll while the destinations run."""
+    p = Path(path)
+    if not p.is_file():
+        return 0
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=0.5)
+    except sqlite3.Error:
+        return 0
+    try:
+        return db.execute("SELECT COUNT(*) FROM effects").fetchone()[0]
+    except sqlite3.Error:  # the destination has not created its tables yet
+        return 0
+    finally:
+        db.close()
+
+
+def copy_ledger(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """A consistent copy of a live ledger (the destination process may still hold it open)."""
+    src = sqlite3.connect(f"file:{Path(source)}?mode=ro", uri=True, timeout=5.0)
+    try:
+        dst = sqlite3.connect(Path(target))
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()

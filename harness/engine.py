@@ -78,7 +78,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     (default: this process's shared embedded mitmproxy): start-up is paid once per process.
     """
     from fake_destinations.control import DestinationError
-    from fake_destinations.ledger import read_effects, read_requests
+    from fake_destinations.ledger import copy_ledger, count_effects, read_effects, read_requests
     from harness.checker import check
     from harness.evidence import load_evidence
     from harness.proxy.host import ProxyHost, ProxyHostError
@@ -137,7 +137,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects
                 runs.append(run_agent(command, env, **run_kwargs,
-                                      kill_when=lambda: _effect_count(live_ledger) >= wanted))
+                                      kill_when=lambda: count_effects(live_ledger) >= wanted))
             runs.append(run_agent(command, env, **run_kwargs))
         context["destination_restarts"] = restarts
         timings["agent"] = time.perf_counter() - t1
@@ -155,7 +155,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                                     runs=[r.__dict__ for r in runs])
             _write_json(evidence_dir / "context.json", context)
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
-            _copy_ledger(live_ledger, ledger_path)
+            copy_ledger(live_ledger, ledger_path)
             effects = read_effects(ledger_path)
             _write_json(evidence_dir / "ledger.json",
                         {"effects": effects, "requests": read_requests(ledger_path)})
@@ -198,17 +198,6 @@ def close_destination_pool() -> None:
         _POOL = None
 
 
-def _copy_ledger(source: Path, target: Path) -> None:
-    """A consistent copy of a live SQLite ledger (the destination process may still hold it open)."""
-    import sqlite3
-
-    with sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=5) as src, \
-            sqlite3.connect(target) as dst:
-        src.backup(dst)
-    dst.close()
-    src.close()
-
-
 def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],
                          effects: list[dict[str, Any]]) -> list[str]:
     """What the scenario itself demands beyond the generic rules: final states and effect counts."""
@@ -240,6 +229,8 @@ def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],
 @contextlib.contextmanager
 def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]]:
     """While the block runs, crash and restart the destinations once the ledger holds enough effects."""
+    from fake_destinations.ledger import count_effects
+
     restarts: list[float] = []
     if restart is None:
         yield restarts
@@ -248,7 +239,7 @@ def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]
 
     def watch() -> None:
         while not done.wait(0.02):
-            if _effect_count(ledger) >= restart.after_effects:
+            if count_effects(ledger) >= restart.after_effects:
                 began = time.perf_counter()
                 host.restart()
                 restarts.append(time.perf_counter() - began)
@@ -261,18 +252,6 @@ def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]
     finally:
         done.set()
         watcher.join(timeout=30)
-
-
-def _effect_count(ledger_path: Path) -> int:
-    import sqlite3
-
-    if not ledger_path.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True, timeout=0.5) as db:
-            return db.execute("SELECT COUNT(*) FROM effects").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def _write_json(path: Path, value: Any) -> None:
