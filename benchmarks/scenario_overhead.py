@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fake_destinations.control import DestinationPool
+from fake_destinations.host import DestinationPool
 from harness.engine import close_destination_pool, run_scenario
 from harness.scenario import bundled_scenario_dir, load
 

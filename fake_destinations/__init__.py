@@ -10,11 +10,11 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "DestinationError": "fake_destinations.control",
-    "DestinationHost": "fake_destinations.control",
-    "DestinationPool": "fake_destinations.control",
+    "DestinationError": "fake_destinations.host",
+    "DestinationHost": "fake_destinations.host",
+    "DestinationPool": "fake_destinations.host",
     "DestinationSpec": "fake_destinations.spec",
-    "DestinationStartError": "fake_destinations.control",
+    "DestinationStartError": "fake_destinations.host",
     "SERVICES": "fake_destinations.services",
     "describe": "fake_destinations.spec",
     "read_effects": "fake_destinations.ledger",

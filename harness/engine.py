@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.runner import REFERENCE_AGENT, AgentRun, run_agent
+from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
 from harness.scenario import Scenario, env_name
 
 EXPECTATION_CODE = "X001"
@@ -77,7 +77,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     Destinations come from `pool` (default: this process's warm pool) and the proxy is `proxy`
     (default: this process's shared embedded mitmproxy): start-up is paid once per process.
     """
-    from fake_destinations.control import DestinationError
+    from fake_destinations.host import DestinationError
     from fake_destinations.ledger import copy_ledger, count_effects, read_effects, read_requests
     from harness.checker import check
     from harness.evidence import load_evidence
@@ -184,7 +184,7 @@ def destination_pool() -> Any:
     """This process's warm destination pool, stopped at exit (or by `close_destination_pool`)."""
     global _POOL
     if _POOL is None:
-        from fake_destinations.control import DestinationPool
+        from fake_destinations.host import DestinationPool
 
         _POOL = DestinationPool()
         atexit.register(close_destination_pool)

@@ -1,6 +1,6 @@
 """The certification matrix: every agent against every scenario, judged against expected outcomes.
 
-The expected outcomes live in one data file (`harness/agents/expected_outcomes.yaml`): the reference
+The expected outcomes live in one data file (`harness/expected_outcomes.yaml`): the reference
 agent must pass every scenario (a failure is a false alarm); each wrong agent must fail the scenarios
 that target its flaw, with the named rule codes among the findings (a miss lowers the catch rate).
 """
@@ -18,7 +18,7 @@ import yaml
 
 from harness.errors import ScenarioError
 
-EXPECTED_FILE = Path(__file__).parent / "agents" / "expected_outcomes.yaml"
+EXPECTED_FILE = Path(__file__).with_name("expected_outcomes.yaml")
 WRONG_AGENT_MODULE = "harness.agents.wrong."
 REFERENCE = "reference"
 

@@ -1,6 +1,559 @@
-"""The bundled reference agent: `python -m harness.agents.reference`. See `harness.agents.base`."""
+"""The bundled reference agent, `python -m harness.agents.reference`: a small, generic HTTP and SSH
+agent that follows the articles' rules; the wrong agents subclass it and override one step.
 
-from harness.agents.base import Agent, main
+It reads the harness contract (intents file, destination URLs, audit log, state dir, secrets) and,
+for each intent, drives one operation:
+
+1. Persist the operation (id, idempotency key derived from it) in the state dir *before* dispatch,
+   then log it. After a restart it resumes the same operation and reconciles first.
+2. Dispatch an attempt, classify what happened (`not_sent`, `sent_no_response`,
+   `response_received`), log it with its retry links.
+3. After a lost response or a 5xx: look the effect up (an observation, never an attempt), waiting
+   out index lag; retry only when dedup is documented and in force, or a reliable negative lookup
+   says nothing happened; otherwise stay `unknown` and escalate.
+4. Resolve on evidence: the attempt or observation that carried the effect reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from harness.fingerprint import fingerprint
+from harness.recorder import Recorder, new_id
+
+CONNECT_TIMEOUT = 1.0
+READ_TIMEOUT = 1.5
+LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
+MAX_RETRY_AFTER = 5.0
+WORKER_TIMEOUT = 60.0
+WORKER_FLAG = "--worker"
+ASYNC_POLL_WAITS = (0.1, 0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0)
+
+
+@dataclass
+class Outcome:
+    """What one attempt produced, as the agent could tell."""
+
+    attempt_id: str
+    dispatch_state: str
+    status: int | None = None
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    exit_status: int | None = None  # SSH
+
+
+class Agent:
+    """The reference behaviour. Subclasses in `harness.agents.wrong` each break one rule."""
+
+    max_attempts = 3
+    worker_id: str | None = None  # set in a worker process that acts for the owner's operation
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        env = dict(os.environ if env is None else env)
+        self.env = env
+        with open(env["HARNESS_INTENTS"], encoding="utf-8") as f:
+            doc = json.load(f)
+        self.intents: list[dict[str, Any]] = doc["intents"]
+        self.contracts: dict[str, dict[str, Any]] = doc.get("destinations", {})
+        self.recorder = Recorder(env["HARNESS_AUDIT_LOG"])
+        self.state_path = Path(env["HARNESS_STATE_DIR"]) / "operations.json"
+        self.state: dict[str, dict[str, Any]] = (
+            json.loads(self.state_path.read_text()) if self.state_path.exists() else {})
+        if env.get("HTTP_PROXY") or env.get("HTTPS_PROXY"):
+            from harness.proxy.host import disable_nagle_for_proxies
+
+            disable_nagle_for_proxies()  # urllib3 leaves Nagle on behind a forward proxy (~40 ms a POST)
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def env_key(self, destination: str, prefix: str = "HARNESS_DESTINATION_") -> str:
+        """`HARNESS_DESTINATION_<NAME>`: the destination name upper-cased, other characters as `_`."""
+        return prefix + "".join(c if c.isalnum() else "_" for c in destination.upper())
+
+    def url(self, destination: str, path: str) -> str:
+        return self.env[self.env_key(destination)].rstrip("/") + path
+
+    def secret(self, destination: str) -> str | None:
+        return self.env.get(self.env_key(destination, "HARNESS_SECRET_"))
+
+    def save(self) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        os.replace(tmp, self.state_path)  # atomic: a crash leaves the old or the new state
+
+    # -- identities -----------------------------------------------------------------------------
+
+    def new_operation_id(self, intent: dict[str, Any]) -> str:
+        return new_id("op")
+
+    def idempotency_key(self, op: dict[str, Any], attempt_id: str) -> str | None:
+        """Derived from the operation, so every attempt of it carries the same key."""
+        if op["kind"]["method"] == "EXEC":  # SSH: the operation marker is the key, if the command has one
+            return op["operation_id"] if op["kind"].get("dedup") == "operation_marker" else None
+        return "idem_" + hashlib.sha256(op["operation_id"].encode()).hexdigest()[:24]
+
+    # -- the driver -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        for intent in self.intents:
+            self.handle(intent)
+        self.recorder.close()
+        return 0
+
+    def run_worker(self, intent_id: str) -> int:
+        """Act for the owner: under the owner's operation id, read from the shared state dir."""
+        op = self.state[intent_id]
+        if not op.get("resolved"):
+            self.drive(op)
+        self.recorder.close()
+        return 0
+
+    def handle(self, intent: dict[str, Any]) -> None:
+        op = self.state.get(intent["intent_id"])
+        reason = None
+        if op is None:
+            op = self.open_operation(intent)
+        elif op.get("resolved"):
+            return
+        if intent.get("delegate_to_worker") and self.worker_id is None:
+            self.delegate(op)
+            return
+        if op.get("pending_attempt"):
+            # crashed mid-attempt: the request may have left; its truth is unknown until reconciled
+            pending = op.pop("pending_attempt")
+            self.log_attempt(op, Outcome(pending["attempt_id"], "sent_no_response",
+                                         error="agent restarted while this attempt was in flight"),
+                             pending["request"])
+            if self.reconcile_then_retry(op):
+                return
+            reason = "response_lost_after_dispatch"
+        self.drive(op, reason)
+
+    def delegate(self, op: dict[str, Any]) -> None:
+        """Hand the operation to a worker process. The owner keeps the operation id; the worker
+        acts under it and nobody else touches the operation while the worker runs."""
+        self.save()
+        self.recorder.close()
+        # the worker is this same agent program, started in worker mode: its flaws travel with it
+        main_module = getattr(sys.modules["__main__"].__spec__, "name", "harness.agents.reference")
+        subprocess.run([sys.executable, "-m", main_module, WORKER_FLAG, op["intent"]["intent_id"]],
+                       env=self.env, timeout=WORKER_TIMEOUT, check=False)
+        self.recorder = Recorder(self.env["HARNESS_AUDIT_LOG"], session_id=self.recorder.session_id)
+        self.state = json.loads(self.state_path.read_text())
+        if not self.state[op["intent"]["intent_id"]].get("resolved"):
+            done = self.state[op["intent"]["intent_id"]]
+            self.resolve(done, "unknown", [], list(done["attempts"]),
+                         "the worker ended without resolving the operation; escalating")
+
+    def open_operation(self, intent: dict[str, Any]) -> dict[str, Any]:
+        contract = self.contracts[intent["destination"]]
+        kind = contract["operations"][intent["kind"]]
+        op = {"operation_id": self.new_operation_id(intent), "intent": intent, "attempts": [],
+              "observations": [], "opened_at": time.time(), "kind": kind}
+        op["idempotency_key"] = self.idempotency_key(op, "")
+        op["payload_fingerprint"] = fingerprint(self.payload(op))
+        superseded = self.state.get(intent.get("supersedes") or "", {}).get("operation_id")
+        self.state[intent["intent_id"]] = op
+        self.save()  # persisted before anything is dispatched
+        self.recorder.operation(
+            op["operation_id"], intent_id=intent["intent_id"], intent=intent,
+            idempotency_key=op["idempotency_key"], payload_fingerprint=op["payload_fingerprint"],
+            supersedes_operation_id=superseded, owner=self.recorder.session_id)
+        return op
+
+    def drive(self, op: dict[str, Any], reason: str | None = None) -> None:
+        while True:
+            outcome = self.dispatch(op, reason)
+            reason = self.next_step(op, outcome)
+            if reason is None:
+                return
+
+    def next_step(self, op: dict[str, Any], outcome: Outcome) -> str | None:
+        """Resolve the operation, or return the retry reason for another attempt."""
+        if outcome.dispatch_state == "not_sent":
+            return self.retry_if_budget(op, "connection_not_established", outcome)
+        if outcome.dispatch_state == "sent_no_response":
+            return self.after_unknown(op, "response_lost_after_dispatch", outcome)
+        if outcome.exit_status is not None:
+            if outcome.exit_status == 0:
+                self.resolve(op, "succeeded", self.effect_refs(op, outcome.body), [outcome.attempt_id],
+                             "the command exited 0")
+            else:
+                self.resolve(op, "failed", [], [outcome.attempt_id],
+                             f"the command exited {outcome.exit_status}: it refused to act")
+            return None
+        status = outcome.status or 0
+        if status == 202 and isinstance(outcome.body, dict) and outcome.body.get("operation"):
+            self.await_async(op, outcome)
+            return None
+        if 200 <= status < 300:
+            refs = self.effect_refs(op, outcome.body)
+            if not self.verify_single_effect(op, refs):
+                self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
+            return None
+        if status == 429:
+            time.sleep(min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER))
+            return self.retry_if_budget(op, "rate_limited", outcome)
+        if status == 409:
+            time.sleep(0.3)  # the first request is still being processed under this key
+            return self.retry_if_budget(op, "response_lost_after_dispatch", outcome)
+        if status >= 500:
+            return self.after_unknown(op, "destination_5xx", outcome)
+        self.resolve(op, "failed", [], [outcome.attempt_id], f"destination rejected the request: {status}")
+        return None
+
+    def verify_single_effect(self, op: dict[str, Any], refs: list[str]) -> bool:
+        """Without dedup, a success does not prove a single effect (a network may have delivered the
+        request twice): read back by client reference. True when that resolved the operation."""
+        contract = self.contracts[op["intent"]["destination"]]
+        if (contract.get("idempotency") or {}).get("style", "none") != "none" or not contract.get("lookup"):
+            return False
+        found: list[str] = []
+        for wait in self.lookup_waits(contract["lookup"]):
+            time.sleep(wait)
+            found, _ = self.lookup(op, source="read_after_write")
+            if set(found) - set(refs) or (found and not self.within_lag(op, contract["lookup"])):
+                break
+        if len(set(found) | set(refs)) > 1:
+            self.duplicate_confirmed(op, sorted(set(found) | set(refs)))
+            return True
+        return False
+
+    def duplicate_confirmed(self, op: dict[str, Any], refs: list[str]) -> None:
+        """Two records for one intent: close as duplicate_effect_confirmed, and open the correction
+        as a new operation that waits for an operator (compensation is never automatic)."""
+        correction_id = new_id("op")
+        self.recorder.operation(
+            correction_id, intent={"kind": "compensate_duplicate", "destination": op["intent"]["destination"],
+                                   "params": {"effect_refs": refs[1:]}},
+            correction_of_operation_id=op["operation_id"], owner="operator")
+        self.resolve(op, "duplicate_effect_confirmed", refs, [op["observations"][-1]],
+                     f"reconciliation found {len(refs)} records for one intent: {', '.join(refs)}",
+                     correction_operation_id=correction_id)
+
+    def after_unknown(self, op: dict[str, Any], reason: str, outcome: Outcome) -> str | None:
+        """The effect may exist. Reconcile first; retry only when that is provably safe."""
+        if self.reconcile_then_retry(op):
+            return None
+        return self.retry_if_budget(op, reason, outcome)
+
+    def reconcile_then_retry(self, op: dict[str, Any]) -> bool:
+        """Look the effect up. True when the operation got resolved (found, or must stay unknown)."""
+        contract = self.contracts[op["intent"]["destination"]]
+        found: list[str] = []
+        negatives = 0
+        if contract.get("lookup"):
+            for wait in self.lookup_waits(contract["lookup"]):
+                time.sleep(wait)
+                found, answered = self.lookup(op)
+                if found:
+                    break
+                negatives += answered  # a lookup that failed is no negative
+        if len(set(found)) > 1:
+            self.duplicate_confirmed(op, sorted(set(found)))
+            return True
+        if found:
+            self.resolve(op, "succeeded", found, [op["observations"][-1]],
+                         "lookup by client reference found the effect")
+            return True
+        if self.dedup_in_force(op) or negatives:
+            return False  # documented dedup, or a negative lookup after waiting out the lag
+        why = ("every lookup failed" if contract.get("lookup") else "no lookup") + \
+            " and no deduplication in force"
+        self.resolve(op, "unknown", [], [*op["attempts"], *op["observations"]],
+                     f"{why}: the effect may exist; escalating to an operator instead of retrying")
+        return True
+
+    def lookup_waits(self, lookup: dict[str, Any]) -> list[float]:
+        """Look now, then again until the index lag (with a margin) has passed. A destination that
+        documents its lag is taken at its word; one that does not gets a few spaced looks."""
+        if "lag_seconds" not in lookup:
+            return [0.0, *LOOKUP_WAITS]
+        waits = [0.0]
+        lag = float(lookup["lag_seconds"] or 0.0)
+        while sum(waits) < lag * 1.5:
+            waits.append(max(0.2, lag / 2))
+        return waits
+
+    def within_lag(self, op: dict[str, Any], lookup: dict[str, Any]) -> bool:
+        """True while a negative lookup may only mean the index has not caught up yet."""
+        since = time.time() - op.get("last_dispatch_at", 0.0)
+        return since < float(lookup.get("lag_seconds") or 0.0) * 1.5
+
+    def dedup_in_force(self, op: dict[str, Any]) -> bool:
+        if op["kind"].get("dedup") == "operation_marker":
+            return True  # the command creates its marker exclusively before acting
+        idem = self.contracts[op["intent"]["destination"]].get("idempotency") or {}
+        if idem.get("style", "none") == "none" or not op.get("idempotency_key"):
+            return False
+        retention = idem.get("retention_seconds")
+        return retention is None or time.time() - op["opened_at"] < float(retention) * 0.9
+
+    def retry_if_budget(self, op: dict[str, Any], reason: str, outcome: Outcome) -> str | None:
+        if len(op["attempts"]) >= self.max_attempts:
+            state = "failed" if outcome.dispatch_state == "not_sent" else "unknown"
+            self.resolve(op, state, [], list(op["attempts"]),
+                         f"attempt budget of {self.max_attempts} spent after {reason}")
+            return None
+        return reason
+
+    # -- wire -----------------------------------------------------------------------------------
+
+    def payload(self, op: dict[str, Any]) -> Any:
+        if op["kind"]["method"] == "EXEC":
+            return shlex.split(self.command(op))
+        body = {**op["kind"].get("body_defaults", {}), **op["intent"].get("params", {})}
+        field_name = op["kind"].get("client_reference_field")
+        if field_name:
+            body[field_name] = op["operation_id"]
+        return body
+
+    def command(self, op: dict[str, Any]) -> str:
+        params = {k: shlex.quote(str(v)) for k, v in op["intent"].get("params", {}).items()}
+        return op["kind"]["command"].format(**{"operation_id": op["operation_id"], **params})
+
+    def build_request(self, op: dict[str, Any], attempt_id: str) -> dict[str, Any]:
+        destination = op["intent"]["destination"]
+        traceparent = self.traceparent(op)
+        if op["kind"]["method"] == "EXEC":
+            return {"method": "EXEC", "path": self.command(op), "body": self.payload(op),
+                    "headers": {"TRACEPARENT": traceparent}, "traceparent": traceparent,
+                    "key": self.idempotency_key(op, attempt_id)}
+        idem = self.contracts[destination].get("idempotency") or {}
+        key = self.idempotency_key(op, attempt_id)
+        body = self.payload(op)
+        headers = {"traceparent": traceparent, **self.auth(destination)}
+        if key and idem.get("body_field"):
+            body[idem["body_field"]] = key
+        elif key:
+            headers[idem.get("header") or "Idempotency-Key"] = key
+        path = op["kind"]["path"].format(**op["intent"].get("params", {}))
+        return {"method": op["kind"]["method"], "path": path, "body": body,
+                "headers": headers, "traceparent": traceparent, "key": key}
+
+    def traceparent(self, op: dict[str, Any]) -> str:
+        trace = hashlib.sha256(op["operation_id"].encode()).hexdigest()[:32]
+        return f"00-{trace}-{secrets.token_hex(8)}-01"
+
+    def dispatch(self, op: dict[str, Any], reason: str | None) -> Outcome:
+        attempt_id = new_id("att")
+        request = self.build_request(op, attempt_id)
+        request["retry_reason"] = reason
+        op["pending_attempt"] = {"attempt_id": attempt_id, "request": request}
+        op["last_dispatch_at"] = time.time()
+        self.save()  # a crash from here on leaves a record to reconcile on restart
+        outcome = self.send(attempt_id, request, op)
+        del op["pending_attempt"]
+        self.log_attempt(op, outcome, request)
+        return outcome
+
+    def send(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
+        if request["method"] == "EXEC":
+            return asyncio.run(self.send_ssh(attempt_id, request, op))
+        url = self.url(op["intent"]["destination"], request["path"])
+        try:
+            # a fresh connection per attempt: a stale pooled socket would blur not_sent and sent
+            response = requests.request(request["method"], url, json=request["body"],
+                                        headers={**request["headers"], "Connection": "close"},
+                                        timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+        except requests.ConnectTimeout as exc:
+            return Outcome(attempt_id, "not_sent", error=type(exc).__name__)
+        except requests.ConnectionError as exc:
+            if _connection_refused(exc):
+                return Outcome(attempt_id, "not_sent", error="connection refused")
+            return Outcome(attempt_id, "sent_no_response", error=_short_error(exc))
+        except requests.Timeout as exc:
+            return Outcome(attempt_id, "sent_no_response", error=f"read timeout: {type(exc).__name__}")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        return Outcome(attempt_id, "response_received", response.status_code, body,
+                       {k.lower(): v for k, v in response.headers.items()})
+
+    async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
+        import asyncssh  # only agents that talk SSH pay for the import
+
+        url = urlsplit(self.env[self.env_key(op["intent"]["destination"])])
+        try:
+            connection = await asyncssh.connect(
+                url.hostname, url.port, username="agent", known_hosts=None, client_keys=None,
+                agent_path=None, connect_timeout=CONNECT_TIMEOUT)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            return Outcome(attempt_id, "not_sent", error=f"ssh connect failed: {type(exc).__name__}")
+        try:
+            async with connection:
+                result = await asyncio.wait_for(
+                    connection.run(request["path"], env={"TRACEPARENT": request["headers"]["TRACEPARENT"]}),
+                    READ_TIMEOUT)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            return Outcome(attempt_id, "sent_no_response", error=f"ssh session lost: {type(exc).__name__}")
+        if result.exit_status is None:  # the channel closed before the command's exit status
+            return Outcome(attempt_id, "sent_no_response", error="connection lost before the exit status")
+        return Outcome(attempt_id, "response_received", exit_status=result.exit_status, body=result.stdout,
+                       error=(result.stderr or None) and str(result.stderr).strip()[:200])
+
+    def log_attempt(self, op: dict[str, Any], outcome: Outcome, request: dict[str, Any]) -> None:
+        previous = op["attempts"][-1] if op["attempts"] else None
+        op["attempts"].append(outcome.attempt_id)
+        fp = fingerprint(request["body"])
+        retry = {}
+        if previous is not None:
+            retry = {"retry_of_attempt_id": previous, "retry_reason": request.get("retry_reason"),
+                     "retry_decision": self.retry_decision(op, request.get("retry_reason")),
+                     "prior_request_fingerprint": op.get("last_fingerprint")}
+        op["last_fingerprint"] = fp
+        self.save()
+        self.recorder.attempt(
+            op["operation_id"], outcome.attempt_id, outcome.dispatch_state,
+            attempt_number=len(op["attempts"]), destination=op["intent"]["destination"],
+            method=request["method"], path=request["path"], idempotency_key=request["key"],
+            request_fingerprint=fp, http_status=outcome.status, exit_status=outcome.exit_status,
+            error=outcome.error,
+            traceparent=request.get("traceparent"),
+            attempt_budget_remaining=self.max_attempts - len(op["attempts"]),
+            effect_refs=self.effect_refs(op, outcome.body) or None,
+            retry_after_seconds=_retry_after(outcome), worker=self.worker_id, **retry)
+
+    def retry_decision(self, op: dict[str, Any], reason: str | None) -> str:
+        if reason in ("response_lost_after_dispatch", "destination_5xx"):
+            if op["observations"]:
+                return "retry: reconciliation lookup found no effect after waiting out index lag"
+            return "retry: destination deduplicates this idempotency key and it is within retention"
+        return f"retry: {reason} means the destination did not act"
+
+    def lookup(self, op: dict[str, Any], source: str = "lookup") -> tuple[list[str], bool]:
+        """Look the effect up by client reference (an observation). Returns the refs found and
+        whether the destination answered at all: a failed lookup proves nothing either way."""
+        contract = self.contracts[op["intent"]["destination"]]
+        spec = contract["lookup"]
+        obs_id = new_id("obs")
+        refs: list[str] = []
+        found: bool | None = None
+        detail = None
+        try:
+            response = requests.request(
+                spec.get("method", "GET"), self.url(op["intent"]["destination"], spec["path"]),
+                params={spec["query_param"]: op["operation_id"]},
+                headers={"Connection": "close", **self.auth(op["intent"]["destination"])},
+                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+            detail = f"HTTP {response.status_code}"
+            if response.ok:
+                items = response.json().get(spec.get("result_field", "items"), [])
+                refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
+                found = bool(refs)
+        except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
+            detail = f"lookup failed: {type(exc).__name__}"
+        op["observations"].append(obs_id)
+        self.save()
+        self.recorder.observation(op["operation_id"], obs_id, source=source,
+                                  method=spec.get("method", "GET"), path=spec["path"], found=found,
+                                  effect_refs=refs, detail=detail,
+                                  lag_possible=self.within_lag(op, spec) if found is False else None)
+        return refs, found is not None
+
+    def await_async(self, op: dict[str, Any], outcome: Outcome) -> None:
+        """202 Accepted: the operation is accepted, not done. Poll its status (observations)."""
+        destination = op["intent"]["destination"]
+        ref = outcome.body["operation"]
+        path = ref.get("status_url") or self.contracts[destination]["status"]["path"].format(id=ref["id"])
+        for wait in ASYNC_POLL_WAITS:
+            time.sleep(wait)
+            obs_id = new_id("obs")
+            try:
+                response = requests.get(self.url(destination, path), timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                                        headers={"Connection": "close", **self.auth(destination)})
+                body = response.json() if response.ok else {}
+            except (requests.RequestException, ValueError):
+                body = {}
+            status = body.get("status")
+            refs = [str(body["effect_ref"])] if body.get("effect_ref") and status == "succeeded" else []
+            op["observations"].append(obs_id)
+            self.save()
+            self.recorder.observation(op["operation_id"], obs_id, source="status_poll", method="GET",
+                                      path=path, found=bool(refs), effect_refs=refs,
+                                      detail=f"operation {ref['id']} is {status or 'unreadable'}")
+            if status == "succeeded":
+                self.resolve(op, "succeeded", refs, [outcome.attempt_id, obs_id],
+                             f"asynchronous operation {ref['id']} reported succeeded")
+                return
+            if status == "failed":
+                self.resolve(op, "failed", [], [outcome.attempt_id, obs_id],
+                             f"asynchronous operation {ref['id']} reported failed")
+                return
+        self.resolve(op, "unknown", [], [outcome.attempt_id, *op["observations"]],
+                     f"asynchronous operation {ref['id']} still pending; escalating")
+
+    def auth(self, destination: str) -> dict[str, str]:
+        token = self.secret(destination)
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def effect_refs(self, op: dict[str, Any], body: Any) -> list[str]:
+        if isinstance(body, str):  # SSH output carries its receipt as 'effect_ref: X'
+            return [line.split(":", 1)[1].strip() for line in body.splitlines()
+                    if line.startswith("effect_ref:")]
+        field_name = op["kind"].get("effect_ref_field", "id")
+        if isinstance(body, dict) and body.get(field_name) is not None:
+            return [str(body[field_name])]
+        return []
+
+    def resolve(self, op: dict[str, Any], state: str, refs: list[str], evidence: list[str],
+                reason: str, **fields: Any) -> None:
+        op["resolved"] = state
+        self.save()
+        self.recorder.resolution(op["operation_id"], state, effect_refs=refs, evidence=evidence,
+                                 reason=reason, **fields)
+
+
+def _retry_after(outcome: Outcome) -> float | None:
+    value = outcome.headers.get("retry-after") if outcome.status == 429 else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _connection_refused(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError) or "NewConnectionError" in type(cur).__name__:
+            return True
+        cur = cur.__cause__ or cur.__context__ or (cur.args[0] if cur.args and isinstance(
+            cur.args[0], BaseException) else None) or getattr(cur, "reason", None)
+    return False
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def main(agent_class: type[Agent] = Agent) -> None:
+    """`python -m <agent>` runs the intents; `python -m <agent> --worker INTENT_ID` runs one
+    delegated intent as a worker of the owner that started it."""
+    if sys.argv[1:2] == [WORKER_FLAG] and len(sys.argv) == 3:
+        agent = agent_class()
+        agent.worker_id = new_id("wrk")
+        sys.exit(agent.run_worker(sys.argv[2]))
+    sys.exit(agent_class().run())
+
 
 if __name__ == "__main__":
     main(Agent)

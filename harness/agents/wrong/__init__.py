@@ -1,5 +1,5 @@
 """Deliberately wrong agents, shipped for tests: each breaks one rule of the articles.
 
 Run one as `python -m harness.agents.wrong.<name>`. Their flaws, and the scenarios and rule codes
-that must catch them, are listed in `harness/agents/expected_outcomes.yaml`.
+that must catch them, are listed in `harness/expected_outcomes.yaml`.
 """

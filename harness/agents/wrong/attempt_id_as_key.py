@@ -1,6 +1,6 @@
 """Wrong: uses the attempt id as the idempotency key, so each retry carries a new key."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class AttemptIdAsKey(Agent):

@@ -5,7 +5,7 @@ Backoff lowers the pressure on a failing service; it does not make an unknown wr
 
 import time
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class BlindBackoff(Agent):

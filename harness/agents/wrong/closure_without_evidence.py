@@ -1,6 +1,6 @@
 """Wrong: after a lost response it declares success, citing nothing and naming no effect."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class ClosureWithoutEvidence(Agent):

@@ -3,7 +3,7 @@
 Its effect references are invented; only the proxy journal and the ledger can expose it.
 """
 
-from harness.agents.base import Agent, Outcome, main
+from harness.agents.reference import Agent, Outcome, main
 from harness.recorder import new_id
 
 

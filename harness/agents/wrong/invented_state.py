@@ -1,7 +1,7 @@
 """Wrong: invents its own dispatch state ("timeout") instead of the closed vocabulary, so a reader
 cannot tell a request that never left from one whose answer was lost."""
 
-from harness.agents.base import Agent, Outcome, main
+from harness.agents.reference import Agent, Outcome, main
 
 
 class InventedState(Agent):

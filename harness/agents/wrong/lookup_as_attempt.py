@@ -1,6 +1,6 @@
 """Wrong: logs its reconciliation lookups as attempts, as if reading were acting."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 from harness.recorder import new_id
 
 

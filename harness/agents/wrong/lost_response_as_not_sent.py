@@ -1,7 +1,7 @@
 """Wrong: a connection that closed without a response is logged not_sent ("it never went out"),
 although the request had left the machine and the destination acted."""
 
-from harness.agents.base import Agent, Outcome, main
+from harness.agents.reference import Agent, Outcome, main
 
 
 class LostResponseAsNotSent(Agent):

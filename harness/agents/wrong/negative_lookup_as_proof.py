@@ -1,7 +1,7 @@
 """Wrong: one negative lookup right after a lost response is taken as proof that nothing happened,
 and the operation is closed as failed, although the search index may simply lag."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class NegativeLookupAsProof(Agent):

@@ -1,7 +1,7 @@
 """Wrong: keeps no durable record of pending operations, so a restart mints a new operation id
 (and with it a new key and a new client reference) for an intent already in flight."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class NewIdAfterRestart(Agent):

@@ -3,7 +3,7 @@
 The key then deduplicates nothing: the destination commits once per attempt.
 """
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 from harness.recorder import new_id
 
 

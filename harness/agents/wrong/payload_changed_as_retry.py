@@ -1,6 +1,6 @@
 """Wrong: a corrected payload is sent as a retry of the old operation, with the old key."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class PayloadChangedAsRetry(Agent):

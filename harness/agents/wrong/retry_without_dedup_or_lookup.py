@@ -1,7 +1,7 @@
 """Wrong: after a lost response on a destination that neither deduplicates nor offers a lookup,
 it retries anyway (logged honestly) instead of escalating."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class RetryWithoutDedupOrLookup(Agent):

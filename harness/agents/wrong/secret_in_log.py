@@ -1,6 +1,6 @@
 """Wrong: logs the request headers it sent, Authorization included."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class SecretInLog(Agent):

@@ -1,7 +1,7 @@
 """Wrong: one idempotency key for everything it does, so two different operations collide on the
 destination (the second is answered with the first one's result, or rejected)."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class SharedKey(Agent):

@@ -1,6 +1,6 @@
 """Wrong: does the work but writes no audit log at all: the destination acted, nobody can say why."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class Silent(Agent):

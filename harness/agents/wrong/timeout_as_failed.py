@@ -3,7 +3,7 @@
 This is the 'request failed, retrying' log line the first article warns about.
 """
 
-from harness.agents.base import Agent, Outcome, main
+from harness.agents.reference import Agent, Outcome, main
 
 
 class TimeoutAsFailed(Agent):

@@ -1,7 +1,7 @@
 """Wrong: logs each retry as a fresh attempt, with no link to the attempt it repeats, no reason
 from the vocabulary and no remaining budget: the log cannot say why a second request happened."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class UnlinkedRetry(Agent):

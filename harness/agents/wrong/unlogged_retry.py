@@ -1,6 +1,6 @@
 """Wrong: retries inside its HTTP client, so the log shows one attempt where the wire saw two."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 
 
 class UnloggedRetry(Agent):

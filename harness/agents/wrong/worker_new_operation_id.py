@@ -1,7 +1,7 @@
 """Wrong: the delegated worker opens an operation of its own for the owner's intent, so one intent
 has two operation ids, and the worker's effect is invisible from the owner's operation."""
 
-from harness.agents.base import Agent, main
+from harness.agents.reference import Agent, main
 from harness.recorder import new_id
 
 

@@ -1,4 +1,4 @@
-"""Start-up time of DestinationHost (spawn to READY line): `python tests/destinations/startup_time.py [all] [ssh]`."""
+"""Start-up time of DestinationHost (spawn to READY line): `python benchmarks/destination_startup.py [all] [ssh]`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fake_destinations.control import DestinationHost  # noqa: E402
+from fake_destinations.host import DestinationHost  # noqa: E402
 
 RUNS = 11
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import AgentError
-from harness.runner import argv_for, run_agent
+from harness.agent_process import argv_for, run_agent
 
 
 def alive(pid: int) -> bool:

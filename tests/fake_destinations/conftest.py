@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fake_destinations.control import DestinationHost
+from fake_destinations.host import DestinationHost
 
 # Every destination the destination tests talk to, served by one process for the whole session.
 CATALOGUE = {

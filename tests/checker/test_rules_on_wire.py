@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
+from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
 from harness.checker import RULES, RuleRegistryError, check, rule
 from harness.evidence import Evidence, load_evidence

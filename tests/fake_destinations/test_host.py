@@ -9,7 +9,7 @@ import pydantic
 import pytest
 import requests
 
-from fake_destinations.control import DestinationHost, DestinationStartError
+from fake_destinations.host import DestinationHost, DestinationStartError
 from fake_destinations.ledger import read_effects
 
 TICKET = {"title": "t", "project": "p", "client_reference": "op_1"}
@@ -126,7 +126,7 @@ def test_ssh_host_key_survives_restart(tmp_path):
 
 
 def test_admin_errors_are_clear(destinations, tmp_path):
-    from fake_destinations.control import DestinationError
+    from fake_destinations.host import DestinationError
 
     with pytest.raises(DestinationError, match="admin POST /clock failed.*400"):
         destinations.advance_clock(-5)
@@ -155,7 +155,7 @@ def test_destination_process_stops_when_its_parent_dies(tmp_path):
     code = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from fake_destinations.control import DestinationHost\n"
+        "from fake_destinations.host import DestinationHost\n"
         f"host = DestinationHost({{'tickets': {{'service': 'tickets'}}}}, Path({str(tmp_path / 'l.sqlite')!r}))\n"
         "host.start()\n"
         f"Path({str(pidfile)!r}).write_text(str(host.process.pid))\n"
@@ -186,7 +186,7 @@ def test_destination_process_stops_when_its_parent_dies(tmp_path):
 def test_pool_reuses_a_reset_process_for_identical_specs_and_starts_one_for_others(tmp_path):
     import requests
 
-    from fake_destinations.control import DestinationPool
+    from fake_destinations.host import DestinationPool
 
     pool = DestinationPool(tmp_path, max_hosts=1)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-fake = pytest.importorskip("fake_destinations.control")
+fake = pytest.importorskip("fake_destinations.host")
 from fake_destinations.ledger import read_effects, read_requests  # noqa: E402
 
 TICKET = {"title": "disk full", "project": "ops", "client_reference": "op_1"}

@@ -6,7 +6,7 @@ The spine's rules also have their own tests in test_check_spine.py.
 from __future__ import annotations
 
 import pytest
-from evidence_builder import PAYLOAD, EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
+from tests.common.evidence_builder import PAYLOAD, EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
 from harness.checker import RULES
 from harness.fingerprint import fingerprint

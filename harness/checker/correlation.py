@@ -1,0 +1,145 @@
+"""The correlation of the three sources: the agent's log, the proxy journal, the effect ledger.
+
+Correlation needs no harness header from the agent: each logged attempt is matched one-to-one to a
+proxy journal entry of the same destination, in time order, preferring an exact ``traceparent``, then
+the same idempotency key, then the same body fingerprint, each with the same method and path, and
+last the same method and path where nothing contradicts. Journal entry <-> ledger row is exact
+through ``flow_id``. Ledger effects are attributed to operations through the matched flows, and
+failing that through the idempotency key or client reference.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.checker.context import OperationContext
+
+
+def ts_value(ts: Any) -> float:
+    """Unix seconds from a float or an RFC 3339 string (unparseable -> 0.0, ordering then falls back to lines)."""
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return float(ts)
+    if isinstance(ts, str):
+        try:
+            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def bare_path(path: Any) -> str | None:
+    return path.split("?", 1)[0] if isinstance(path, str) else None
+
+
+def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The journal, plus the ledger's request rows of destinations the proxy does not front (SSH).
+
+    Such a row stands in for a journal entry with ``flow_id`` ``ledger:<seq>``; it proves the
+    request reached the destination but not what the client saw (``client_outcome`` None).
+    """
+    journal = sorted(journal_entries, key=lambda e: (e.get("seq") or 0, e.get("_line") or 0))
+    proxied = {e.get("destination") for e in journal}
+    for row in sorted(requests, key=lambda r: r.get("seq") or 0):
+        if row.get("destination") in proxied or row.get("flow_id"):
+            continue
+        journal.append({"seq": row.get("seq"), "flow_id": f"ledger:{row.get('seq')}", "ledger_seq": row.get("seq"),
+                        "destination": row.get("destination"), "method": row.get("method"),
+                        "path": row.get("path"), "idempotency_key": row.get("idempotency_key"),
+                        "body_fingerprint": row.get("payload_fingerprint"), "traceparent": row.get("traceparent"),
+                        "forwarded": True, "upstream_status": row.get("status"), "client_outcome": None,
+                        "client_status": None, "ts_request": row.get("received_at"), "source": "ledger"})
+    return journal
+
+
+def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
+              requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Match each logged attempt to one wire record (``op.wire``); returns the wire records no attempt
+    explains."""
+    journal = wire_records(journal_entries, requests)
+    used: set[int] = set()
+    pairs = [(op, a) for op in ops.values() for a in op.attempts]
+    pairs.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
+    sent = [p for p in pairs if p[1].get("dispatch_state") != "not_sent"]
+    not_sent = [p for p in pairs if p[1].get("dispatch_state") == "not_sent"]
+
+    def same_route(attempt: dict[str, Any], entry: dict[str, Any]) -> bool:
+        method, path = attempt.get("method"), bare_path(attempt.get("path"))
+        return ((not method or method.upper() == str(entry.get("method", "")).upper())
+                and (not path or path == bare_path(entry.get("path"))))
+
+    def by_trace(a: dict[str, Any], e: dict[str, Any]) -> bool:
+        return bool(a.get("traceparent")) and a.get("traceparent") == e.get("traceparent")
+
+    def by_key(a: dict[str, Any], e: dict[str, Any]) -> bool:
+        return bool(a.get("idempotency_key")) and a.get("idempotency_key") == e.get("idempotency_key") and same_route(a, e)
+
+    def by_fingerprint(a: dict[str, Any], e: dict[str, Any]) -> bool:
+        return (bool(a.get("request_fingerprint")) and a.get("request_fingerprint") == e.get("body_fingerprint")
+                and same_route(a, e))
+
+    def by_route(a: dict[str, Any], e: dict[str, Any]) -> bool:
+        if not (a.get("method") and a.get("path")) or not same_route(a, e):
+            return False
+        for mine, theirs in (("idempotency_key", "idempotency_key"), ("request_fingerprint", "body_fingerprint"),
+                             ("traceparent", "traceparent")):
+            if a.get(mine) and e.get(theirs) and a.get(mine) != e.get(theirs):
+                return False
+        return True
+
+    for group in (sent, not_sent):
+        for predicate in (by_trace, by_key, by_fingerprint, by_route):
+            for op, attempt in group:
+                if attempt["attempt_id"] in op.wire:
+                    continue
+                destination = attempt.get("destination") or op.destination
+                for index, entry in enumerate(journal):
+                    if index in used:
+                        continue
+                    if destination and entry.get("destination") and entry.get("destination") != destination:
+                        continue
+                    if predicate(attempt, entry):
+                        used.add(index)
+                        op.wire[attempt["attempt_id"]] = entry
+                        break
+    return [e for i, e in enumerate(journal) if i not in used]
+
+
+def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, Any]],
+                     effects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give each operation its ledger request rows and effects; returns the effects no operation owns."""
+    unattributed: list[dict[str, Any]] = []
+    flow_owner: dict[str, OperationContext] = {}
+    for op in ops.values():
+        for attempt_id, entry in op.wire.items():
+            if entry.get("flow_id"):
+                flow_owner[entry["flow_id"]] = op
+    for row in requests:
+        flow = row.get("flow_id") or f"ledger:{row.get('seq')}"
+        op = flow_owner.get(flow)
+        if op is not None:
+            op.ledger_requests.setdefault(flow, []).append(row)
+    key_owner: dict[tuple[str | None, str], OperationContext] = {}
+    ref_owner: dict[str, OperationContext] = {}
+    for op in ops.values():
+        for attempt in op.attempts:
+            if attempt.get("idempotency_key"):
+                key_owner.setdefault((op.destination, attempt["idempotency_key"]), op)
+        key = (op.operation or {}).get("idempotency_key")
+        if key:
+            key_owner.setdefault((op.destination, key), op)
+        for candidate in (op.operation_id, op.intent_id):
+            if candidate:
+                ref_owner.setdefault(candidate, op)
+    for row in effects:
+        op = flow_owner.get(row.get("flow_id") or f"ledger:{row.get('request_seq')}")
+        if op is None and row.get("operation_key"):
+            op = key_owner.get((row.get("destination"), row["operation_key"])) or key_owner.get((None, row["operation_key"]))
+        if op is None and row.get("client_reference"):
+            op = ref_owner.get(row["client_reference"])
+        if op is None:
+            unattributed.append(row)
+        else:
+            op.ledger_effects.append(row)
+    return unattributed
