@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.fingerprint import canonical_json
+from harness.ndjson import decode, numbered_lines
 
 GENESIS = "sha256:" + "0" * 64
 
@@ -73,13 +74,10 @@ def verify_lines(lines: Any, *, head: str | None = None) -> tuple[bool, str, int
     expected_seq = 1
     head_seen = head is None
     count = 0
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError as exc:
-            return False, f"line {number}: not JSON ({exc.msg}); the chain is broken here", count, ""
+    for number, raw in numbered_lines(lines):
+        record, error = decode(raw)
+        if error is not None:
+            return False, f"line {number}: {error}; the chain is broken here", count, ""
         if not isinstance(record, dict) or "hash" not in record:
             return False, f"line {number}: event has no chain fields (seq, prev_hash, hash)", count, ""
         if record.get("seq") != expected_seq:

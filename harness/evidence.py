@@ -16,13 +16,14 @@ ledger rows keep their ``seq``. A malformed log line does not stop loading: it b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import EvidenceError
 from harness.events import parse_line
+from harness.journal import JournalError, read_journal
+from harness.ndjson import numbered_lines
 
 AGENT_LOG = "agent.ndjson"
 JOURNAL = "journal.ndjson"
@@ -57,25 +58,9 @@ class Evidence:
         return entry.get("contract") if isinstance(entry, dict) else None
 
 
-def iter_ndjson(path: Path) -> Iterator[tuple[int, str, Any, str | None]]:
-    """``(line number, raw text, decoded value or None, error or None)`` for each non-blank line."""
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.rstrip("\n")
-            if not text.strip():
-                continue
-            try:
-                yield number, text, json.loads(text), None
-            except ValueError as exc:
-                yield number, text, None, f"not JSON ({exc.msg} at column {exc.colno})"
-
-
 def load_events(path: Path, evidence: Evidence) -> None:
     with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.rstrip("\r\n")
-            if not text.strip():
-                continue
+        for number, text in numbered_lines(handle):
             evidence.raw_log.append(text)
             value, error = parse_line(text)
             if value is None:
@@ -104,13 +89,10 @@ def load_evidence(folder: Path) -> Evidence:
     log = folder / AGENT_LOG
     if log.exists():
         load_events(log, evidence)
-    journal = folder / JOURNAL
-    if journal.exists():
-        for number, _, value, error in iter_ndjson(journal):
-            if error is not None or not isinstance(value, dict):
-                raise EvidenceError(f"{journal}:{number}: proxy journal line is {error or 'not an object'}")
-            value["_line"] = number
-            evidence.journal.append(value)
+    try:
+        evidence.journal = read_journal(folder / JOURNAL)
+    except JournalError as exc:
+        raise EvidenceError(str(exc)) from None
     ledger = folder / LEDGER
     if ledger.exists():
         data = _load_json(ledger)

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.ndjson import NdjsonError, read_objects
+
 FIELDS = ("seq", "flow_id", "ts_request", "ts_done", "destination", "method", "path", "query",
           "headers", "body_fingerprint", "idempotency_key", "traceparent", "rule_id", "fault",
           "forwarded", "upstream_status", "client_outcome", "client_status", "client_retry_after", "forward_count")
@@ -27,7 +29,7 @@ CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused
 SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "set-cookie"})
 
 
-class JournalError(ValueError):
+class JournalError(NdjsonError):
     """Raised by :func:`read_journal` when a line is not a JSON object (names file and line)."""
 
 
@@ -100,20 +102,7 @@ class JournalWriter:
 
 def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All entries of a journal, each with ``_line`` (1-based line number). A missing file is empty."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    entries = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as e:
-                raise JournalError(f"{path}:{n}: not JSON ({e})") from None
-            if not isinstance(record, dict):
-                raise JournalError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
-            record["_line"] = n
-            entries.append(record)
-    return entries
+    try:
+        return read_objects(path, what="proxy journal")
+    except NdjsonError as exc:
+        raise JournalError(str(exc)) from None
