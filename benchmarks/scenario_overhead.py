@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fake_destinations.host import DestinationPool
 from harness.engine import close_destination_pool, run_scenario
+from harness.report import render_result
 from harness.scenario import bundled_scenario_dir, load
 
 
@@ -32,7 +33,7 @@ def overhead(scenario, root: Path, cold: bool = False) -> float:
         if pool is not None:
             pool.close()  # stopping the process is part of the cold cost
     total = time.perf_counter() - began
-    assert result.passed, result.report()
+    assert result.passed, render_result(result)
     return total - sum(run.seconds for run in result.agent_runs)
 
 

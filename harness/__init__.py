@@ -28,7 +28,7 @@ _EXPORTS = {
     "render_text": "harness.report",
     "run_audit": "harness.audit",
     "run_scenario": "harness.engine",
-    "run_verify": "harness.chain",
+    "verify_file": "harness.chain",
 }
 
 __all__ = sorted(_EXPORTS)

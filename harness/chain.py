@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from harness.errors import EvidenceError
 from harness.fingerprint import canonical_json
 from harness.ndjson import decode, numbered_lines
 
@@ -101,25 +101,22 @@ def verify_lines(lines: Any, *, head: str | None = None) -> tuple[bool, str, int
     return True, f"chain intact: {count} events, head {last}", count, last
 
 
-def run_verify(path: Path, *, head: str | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """``python -m harness verify FILE [--head SEQ:HASH]``: 0 intact, 1 tampered, 2 unusable input."""
+def verify_file(path: Path, *, head: str | None = None) -> tuple[bool, str]:
+    """``(intact, message)`` for the chain of one log file. Raises ``EvidenceError`` when the file
+    or the head cannot be used at all (the CLI's exit status 2)."""
     path = Path(path)
     if head is not None:
         try:
             parse_head(head)
         except ValueError as exc:
-            print(f"verify: {exc}", file=err)
-            return 2
+            raise EvidenceError(str(exc)) from None
     try:
         handle = path.open("r", encoding="utf-8")
     except OSError as exc:
-        print(f"verify: cannot read {path}: {exc.strerror or exc}", file=err)
-        return 2
+        raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
     with handle:
         try:
             intact, message, _, _ = verify_lines(handle, head=head)
         except UnicodeDecodeError as exc:
-            print(f"verify: {path} is not UTF-8 text ({exc.reason})", file=err)
-            return 2
-    print(f"{path}: {message}", file=out)
-    return 0 if intact else 1
+            raise EvidenceError(f"{path} is not UTF-8 text ({exc.reason})") from None
+    return intact, message

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -75,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from harness.engine import run_scenario
+    from harness.report import render_result
     from harness.scenario import bundled_scenario_dir, load, resolve
 
     dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
             print(json.dumps({"scenario": result.scenario, "passed": result.passed,
                               "evidence": str(result.evidence_dir)}))
         else:
-            print(result.report(), end="\n\n")
+            print(render_result(result), end="\n\n")
     return 1 if failed else 0
 
 
@@ -100,9 +100,11 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from harness.chain import run_verify
+    from harness.chain import verify_file
 
-    return run_verify(args.file, head=args.head)
+    intact, message = verify_file(args.file, head=args.head)
+    print(f"{args.file}: {message}")
+    return 0 if intact else 1
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -120,6 +122,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _matrix(args: argparse.Namespace) -> int:
     from harness.matrix import as_dict, default_jobs, load_expectations, run_matrix
+    from harness.report import render_matrix
     from harness.scenario import bundled_scenario_dir, resolve
 
     dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
@@ -129,19 +132,17 @@ def _matrix(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(as_dict(matrix), indent=2))
     else:
-        print(matrix.render())
+        print(render_matrix(matrix))
     caught, wrong = matrix.catch_rate()
     alarms, _ = matrix.false_alarms()
     return 0 if caught == wrong and alarms == 0 else 1
 
 
 def _scenarios(args: argparse.Namespace) -> int:
+    from harness.report import render_catalogue
     from harness.scenario import bundled_scenario_dir, load
 
-    for path in sorted(bundled_scenario_dir().glob("*.yaml")):
-        scenario = load(path)
-        first = re.split(r"(?<=\.)\s", " ".join(scenario.description.split()), maxsplit=1)[0]
-        print(f"{scenario.name:34} {first}")
+    print(render_catalogue(load(path) for path in sorted(bundled_scenario_dir().glob("*.yaml"))))
     return 0
 
 

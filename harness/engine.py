@@ -18,13 +18,17 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
+from harness.report import render_result
 from harness.scenario import Scenario, env_name
+
+if TYPE_CHECKING:
+    from harness.checker import Verdict
 
 EXPECTATION_CODE = "X001"
 EXPECTATION_RULE = "scenario-expectation"
@@ -37,28 +41,28 @@ class ScenarioResult:
     scenario: str
     agent: str
     passed: bool
-    verdict: Any  # harness.checker.Verdict
+    verdict: Verdict
     evidence_dir: Path
     agent_runs: list[AgentRun]
     timings: dict[str, float] = field(default_factory=dict)
     expectation_failures: list[str] = field(default_factory=list)
     evidence_kept: bool = True
 
-    def report(self) -> str:
-        from harness.report import render_text
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-able data: what verdict.json holds, and what crosses pytest-xdist."""
+        return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
+                "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
+                "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
+                "agent_runs": [asdict(run) for run in self.agent_runs], **self.verdict.to_dict()}
 
-        lines = [f"scenario {self.scenario} with agent {self.agent!r}: "
-                 f"{'PASS' if self.passed else 'FAIL'}"]
-        for run in self.agent_runs:
-            how = ("timed out" if run.timed_out else "killed by the harness (planned crash)"
-                   if run.killed_by_harness else f"exit status {run.exit_status}")
-            lines.append(f"  agent run: {how} after {run.seconds:.2f} s")
-        lines.append(render_text(self.verdict))
-        for failure in self.expectation_failures:
-            lines.append(f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}")
-        lines.append(f"evidence: {self.evidence_dir}" if self.evidence_kept
-                     else "evidence: not kept (the run passed; --keep-evidence all keeps it)")
-        return "\n".join(lines)
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScenarioResult:
+        from harness.checker import Verdict
+
+        return cls(data["scenario"], data["agent"], data["passed"], Verdict.from_dict(data),
+                   Path(data["evidence_dir"]), [AgentRun(**run) for run in data.get("agent_runs", [])],
+                   dict(data.get("timings", {})), list(data.get("expectation_failures", [])),
+                   data.get("evidence_kept", True))
 
 
 def new_evidence_dir(root: Path, scenario: str) -> Path:
@@ -167,13 +171,12 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     timings["check"] = time.perf_counter() - t3
     passed = verdict.passed and not failures
     result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures)
-    _write_json(evidence_dir / "verdict.json", {
-        "scenario": scenario.name, "agent": command, "passed": passed,
-        "expectation_failures": failures, "timings": timings, **verdict.to_dict()})
-    (evidence_dir / "verdict.txt").write_text(result.report() + "\n", encoding="utf-8")
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
+    else:
+        _write_json(evidence_dir / "verdict.json", result.to_dict())
+        (evidence_dir / "verdict.txt").write_text(render_result(result) + "\n", encoding="utf-8")
     return result
 
 

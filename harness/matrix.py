@@ -85,37 +85,10 @@ class Matrix:
         ref = [c for c in self.cells if c.agent == REFERENCE]
         return sum(not c.passed for c in ref), len(ref)
 
-    def render(self) -> str:
-        scenarios = list(dict.fromkeys(c.scenario for c in self.cells))
-        agents = list(dict.fromkeys(c.agent for c in self.cells))
-        by = {(c.agent, c.scenario): c for c in self.cells}
-        symbol = {"ok": ".", "fail": "x", "caught": "X", "missed": "!", "false-alarm": "F"}
-        width = max(len(a) for a in agents)
-        lines = ["scenarios (columns): " + ", ".join(f"{i + 1}={s}" for i, s in enumerate(scenarios)),
-                 " " * (width + 1) + " ".join(f"{i + 1:>2}" for i in range(len(scenarios)))]
-        for agent in agents:
-            row = [symbol[by[(agent, s)].verdict] if (agent, s) in by else "-" for s in scenarios]
-            lines.append(f"{agent:<{width}} " + " ".join(f"{r:>2}" for r in row))
-        caught, wrong = self.catch_rate()
-        alarms, ref = self.false_alarms()
-        lines += ["",
-                  "legend: . passed   x failed (not targeted)   X caught where targeted   "
-                  "! missed where targeted   F reference agent failed (false alarm)",
-                  f"catch rate: {caught}/{wrong} wrong agents caught"
-                  + (f" ({100 * caught / wrong:.0f}%)" if wrong else ""),
-                  f"false alarms: {alarms}/{ref} reference runs failed"
-                  + (f" ({100 * alarms / ref:.0f}%)" if ref else "")]
-        for cell in self.cells:
-            if cell.verdict in ("missed", "false-alarm"):
-                lines.append(f"  {cell.verdict}: {cell.agent} on {cell.scenario}: found "
-                             f"{', '.join(cell.codes) or 'nothing'}; expected "
-                             f"{', '.join(cell.expected_codes or []) or 'a pass'} ({cell.evidence})")
-        return "\n".join(lines)
-
 
 def run_cell(agent: str, scenario_path: str, evidence_root: str, expected: Expectations | None = None) -> Cell:
     """Run one agent on one scenario (in this process, reusing its proxy)."""
-    from harness.engine import run_scenario
+    from harness.engine import EXPECTATION_CODE, run_scenario
     from harness.scenario import load
 
     expected = expected or load_expectations()
@@ -128,7 +101,7 @@ def run_cell(agent: str, scenario_path: str, evidence_root: str, expected: Expec
         return Cell(agent, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}")
     codes = sorted({f.code for f in result.verdict.findings})
     if result.expectation_failures:
-        codes.append("X001")
+        codes.append(EXPECTATION_CODE)
     return Cell(agent, scenario.name, result.passed, codes, str(result.evidence_dir), codes_wanted)
 
 

@@ -7,6 +7,7 @@ engine, the checker) are imported inside hooks, only when a scenario runs.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,7 +100,9 @@ class ScenarioFailed(Exception):
     """Raised when the checker's verdict or the scenario's expectations do not hold."""
 
     def __init__(self, result: ScenarioResult) -> None:
-        super().__init__(result.report())
+        from harness.report import render_result
+
+        super().__init__(render_result(result))
         self.result = result
 
 
@@ -119,7 +122,8 @@ class ScenarioItem(pytest.Item):
         evidence_root = Path(root) if root else config.rootpath / "evidence"
         result = run_scenario(self.scenario, agent=agent, evidence_root=evidence_root,
                               keep_evidence=config.getoption("keep_evidence"))
-        self.user_properties.append((VERDICT_PROPERTY, result.report()))
+        # data, not prose: the xdist controller renders it (Hypothesis's plugin does the same)
+        self.user_properties.append((VERDICT_PROPERTY, json.dumps(result.to_dict(), default=str)))
         if not result.passed:
             raise ScenarioFailed(result)
 
@@ -143,27 +147,29 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # runs on the xdist controller too: verdicts travel in user_properties
+    # runs on the xdist controller too: results travel in user_properties as JSON
     if report.when != "call":
         return
     for name, value in report.user_properties:
         if name == VERDICT_PROPERTY:
-            _session_verdicts.append((report.nodeid, str(value), report.passed))
+            _session_results.append(json.loads(value))
 
 
-_session_verdicts: list[tuple[str, str, bool]] = []
+_session_results: list[dict[str, Any]] = []
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _session_verdicts:
+    if not _session_results:
         return
+    from harness.engine import ScenarioResult
+    from harness.report import render_failure_pointer, render_result
+
     terminalreporter.section("retry-harness verdicts")
-    for _nodeid, text, passed in _session_verdicts:
-        if passed:
-            terminalreporter.write_line(text, green=True)
+    for data in _session_results:
+        result = ScenarioResult.from_dict(data)
+        if result.passed:
+            terminalreporter.write_line(render_result(result), green=True)
         else:  # the whole verdict is already in the failure report above
-            first, *rest = text.splitlines()
-            evidence = next((line for line in reversed(rest) if line.startswith("evidence: ")), "")
-            terminalreporter.write_line(f"{first} (verdict above) {evidence}".rstrip(), red=True)
+            terminalreporter.write_line(render_failure_pointer(result), red=True)
         terminalreporter.write_line("")
-    _session_verdicts.clear()
+    _session_results.clear()

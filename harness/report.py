@@ -1,10 +1,20 @@
-"""Plain-text rendering of a verdict, readable in a pytest failure and a terminal."""
+"""Every text the harness shows a person, rendered from data: verdicts, scenario results, the
+matrix, the catalogue. The engine, the checker and the matrix return data; the front ends (pytest
+plugin, CLI) call these.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from harness.checker.model import Finding, OperationVerdict, Verdict
+
+if TYPE_CHECKING:
+    from harness.engine import ScenarioResult
+    from harness.matrix import Matrix
+    from harness.scenario import Scenario
 
 
 def _evidence_line(ref: dict[str, Any]) -> str:
@@ -98,3 +108,78 @@ def render_text(verdict: Verdict, *, offline: bool = False) -> str:
         for finding in loose:
             lines += _finding_lines(finding, "  ")
     return "\n".join(lines) + "\n"
+
+
+def _agent_run_text(run: Any) -> str:
+    how = ("timed out" if run.timed_out else "killed by the harness (planned crash)"
+           if run.killed_by_harness else f"exit status {run.exit_status}")
+    return f"  agent run: {how} after {run.seconds:.2f} s"
+
+
+def render_headline(result: ScenarioResult) -> str:
+    return f"scenario {result.scenario} with agent {result.agent!r}: {'PASS' if result.passed else 'FAIL'}"
+
+
+def render_evidence_line(result: ScenarioResult) -> str:
+    return (f"evidence: {result.evidence_dir}" if result.evidence_kept
+            else "evidence: not kept (the run passed; --keep-evidence all keeps it)")
+
+
+def render_result(result: ScenarioResult) -> str:
+    """One scenario run: the headline, how each agent run ended, the verdict, the scenario's own
+    expectations that failed, and where the evidence is."""
+    from harness.engine import EXPECTATION_CODE, EXPECTATION_RULE
+
+    lines = [render_headline(result)]
+    lines += [_agent_run_text(run) for run in result.agent_runs]
+    lines.append(render_text(result.verdict))
+    lines += [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in result.expectation_failures]
+    lines.append(render_evidence_line(result))
+    return "\n".join(lines)
+
+
+def render_failure_pointer(result: ScenarioResult) -> str:
+    """A failed run in the session summary: its whole verdict is already in the failure report."""
+    return f"{render_headline(result)} (verdict above) {render_evidence_line(result)}"
+
+
+_MATRIX_SYMBOLS = {"ok": ".", "fail": "x", "caught": "X", "missed": "!", "false-alarm": "F"}
+
+
+def render_matrix(matrix: Matrix) -> str:
+    """Agents (rows) x scenarios (columns), the legend, the catch rate and false alarms, then each
+    miss and false alarm with what was found and where its evidence is."""
+    cells = matrix.cells
+    scenarios = list(dict.fromkeys(c.scenario for c in cells))
+    agents = list(dict.fromkeys(c.agent for c in cells))
+    by = {(c.agent, c.scenario): c for c in cells}
+    width = max((len(a) for a in agents), default=0)
+    lines = ["scenarios (columns): " + ", ".join(f"{i + 1}={s}" for i, s in enumerate(scenarios)),
+             " " * (width + 1) + " ".join(f"{i + 1:>2}" for i in range(len(scenarios)))]
+    for agent in agents:
+        row = [_MATRIX_SYMBOLS[by[(agent, s)].verdict] if (agent, s) in by else "-" for s in scenarios]
+        lines.append(f"{agent:<{width}} " + " ".join(f"{r:>2}" for r in row))
+    caught, wrong = matrix.catch_rate()
+    alarms, ref = matrix.false_alarms()
+    lines += ["",
+              "legend: . passed   x failed (not targeted)   X caught where targeted   "
+              "! missed where targeted   F reference agent failed (false alarm)",
+              f"catch rate: {caught}/{wrong} wrong agents caught"
+              + (f" ({100 * caught / wrong:.0f}%)" if wrong else ""),
+              f"false alarms: {alarms}/{ref} reference runs failed"
+              + (f" ({100 * alarms / ref:.0f}%)" if ref else "")]
+    for cell in cells:
+        if cell.verdict in ("missed", "false-alarm"):
+            lines.append(f"  {cell.verdict}: {cell.agent} on {cell.scenario}: found "
+                         f"{', '.join(cell.codes) or 'nothing'}; expected "
+                         f"{', '.join(cell.expected_codes or []) or 'a pass'} ({cell.evidence})")
+    return "\n".join(lines)
+
+
+def render_catalogue(scenarios: Iterable[Scenario]) -> str:
+    """One line per scenario: its name and the first sentence of its description."""
+    lines = []
+    for scenario in scenarios:
+        first = re.split(r"(?<=\.)\s", " ".join(scenario.description.split()), maxsplit=1)[0]
+        lines.append(f"{scenario.name:34} {first}")
+    return "\n".join(lines)

@@ -24,6 +24,10 @@ class Finding:
         return {"code": self.code, "rule": self.rule, "operation_id": self.operation_id, "message": self.message,
                 "evidence": self.evidence}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(**data)
+
 
 @dataclass
 class AttemptVerdict:
@@ -42,6 +46,10 @@ class AttemptVerdict:
         return {"attempt_id": self.attempt_id, "dispatch_state": self.dispatch_state, "key": self.key,
                 "line": self.line, "retry_of_attempt_id": self.retry_of_attempt_id,
                 "retry_reason": self.retry_reason, "wire": self.wire, "destination_saw": self.destination_saw}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttemptVerdict:
+        return cls(**data)
 
 
 @dataclass
@@ -77,6 +85,11 @@ class OperationVerdict:
             "resolution": self.resolution,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OperationVerdict:
+        return cls(**{**data, "attempts": [AttemptVerdict.from_dict(a) for a in data.get("attempts", [])],
+                      "findings": [Finding.from_dict(f) for f in data.get("findings", [])]})
+
 
 @dataclass
 class Verdict:
@@ -111,3 +124,10 @@ class Verdict:
             "findings": [f.to_dict() for f in self.findings],
             "rules_run": list(self.rules_run),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        """The inverse of ``to_dict`` (verdicts cross process boundaries as data, e.g. pytest-xdist)."""
+        return cls(operations=[OperationVerdict.from_dict(o) for o in data.get("operations", [])],
+                   findings=[Finding.from_dict(f) for f in data.get("findings", [])],
+                   rules_run=list(data.get("rules_run", [])))

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from harness.engine import run_scenario
+from harness.report import render_result
 from harness.scenario import bundled_scenario_dir, load
 
 
@@ -23,7 +24,7 @@ def variant(tmp_path: Path, mode: str) -> Path:
 @pytest.mark.parametrize("mode", ["reverse", "reverse-https", "forward", "forward-https"])
 def test_reference_agent_passes_in_every_mode(tmp_path: Path, mode: str) -> None:
     result = run_scenario(load(variant(tmp_path, mode)), evidence_root=tmp_path / "evidence")
-    assert result.passed, result.report()
+    assert result.passed, render_result(result)
     [op] = result.verdict.operations
     assert [a.dispatch_state for a in op.attempts][0] == "sent_no_response"
 

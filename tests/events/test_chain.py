@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.chain import run_verify, verify_lines
+from harness.chain import verify_lines
+from harness.cli import main
 from harness.recorder import Recorder
 
 
@@ -23,8 +25,11 @@ def chained_log(path: Path, operations: int = 3) -> str:
 
 
 def verify(path: Path, head: str | None = None) -> tuple[int, str, str]:
+    """``python -m harness verify`` as a user runs it: (exit status, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
-    return run_verify(path, head=head, out=out, err=err), out.getvalue(), err.getvalue()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["verify", str(path)] + (["--head", head] if head else []))
+    return status, out.getvalue(), err.getvalue()
 
 
 def test_intact_chain_verifies_and_prints_its_head(tmp_path):

@@ -76,3 +76,25 @@ def test_keep_evidence_failed_drops_passing_runs_and_keeps_failing_ones(run_plug
                         "--agent", WRONG + "idle")
     failed.assert_outcomes(failed=1)
     assert len(verdict_files(failed.evidence_dir)) == 1
+
+
+def test_results_cross_xdist_as_data_and_the_controller_renders_them(run_plugin) -> None:
+    result = run_plugin("-n", "2", "--scenario", "response_lost", "--scenario", "rate_limited",
+                        "--agent", WRONG + "idle")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*retry-harness verdicts*",
+                                 "*scenario * with agent *idle*: FAIL (verdict above) evidence: *",
+                                 "*scenario * with agent *idle*: FAIL (verdict above) evidence: *"])
+
+
+def test_a_scenario_result_renders_the_same_after_a_round_trip_through_json(tmp_path) -> None:
+    from harness.engine import ScenarioResult, run_scenario
+    from harness.report import render_result
+    from harness.scenario import bundled_scenario_dir, load
+
+    result = run_scenario(load(bundled_scenario_dir() / "response_lost.yaml"), agent=WRONG + "new_key_per_attempt",
+                          evidence_root=tmp_path)
+    again = ScenarioResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert render_result(again) == render_result(result)
+    assert json.loads((result.evidence_dir / "verdict.json").read_text()) == json.loads(json.dumps(result.to_dict()))
+    assert "H002" in render_result(again)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.matrix import REFERENCE, Matrix, load_expectations, run_cell
+from harness.report import render_matrix
 from harness.scenario import bundled_scenario_dir
 
 EXPECTED = load_expectations()
@@ -56,7 +57,7 @@ def test_matrix_table_and_rates_from_cells() -> None:
     ])
     assert matrix.catch_rate() == (1, 2)
     assert matrix.false_alarms() == (1, 2)
-    text = matrix.render()
+    text = render_matrix(matrix)
     assert "catch rate: 1/2 wrong agents caught (50%)" in text
     assert "false alarms: 1/2 reference runs failed (50%)" in text
     assert "missed: forger on s1: found H018; expected H015, H018" in text
