@@ -21,7 +21,7 @@ from mitmproxy import ctx, http
 
 from harness.fingerprint import fingerprint_body
 from harness.journal import JournalWriter, redact_headers
-from harness.proxy.rules import REQUEST_ACTIONS, FaultRule, RequestFacts, RuleBook
+from harness.proxy.rules import ACTIONS, FaultRule, RequestFacts, RuleBook
 
 FLOW_HEADER = "X-Harness-Flow"
 META = "harness"
@@ -145,7 +145,7 @@ class FaultInjector:
         state.in_flight += 1
         state.idle.clear()
         req.headers[FLOW_HEADER] = flow_id
-        if rule is None or rule.action not in REQUEST_ACTIONS:
+        if rule is None or ACTIONS[rule.action].phase != "request":
             meta["forwarded"], meta["forward_count"] = True, 1
             return
         if rule.action == "drop_request":
