@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -360,3 +360,19 @@ class RuleBook:
 def rules_json_schema() -> dict[str, Any]:
     """The published JSON Schema of one fault rule."""
     return FaultRule.model_json_schema()
+
+
+def actions_markdown() -> str:
+    """The README's table of fault actions, rendered from :data:`ACTIONS` (a test keeps them equal)."""
+    rows = ["| `action` | reaches the destination | the client sees |", "|---|---|---|"]
+    for action in ACTIONS.values():
+        params = ", ".join(_parameter_markdown(p) for p in action.parameters)
+        rows.append(f"| `{action.name}`{f' ({params})' if params else ''} | {action.forwarded} | {action.client_sees} |")
+    return "\n".join(rows) + "\n"
+
+
+def _parameter_markdown(name: str) -> str:
+    annotation = FaultRule.model_fields[name].annotation
+    if get_origin(annotation) is Literal:  # then: deliver/drop
+        return f"`{name}: {'/'.join(get_args(annotation))}`"
+    return f"`{name}`"

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from harness.proxy import rules as rules_module
 from harness.proxy.rules import (
-    ACTIONS, FaultAction, FaultRule, Match, RequestFacts, RuleBook, matches_criteria, path_pattern, rules_json_schema,
+    ACTIONS, FaultAction, FaultRule, Match, RequestFacts, RuleBook, actions_markdown, matches_criteria, path_pattern,
+    rules_json_schema,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def facts(method="POST", path="/tickets", *, destination="tickets", key=None, body=None, headers=None, fp=None):
@@ -103,6 +108,24 @@ def test_registry_checks_at_import(monkeypatch):
     monkeypatch.setitem(ACTIONS, "latency", FaultAction("latency", "request", "x", forwarded="yes", client_sees="x"))
     with pytest.raises(ValueError, match=r"\['delay_ms', 'jitter_ms'\] belong to no fault action"):
         rules_module._check_parameters()
+
+
+def test_the_readme_fault_table_is_generated_from_the_registry():
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- fault-actions:start[^>]*-->(.*?)<!-- fault-actions:end -->", readme, flags=re.DOTALL)
+    assert block, "README.md lacks the <!-- fault-actions:start --> ... <!-- fault-actions:end --> markers"
+    assert block.group(1).strip("\n") == actions_markdown().strip("\n"), (
+        "README.md's fault table differs from the registry; put the output of "
+        "python -c 'from harness.proxy.rules import actions_markdown; print(actions_markdown())' between the markers")
+
+
+def test_the_proxy_doc_fault_table_lists_every_action_with_its_required_parameters():
+    faults_section = (REPO / "docs" / "proxy.md").read_text().split("\n## Faults\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)`(.*?) \|", faults_section, flags=re.MULTILINE)
+    assert [name for name, _ in rows] == list(ACTIONS)
+    for name, cell in rows:
+        for parameter in ACTIONS[name].needs:
+            assert f"`{parameter}" in cell, f"docs/proxy.md: the row of {name} does not name its parameter {parameter}"
 
 
 def test_rules_and_scenarios_do_not_import_mitmproxy():
