@@ -33,7 +33,8 @@ CONNECTION_MATCH = frozenset({"destination"})  # all a rule can know before any 
 class FaultAction:
     """A fault action, declared once. The addon's hooks dispatch to its handler (``faults.py``, which
     fails to import unless every request and response action has exactly one); the ``action`` choices
-    of the scenario schema and the parameter checks of a rule are built from it.
+    of the scenario schema, the parameter checks of a rule and the README's table
+    (:func:`actions_markdown`) are built from it.
 
     ``phase`` says when it acts: ``request`` before the request is forwarded, ``response`` once the
     destination answered, ``connection`` before any request is read (the host opens no listener), so
