@@ -41,12 +41,6 @@ class Service:
     initial_status: str = "created"
     transport: str = "http"
 
-    def operation(self, kind: str) -> Operation:
-        for op in self.operations:
-            if op.kind == kind:
-                return op
-        raise KeyError(kind)
-
 
 SERVICES: dict[str, Service] = {s.name: s for s in (
     Service("tickets", "/tickets", "tkt", (

@@ -8,13 +8,16 @@ harness writes into the intents file.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fake_destinations.services import ASYNC_STATUS_PATH, CREATE_ASYNC, SERVICES
 
-ServiceName = Literal["tickets", "payments", "accounts", "webhooks", "vms", "email", "deployments", "ssh"]
+if TYPE_CHECKING:
+    ServiceName = str
+else:  # one truth: the choices are the catalogue's names, in its order
+    ServiceName = Literal[tuple(SERVICES)]
 IdempotencyStyle = Literal["none", "stripe", "ietf", "client_token"]
 FaultName = Literal["error_before_commit", "error_after_commit", "rate_limited", "drop_after_exec"]
 

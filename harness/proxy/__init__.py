@@ -1,12 +1,13 @@
-"""The fault proxy: rules (pure matching), the mitmproxy addon, and the embedded proxy host.
+"""The fault proxy: rules (the declared fault actions, pure matching), one handler per action, the
+mitmproxy addon, and the embedded proxy host.
 
 Importing this package does not import mitmproxy; the host loads it when it starts.
 """
 
 from harness.proxy.host import MODES, ProxyHost, ProxyHostError, ProxyRoutes, disable_nagle_for_proxies
-from harness.proxy.rules import ACTIONS, FaultRule, Match, RequestFacts, RuleBook, rules_json_schema
+from harness.proxy.rules import ACTIONS, FaultAction, FaultRule, Match, RequestFacts, RuleBook, rules_json_schema
 
 __all__ = sorted([
-    "ACTIONS", "FaultRule", "MODES", "Match", "ProxyHost", "ProxyHostError", "ProxyRoutes", "RequestFacts",
+    "ACTIONS", "FaultAction", "FaultRule", "MODES", "Match", "ProxyHost", "ProxyHostError", "ProxyRoutes", "RequestFacts",
     "RuleBook", "disable_nagle_for_proxies", "rules_json_schema",
 ])

@@ -3,29 +3,27 @@
 The host swaps in one :class:`ScenarioState` per scenario (on the proxy's event loop); the hooks only
 read it. Each flow is journaled exactly once, at the point where its fate is sealed (response about
 to be sent, connection killed, or error), and counted in flight until then so ``finish()`` can wait.
+When a rule fires, the hook of its action's phase calls the action's handler (``faults.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mitmproxy import ctx, http
+from mitmproxy import http
 
 from harness.fingerprint import fingerprint_body
 from harness.journal import JournalWriter, redact_headers
-from harness.proxy.rules import REQUEST_ACTIONS, FaultRule, RequestFacts, RuleBook
+from harness.proxy.faults import REQUEST_HANDLERS, RESPONSE_HANDLERS
+from harness.proxy.rules import FaultRule, RequestFacts, RuleBook
 
 FLOW_HEADER = "X-Harness-Flow"
 META = "harness"
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,17 +41,6 @@ class ScenarioState:
 
     def __post_init__(self) -> None:
         self.idle.set()
-
-
-def _client_socket(flow: http.HTTPFlow) -> socket.socket | None:
-    """The accepted client socket, found through the proxyserver's connection handlers."""
-    ps = ctx.master.addons.get("proxyserver")
-    for handler in getattr(ps, "connections", {}).values():
-        if handler.client is flow.client_conn or handler.client.id == flow.client_conn.id:
-            io = handler.transports.get(handler.client)
-            writer = getattr(io, "writer", None)
-            return writer.get_extra_info("socket") if writer is not None else None
-    return None
 
 
 class FaultInjector:
@@ -100,22 +87,6 @@ class FaultInjector:
             if state.in_flight == 0:
                 state.idle.set()
 
-    async def _forward_copy(self, flow: http.HTTPFlow, state: ScenarioState, destination: str) -> None:
-        """Send one extra copy of the request straight to the destination; its answer is lost."""
-        from mitmproxy.net.http.http1 import assemble_request
-
-        host, port = state.upstreams[destination]
-        copy = flow.request.copy()
-        copy.headers["connection"] = "close"
-        copy.host, copy.port = host, port
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
-        try:
-            writer.write(assemble_request(copy))
-            await writer.drain()
-            await asyncio.wait_for(reader.read(), 10)  # until the destination closes: it has answered
-        finally:
-            writer.close()
-
     # -- hooks --------------------------------------------------------------------------------
 
     async def request(self, flow: http.HTTPFlow) -> None:
@@ -145,25 +116,14 @@ class FaultInjector:
         state.in_flight += 1
         state.idle.clear()
         req.headers[FLOW_HEADER] = flow_id
-        if rule is None or rule.action not in REQUEST_ACTIONS:
+        handler = REQUEST_HANDLERS.get(rule.action) if rule is not None else None
+        if rule is None or handler is None:  # untouched, or a fault that acts on the response
             meta["forwarded"], meta["forward_count"] = True, 1
             return
-        if rule.action == "drop_request":
-            flow.kill()
+        count = await handler(flow, rule, state, destination)
+        meta["forwarded"], meta["forward_count"] = count > 0, count
+        if count == 0 and flow.error:  # killed before forwarding (drop_request): its fate is sealed
             self._finish(flow, "connection_closed")
-        elif rule.action == "synthetic_status":
-            flow.response = _synthetic(rule)
-        elif rule.action == "latency":
-            await asyncio.sleep(rule.delay_ms / 1000.0 + state.book.jitter(rule))
-            meta["forwarded"], meta["forward_count"] = True, 1
-        elif rule.action == "duplicate_delivery":
-            try:
-                await self._forward_copy(flow, state, destination)
-                meta["forward_count"] = 1
-            except (OSError, asyncio.TimeoutError) as e:
-                log.warning("duplicate_delivery %s: extra copy to %s failed: %s", rule.id, destination, e)
-            meta["forwarded"] = True
-            meta["forward_count"] += 1
 
     async def response(self, flow: http.HTTPFlow) -> None:
         meta = flow.metadata.get(META)
@@ -176,45 +136,11 @@ class FaultInjector:
             self._finish(flow, "response", resp.status_code)
             return
         meta["upstream_status"] = resp.status_code
-        action = rule.action if rule else None
-        if action == "drop_response_after_commit":
-            flow.kill()
-            self._finish(flow, "connection_closed")
-        elif action == "reset_after_commit":
-            sock = _client_socket(flow)
-            if sock is not None:  # linger 0: close() sends RST instead of FIN
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            flow.kill()
-            self._finish(flow, "connection_reset" if sock is not None else "connection_closed")
-        elif action == "hold_response":
-            await asyncio.sleep((rule.hold_ms or 0) / 1000.0)
-            client_gone = flow.client_conn.timestamp_end is not None
-            if rule.then == "drop":
-                flow.kill()
-                self._finish(flow, "timeout" if client_gone else "connection_closed")
-            else:
-                self._finish(flow, "timeout" if client_gone else "response", None if client_gone else resp.status_code)
-        elif action == "replace_status":
-            flow.response = _synthetic(rule)
-            self._finish(flow, "response", rule.status)
-        elif action == "truncate_body":
-            full = resp.raw_content or b""
-            resp.headers.pop("transfer-encoding", None)
-            resp.raw_content = full[: rule.keep_bytes]
-            resp.headers["content-length"] = str(len(full))  # promise the whole body, then close early
-            resp.headers["connection"] = "close"
-            self._finish(flow, "connection_closed", resp.status_code)
-        elif action == "malformed_chunk":
-            resp.headers.pop("content-length", None)
-            resp.headers.pop("transfer-encoding", None)
-            resp.headers["connection"] = "close"
-            # mitmproxy frames bodies itself when it sees Transfer-Encoding, so the header travels
-            # folded into another one and the body carries a chunk size that is not hex.
-            resp.headers.fields = resp.headers.fields + ((b"Via", b"1.1 proxy\r\nTransfer-Encoding: chunked"),)
-            resp.raw_content = b"zz\r\n" + (resp.raw_content or b"")[:16] + b"\r\n0\r\n\r\n"
-            self._finish(flow, "connection_closed", resp.status_code)
-        else:
+        handler = RESPONSE_HANDLERS.get(rule.action) if rule is not None else None
+        if rule is None or handler is None:  # untouched, or a fault that acted on the request
             self._finish(flow, "response", resp.status_code)
+            return
+        self._finish(flow, *await handler(flow, rule))
 
     def error(self, flow: http.HTTPFlow) -> None:
         meta = flow.metadata.get(META)
@@ -224,11 +150,3 @@ class FaultInjector:
             meta["forwarded"] = False  # the destination could not be reached
         self._finish(flow, "connection_closed")
 
-
-def _synthetic(rule: FaultRule) -> http.Response:
-    status = rule.status or 503
-    headers = {"content-type": "application/json"}  # nothing tells the agent it is injected
-    if rule.retry_after is not None:
-        headers["retry-after"] = str(rule.retry_after)
-    body = rule.body if rule.body is not None else f'{{"error":"HTTP {status}"}}'
-    return http.Response.make(status, body.encode(), headers)

@@ -50,7 +50,6 @@ class ProxyRoutes:
 
     urls: dict[str, str]
     env: dict[str, str] = field(default_factory=dict)
-    mode: str = "reverse"
     ca_cert: Path | None = None
 
 
@@ -295,7 +294,7 @@ class ProxyHost:
             book=book, journal=journal, by_listener=by_listener, by_address=by_address,
             upstreams=upstreams, secrets=tuple(secrets.values()))
         await self._update_listeners(specs)
-        return ProxyRoutes(urls=urls, env=env, mode=mode, ca_cert=self.ca_cert if tls else None)
+        return ProxyRoutes(urls=urls, env=env, ca_cert=self.ca_cert if tls else None)
 
     async def _update_listeners(self, specs: list[str]) -> None:
         ps = self._master.addons.get("proxyserver")

@@ -1,8 +1,10 @@
 """Fault rules: what the proxy does to which request, and the pure matching that decides it.
 
-A scenario's ``faults:`` list holds :class:`FaultRule` objects. Matching needs no network: the
-addon builds a :class:`RequestFacts` from a flow and asks a :class:`RuleBook` (one per scenario run,
-holding the counters and seeded random streams) which rule fires, if any.
+The fault actions are declared once, in :data:`ACTIONS` (name, phase, parameters, one-line doc), free
+of mitmproxy so that scenarios validate without it. A scenario's ``faults:`` list holds
+:class:`FaultRule` objects. Matching needs no network: the addon builds a :class:`RequestFacts` from
+a flow and asks a :class:`RuleBook` (one per scenario run, holding the counters and seeded random
+streams) which rule fires, if any.
 
 Counting: every rule counts the requests that match its static criteria (destination, method, path,
 headers, body), whether or not another rule fired on them, so a rule's schedule never depends on the
@@ -19,32 +21,93 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ACTIONS: dict[str, str] = {
-    "drop_response_after_commit": "forward; the destination commits; the client sees the connection close with zero bytes",
-    "reset_after_commit": "forward; the destination commits; the client sees a TCP reset",
-    "drop_request": "never forward; the client sees the connection close (it cannot tell this from a lost response)",
-    "hold_response": "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
-    "synthetic_status": "never forward; answer status (e.g. 503, 429 with retry_after, 500) at once",
-    "replace_status": "forward; the destination commits; the client gets status instead of the real response",
-    "truncate_body": "forward; deliver the real status and headers but only keep_bytes of the body, then close",
-    "malformed_chunk": "forward; deliver the real status with a chunked body whose chunk size is not hex",
-    "refuse_connection": "the destination's listener is closed for the scenario: the client's connect is refused (a true not_sent)",
-    "duplicate_delivery": "forward the request twice (a network that retries on its own); the client gets the second answer",
-    "latency": "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
-}
-Action = Literal[
-    "drop_response_after_commit", "reset_after_commit", "drop_request", "hold_response",
-    "synthetic_status", "replace_status", "truncate_body", "malformed_chunk", "refuse_connection",
-    "duplicate_delivery", "latency",
-]
-# Actions decided when the request arrives (before forwarding) vs. when the response is back.
-REQUEST_ACTIONS = frozenset({"drop_request", "synthetic_status", "duplicate_delivery", "latency"})
-RESPONSE_ACTIONS = frozenset({"drop_response_after_commit", "reset_after_commit", "hold_response",
-                              "replace_status", "truncate_body", "malformed_chunk"})
+Phase = Literal["request", "response", "connection"]
+CONNECTION_MATCH = frozenset({"destination"})  # all a rule can know before any request is read
+
+
+@dataclass(frozen=True)
+class FaultAction:
+    """A fault action, declared once. The addon's hooks dispatch to its handler (``faults.py``, which
+    fails to import unless every request and response action has exactly one); the ``action`` choices
+    of the scenario schema, the parameter checks of a rule and the README's table
+    (:func:`actions_markdown`) are built from it.
+
+    ``phase`` says when it acts: ``request`` before the request is forwarded, ``response`` once the
+    destination answered, ``connection`` before any request is read (the host opens no listener), so
+    such a rule can match on the destination only.
+    """
+
+    name: str
+    phase: Phase
+    doc: str  # one line, for the scenario schema
+    forwarded: str  # README: does the request reach the destination (yes, no, twice)
+    client_sees: str  # README: what the client sees
+    needs: Mapping[str, str] = field(default_factory=dict)  # required rule field -> hint for its error
+    reads: tuple[str, ...] = ()  # optional rule fields it reads
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The rule fields this action reads, the required ones first."""
+        return (*self.needs, *self.reads)
+
+
+def _registry(*actions: FaultAction) -> dict[str, FaultAction]:
+    table: dict[str, FaultAction] = {}
+    for action in actions:
+        if action.name in table:
+            raise ValueError(f"fault action {action.name!r} is declared twice")
+        table[action.name] = action
+    return table
+
+
+_STATUS_HINT = "e.g. 503, 429, 500"
+ACTIONS: dict[str, FaultAction] = _registry(
+    FaultAction("drop_response_after_commit", "response",
+                "forward; the destination commits; the client sees the connection close with zero bytes",
+                forwarded="yes", client_sees="connection closed, zero bytes"),
+    FaultAction("reset_after_commit", "response",
+                "forward; the destination commits; the client sees a TCP reset",
+                forwarded="yes", client_sees="TCP reset"),
+    FaultAction("drop_request", "request",
+                "never forward; the client sees the connection close (it cannot tell this from a lost response)",
+                forwarded="no", client_sees="connection closed (it cannot tell this from a lost response; the ledger can)"),
+    FaultAction("hold_response", "response",
+                "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
+                forwarded="yes", client_sees="nothing until its timeout",
+                needs={"hold_ms": "longer than the client's timeout"}, reads=("then",)),
+    FaultAction("synthetic_status", "request",
+                "never forward; answer status (e.g. 503, 429 with retry_after, 500) at once",
+                forwarded="no", client_sees="503, 429 + `Retry-After`, 500...",
+                needs={"status": _STATUS_HINT}, reads=("retry_after", "body")),
+    FaultAction("replace_status", "response",
+                "forward; the destination commits; the client gets status instead of the real response",
+                forwarded="yes", client_sees="a status in place of the real answer",
+                needs={"status": _STATUS_HINT}, reads=("retry_after", "body")),
+    FaultAction("truncate_body", "response",
+                "forward; deliver the real status and headers but only keep_bytes of the body, then close",
+                forwarded="yes", client_sees="a broken body: the real status, the body cut short",
+                reads=("keep_bytes",)),
+    FaultAction("malformed_chunk", "response",
+                "forward; deliver the real status with a chunked body whose chunk size is not hex",
+                forwarded="yes", client_sees="a broken body: a chunk size that is not hex"),
+    FaultAction("refuse_connection", "connection",
+                "the destination's listener is closed for the scenario: the client's connect is refused (a true not_sent)",
+                forwarded="no", client_sees="connection refused: a true `not_sent`"),
+    FaultAction("duplicate_delivery", "request",
+                "forward the request twice (a network that retries on its own); the client gets the second answer",
+                forwarded="twice", client_sees="the second answer"),
+    FaultAction("latency", "request",
+                "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
+                forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms")),
+)
+if TYPE_CHECKING:
+    Action = str
+else:  # one truth: the choices are the registry's names, in its order
+    Action = Literal[tuple(ACTIONS)]
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
 BODY_TOKEN_FIELDS = ("client_token", "clientToken", "ClientToken", "idempotency_key")
 
@@ -131,7 +194,7 @@ class FaultRule(BaseModel):
 
     id: str = Field(..., min_length=1, description="Rule id, written to the proxy journal as rule_id.")
     match: Match = Field(default_factory=Match, description="Which requests this rule targets; all when empty.")
-    action: Action = Field(..., description="What to do: " + "; ".join(f"{k}: {v}" for k, v in ACTIONS.items()))
+    action: Action = Field(..., description="What to do: " + "; ".join(f"{a.name}: {a.doc}" for a in ACTIONS.values()))
     status: int | None = Field(None, ge=100, le=599, description="Status for synthetic_status / replace_status (e.g. 503, 429, 500).")
     retry_after: int | None = Field(None, ge=0, description="Retry-After seconds sent with synthetic_status / replace_status.")
     body: str | None = Field(None, description="Body sent with synthetic_status / replace_status; a short JSON error when absent.")
@@ -143,13 +206,33 @@ class FaultRule(BaseModel):
 
     @model_validator(mode="after")
     def _parameters_fit_action(self) -> "FaultRule":
-        if self.action in ("synthetic_status", "replace_status") and self.status is None:
-            raise ValueError(f"action {self.action} needs status (e.g. 503, 429, 500)")
-        if self.action == "hold_response" and self.hold_ms is None:
-            raise ValueError("action hold_response needs hold_ms (longer than the client's timeout)")
-        if self.action == "refuse_connection" and set(self.match.model_fields_set) - {"destination"}:
-            raise ValueError("action refuse_connection happens before any request is read: match only on destination")
+        action = ACTIONS[self.action]
+        for name, hint in action.needs.items():
+            if getattr(self, name) is None:
+                raise ValueError(f"action {self.action} needs {name} ({hint})")
+        if action.phase == "connection" and set(self.match.model_fields_set) - CONNECTION_MATCH:
+            raise ValueError(f"action {self.action} happens before any request is read: "
+                             f"match only on {', '.join(sorted(CONNECTION_MATCH))}")
         return self
+
+
+def _check_parameters() -> None:
+    """At import: every declared parameter is a rule field, every parameter field serves an action,
+    and a required one has no default (else requiring it means nothing)."""
+    fields = set(FaultRule.model_fields) - {"id", "match", "action"}
+    for action in ACTIONS.values():
+        unknown = sorted(set(action.parameters) - fields)
+        if unknown:
+            raise ValueError(f"fault action {action.name!r} reads {unknown}, which FaultRule does not have")
+        defaulted = sorted(n for n in action.needs if FaultRule.model_fields[n].default is not None)
+        if defaulted:
+            raise ValueError(f"fault action {action.name!r} needs {defaulted}, but FaultRule gives a default")
+    unused = sorted(fields - {p for a in ACTIONS.values() for p in a.parameters})
+    if unused:
+        raise ValueError(f"FaultRule field(s) {unused} belong to no fault action in ACTIONS")
+
+
+_check_parameters()
 
 
 @dataclass(frozen=True)
@@ -254,7 +337,7 @@ class RuleBook:
         """Count this request against every rule; return the first rule that fires, if any."""
         fired: FaultRule | None = None
         for i, rule in enumerate(self.rules):
-            if rule.action == "refuse_connection" or not matches_criteria(rule.match, facts):
+            if ACTIONS[rule.action].phase == "connection" or not matches_criteria(rule.match, facts):
                 continue
             key = {"run": None, "idempotency_key": facts.idempotency_key,
                    "fingerprint": facts.fingerprint}[rule.match.per]
@@ -278,3 +361,19 @@ class RuleBook:
 def rules_json_schema() -> dict[str, Any]:
     """The published JSON Schema of one fault rule."""
     return FaultRule.model_json_schema()
+
+
+def actions_markdown() -> str:
+    """The README's table of fault actions, rendered from :data:`ACTIONS` (a test keeps them equal)."""
+    rows = ["| `action` | reaches the destination | the client sees |", "|---|---|---|"]
+    for action in ACTIONS.values():
+        params = ", ".join(_parameter_markdown(p) for p in action.parameters)
+        rows.append(f"| `{action.name}`{f' ({params})' if params else ''} | {action.forwarded} | {action.client_sees} |")
+    return "\n".join(rows) + "\n"
+
+
+def _parameter_markdown(name: str) -> str:
+    annotation = FaultRule.model_fields[name].annotation
+    if get_origin(annotation) is Literal:  # then: deliver/drop
+        return f"`{name}: {'/'.join(get_args(annotation))}`"
+    return f"`{name}`"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import typing
+from pathlib import Path
+
 import pydantic
 import pytest
 
@@ -66,6 +69,33 @@ def test_bad_specs_name_the_key_and_the_valid_choices(bad, message):
     with pytest.raises(pydantic.ValidationError) as caught:
         DestinationSpec.model_validate(bad)
     assert message in str(caught.value)
+
+
+def test_service_choices_are_the_catalogue():
+    assert typing.get_args(DestinationSpec.model_fields["service"].annotation) == tuple(SERVICES)
+    assert json_schema()["properties"]["service"]["enum"] == list(SERVICES)
+
+
+def _table_rows(text: str, first_header: str) -> list[list[str]]:
+    """The body rows of the markdown table whose header starts with ``| first_header |``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/destinations.md"])
+def test_the_service_tables_in_the_docs_are_the_catalogue(doc):
+    rows = _table_rows((Path(__file__).resolve().parents[2] / doc).read_text(), "service")
+    assert [row[0] for row in rows] == [f"`{name}`" for name in SERVICES]
+    for (name, kinds, idempotency, lookup, *_), service in zip(rows, SERVICES.values()):
+        assert idempotency == f"`{service.idempotency}`", name
+        assert (lookup == "none") == (service.lookup == "none"), name
+        assert all(f"`{op.kind}`" in kinds for op in service.operations), name
 
 
 def test_json_schema_documents_every_option():

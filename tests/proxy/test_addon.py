@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from mitmproxy.test import taddons, tflow
 
 from harness.journal import JournalWriter, read_journal
 from harness.proxy.addon import FLOW_HEADER, FaultInjector, ScenarioState
+from harness.proxy.host import free_port
 from harness.proxy.rules import FaultRule, RuleBook
 
 
@@ -138,3 +140,44 @@ def test_flows_after_finish_are_not_journaled(tmp_path):
         f = post_flow()
         run(addon.request(f))
         assert "harness" not in f.metadata
+
+
+def test_duplicate_delivery_whose_extra_copy_fails_is_forwarded_once(tmp_path):
+    addon = FaultInjector()
+    addon.scenario = make_state(tmp_path, {"id": "dup", "action": "duplicate_delivery"})
+    addon.scenario.upstreams = {"tickets": ("127.0.0.1", free_port())}  # nobody listens: the copy fails
+    with taddons.context(addon):
+        f = post_flow()
+        run(addon.request(f))
+        f.response = tflow.tresp(status_code=201)
+        run(addon.response(f))
+    (e,) = read_journal(tmp_path / "j.ndjson")
+    assert (e["fault"], e["forwarded"], e["forward_count"], e["client_status"]) == ("duplicate_delivery", True, 1, 201)
+
+
+@pytest.mark.parametrize("rule, client_gone, outcome, status", [
+    ({"action": "reset_after_commit"}, False, "connection_closed", None),  # a test flow has no socket: a plain close
+    ({"action": "hold_response", "hold_ms": 1}, False, "response", 201),
+    ({"action": "hold_response", "hold_ms": 1}, True, "timeout", None),
+    ({"action": "hold_response", "hold_ms": 1, "then": "drop"}, False, "connection_closed", None),
+    ({"action": "truncate_body", "keep_bytes": 3}, False, "connection_closed", 201),
+    ({"action": "malformed_chunk"}, False, "connection_closed", 201),
+    ({"action": "latency", "delay_ms": 1}, False, "response", 201),
+])
+def test_hooks_dispatch_to_the_action_handler(tmp_path, rule, client_gone, outcome, status):
+    addon = FaultInjector()
+    addon.scenario = make_state(tmp_path, {"id": "f", **rule})
+    with taddons.context(addon):
+        f = post_flow()
+        if not client_gone:
+            f.client_conn.timestamp_end = None
+        run(addon.request(f))
+        f.response = tflow.tresp(status_code=201, content=b'{"id": "tkt_1"}')
+        run(addon.response(f))
+    (e,) = read_journal(tmp_path / "j.ndjson")
+    assert (e["fault"], e["forwarded"], e["upstream_status"], e["client_outcome"], e["client_status"]) == \
+        (rule["action"], True, 201, outcome, status)
+    if rule["action"] == "truncate_body":
+        assert (f.response.raw_content, f.response.headers["content-length"]) == (b'{"i', "15")
+    if rule["action"] == "malformed_chunk":
+        assert f.response.raw_content.startswith(b"zz\r\n") and "content-length" not in f.response.headers

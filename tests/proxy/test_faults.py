@@ -1,6 +1,7 @@
 """Every fault end to end: a real client (requests and httpx) -> the real proxy -> a real destination.
 
-Each test shows what the client saw, what the destination recorded, and what the journal says.
+Each test shows what the client saw, what the destination recorded, and what the journal says. The
+handler registry (``harness/proxy/faults.py``) is held equal to the declared actions.
 """
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ from __future__ import annotations
 import httpx
 import pytest
 import requests
+
+from harness.proxy import faults
+from harness.proxy.rules import ACTIONS
 
 LOSE_FIRST_CREATE = {"id": "lose_first_create", "action": "drop_response_after_commit",
                      "match": {"destination": "tickets", "method": "POST", "path": "/tickets", "nth": 1}}
@@ -172,3 +176,40 @@ def test_hold_response_then_deliver_to_a_patient_client(scenario, destination):
     assert httpx.post(routes.urls["tickets"] + "/tickets", json={}, timeout=10).status_code == 201
     (entry,) = scenario.journal()
     assert (entry["client_outcome"], entry["client_status"]) == ("response", 201)
+
+
+# -- the handler registry --------------------------------------------------------------------------
+
+def test_every_declared_action_has_exactly_one_handler():
+    by_phase = {phase: {n for n, a in ACTIONS.items() if a.phase == phase} for phase in ("request", "response")}
+    assert set(faults.REQUEST_HANDLERS) == by_phase["request"]
+    assert set(faults.RESPONSE_HANDLERS) == by_phase["response"]
+    assert {n for n, a in ACTIONS.items() if a.phase == "connection"} == faults.HOST_ACTIONS
+    faults.check_handlers(faults.REQUEST_HANDLERS, faults.RESPONSE_HANDLERS)
+
+
+def test_a_missing_or_undeclared_handler_is_a_clear_error():
+    request = dict(faults.REQUEST_HANDLERS)
+    del request["latency"]
+    with pytest.raises(ValueError, match=r"request-phase .* declared without a handler \['latency'\]"):
+        faults.check_handlers(request, faults.RESPONSE_HANDLERS)
+    with pytest.raises(ValueError, match=r"handled but not declared \['teleport'\]"):
+        faults.check_handlers(faults.REQUEST_HANDLERS, {**faults.RESPONSE_HANDLERS, "teleport": None})
+
+
+@pytest.mark.parametrize("register, name, message", [
+    (faults.on_request, "teleport", "no fault action 'teleport' is declared"),
+    (faults.on_request, "hold_response", "declared for the response phase, not the request phase"),
+    (faults.on_response, "latency", "declared for the request phase, not the response phase"),
+    (faults.on_request, "latency", "'latency' already has a handler"),
+    (faults.on_response, "truncate_body", "'truncate_body' already has a handler"),
+])
+def test_registering_a_handler_checks_the_declaration(register, name, message):
+    with pytest.raises(ValueError, match=message):
+        register(name)
+
+
+def test_every_declared_action_is_tested_end_to_end_here():
+    tested = {fields["action"] for fields, *_ in CATALOGUE.values()}
+    tested |= {"drop_response_after_commit", "refuse_connection", "hold_response"}  # their own tests above
+    assert tested == set(ACTIONS)

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from harness.proxy.rules import FaultRule, Match, RequestFacts, RuleBook, matches_criteria, path_pattern, rules_json_schema
+from harness.proxy import rules as rules_module
+from harness.proxy.rules import (
+    ACTIONS, FaultAction, FaultRule, Match, RequestFacts, RuleBook, actions_markdown, matches_criteria, path_pattern,
+    rules_json_schema,
+)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def facts(method="POST", path="/tickets", *, destination="tickets", key=None, body=None, headers=None, fp=None):
@@ -40,7 +51,8 @@ def test_spine_rule_parses_from_yaml_shape():
     ({"id": "x", "action": "drop_response", "match": {}}, ["action", "drop_response_after_commit"]),
     ({"id": "x", "action": "latency", "match": {"nht": 1}}, ["nht", "Extra inputs are not permitted"]),
     ({"id": "x", "action": "latency", "colour": 1}, ["colour"]),
-    ({"id": "x", "action": "synthetic_status"}, ["synthetic_status needs status"]),
+    ({"id": "x", "action": "synthetic_status"}, ["synthetic_status needs status (e.g. 503, 429, 500)"]),
+    ({"id": "x", "action": "replace_status"}, ["replace_status needs status"]),
     ({"id": "x", "action": "hold_response"}, ["hold_ms"]),
     ({"id": "x", "action": "latency", "match": {"nth": 0}}, ["nth must be a positive count"]),
     ({"id": "x", "action": "latency", "match": {"nth": 1, "every": 2}}, ["at most one schedule"]),
@@ -53,6 +65,74 @@ def test_bad_rules_are_clear_errors(data, words):
         FaultRule.model_validate(data)
     for w in words:
         assert w in str(e.value)
+
+
+def test_the_action_choices_are_the_registry():
+    assert typing.get_args(FaultRule.model_fields["action"].annotation) == tuple(ACTIONS)
+    action = rules_json_schema()["properties"]["action"]
+    assert action["enum"] == list(ACTIONS)
+    for a in ACTIONS.values():
+        assert f"{a.name}: {a.doc}" in action["description"]
+
+
+@pytest.mark.parametrize("name", [n for n, a in ACTIONS.items() if a.needs])
+def test_required_parameters_come_from_the_declarations(name):
+    needs = ACTIONS[name].needs
+    with pytest.raises(ValidationError) as e:
+        FaultRule.model_validate({"id": "x", "action": name})
+    for field, hint in needs.items():
+        assert f"action {name} needs {field} ({hint})" in str(e.value)
+    FaultRule.model_validate({"id": "x", "action": name, **{field: 500 for field in needs}})
+
+
+def test_connection_phase_actions_match_on_the_destination_only():
+    for name in (n for n, a in ACTIONS.items() if a.phase == "connection"):
+        FaultRule.model_validate({"id": "x", "action": name, "match": {"destination": "t"}})
+        with pytest.raises(ValidationError, match="before any request is read: match only on destination"):
+            FaultRule.model_validate({"id": "x", "action": name, "match": {"method": "POST"}})
+
+
+def test_registry_checks_at_import(monkeypatch):
+    a = ACTIONS["latency"]
+    with pytest.raises(ValueError, match="'latency' is declared twice"):
+        rules_module._registry(a, a)
+    bogus = FaultAction("bogus", "request", "x", forwarded="no", client_sees="x", reads=("colour",))
+    monkeypatch.setitem(ACTIONS, "bogus", bogus)
+    with pytest.raises(ValueError, match=r"'bogus' reads \['colour'\], which FaultRule does not have"):
+        rules_module._check_parameters()
+    monkeypatch.setitem(ACTIONS, "bogus", FaultAction("bogus", "request", "x", forwarded="no", client_sees="x",
+                                                      needs={"keep_bytes": "x"}))
+    with pytest.raises(ValueError, match=r"needs \['keep_bytes'\], but FaultRule gives a default"):
+        rules_module._check_parameters()
+    monkeypatch.delitem(ACTIONS, "bogus")
+    monkeypatch.setitem(ACTIONS, "latency", FaultAction("latency", "request", "x", forwarded="yes", client_sees="x"))
+    with pytest.raises(ValueError, match=r"\['delay_ms', 'jitter_ms'\] belong to no fault action"):
+        rules_module._check_parameters()
+
+
+def test_the_readme_fault_table_is_generated_from_the_registry():
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- fault-actions:start[^>]*-->(.*?)<!-- fault-actions:end -->", readme, flags=re.DOTALL)
+    assert block, "README.md lacks the <!-- fault-actions:start --> ... <!-- fault-actions:end --> markers"
+    assert block.group(1).strip("\n") == actions_markdown().strip("\n"), (
+        "README.md's fault table differs from the registry; put the output of "
+        "python -c 'from harness.proxy.rules import actions_markdown; print(actions_markdown())' between the markers")
+
+
+def test_the_proxy_doc_fault_table_lists_every_action_with_its_required_parameters():
+    faults_section = (REPO / "docs" / "proxy.md").read_text().split("\n## Faults\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)`(.*?) \|", faults_section, flags=re.MULTILINE)
+    assert [name for name, _ in rows] == list(ACTIONS)
+    for name, cell in rows:
+        for parameter in ACTIONS[name].needs:
+            assert f"`{parameter}" in cell, f"docs/proxy.md: the row of {name} does not name its parameter {parameter}"
+
+
+def test_rules_and_scenarios_do_not_import_mitmproxy():
+    """The scenario loader and the checker validate rules; only the addon and its handlers need mitmproxy."""
+    code = "import sys, harness.proxy.rules, harness.scenario; print('mitmproxy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_duplicate_rule_ids_rejected():
