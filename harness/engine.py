@@ -91,7 +91,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     timings: dict[str, float] = {}
     effects: list[dict[str, Any]] = []
     runs: list[AgentRun] = []
-    contracts = scenario.contracts()
+    contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
     canaries = {env_name(name): f"hsk_canary_{secrets_module.token_hex(12)}"
                 for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]

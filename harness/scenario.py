@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fake_destinations.spec import DestinationSpec, describe
+from harness.contract import DestinationContract
 from harness.errors import ScenarioError
 from harness.proxy.rules import FaultRule
 
@@ -101,7 +102,7 @@ class Scenario(BaseModel):
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
 
-    def contracts(self) -> dict[str, dict[str, Any]]:
+    def contracts(self) -> dict[str, DestinationContract]:
         """The agent-facing contract of each destination."""
         return {name: describe(spec) for name, spec in self.destinations.items()}
 
@@ -199,7 +200,7 @@ def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
         if intent.destination not in scenario.destinations:
             problems.append((loc + ("destination",), _unknown("destination", intent.destination, names)))
             continue
-        kinds = list(contracts[intent.destination].get("operations", {}))
+        kinds = list(contracts[intent.destination].operations)
         if kinds and intent.kind not in kinds:
             problems.append((loc + ("kind",), _unknown(
                 f"operation kind for {intent.destination!r}", intent.kind, kinds)))

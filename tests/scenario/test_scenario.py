@@ -54,7 +54,7 @@ def test_every_bundled_scenario_loads_and_validates_against_the_published_schema
 def test_a_good_scenario_loads(tmp_path: Path) -> None:
     scenario = load(write(tmp_path, GOOD))
     assert [i.intent_id for i in scenario.intents] == ["t1"]
-    assert scenario.contracts()["tickets"]["operations"]["create_ticket"]["method"] == "POST"
+    assert scenario.contracts()["tickets"].operations["create_ticket"].method == "POST"
 
 
 def test_unknown_key_names_line_key_and_suggests(tmp_path: Path) -> None:
