@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.contract import ContractError, DestinationContract
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import JournalError, read_journal
@@ -51,11 +52,6 @@ class Evidence:
     folder: Path | None = None
     # False when judging a bare log (offline audit): wire and ledger rules then have nothing to read.
     has_wire: bool = True
-
-    def contract(self, destination: str | None) -> dict[str, Any] | None:
-        """The agent-facing contract of a destination, or None when unknown."""
-        entry = self.destinations.get(destination or "")
-        return entry.get("contract") if isinstance(entry, dict) else None
 
 
 def load_events(path: Path, evidence: Evidence) -> None:
@@ -117,4 +113,17 @@ def load_evidence(folder: Path) -> Evidence:
             if not isinstance(value, kind):
                 raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
             setattr(evidence, key, value)
+        _check_contracts(context, evidence.destinations)
     return evidence
+
+
+def _check_contracts(path: Path, destinations: dict[str, Any]) -> None:
+    """Each destination's contract must read as a ``DestinationContract`` (the checker reads it so)."""
+    for name, entry in destinations.items():
+        contract = entry.get("contract") if isinstance(entry, dict) else None
+        if contract is None:
+            continue
+        try:
+            DestinationContract.from_dict(contract)
+        except ContractError as exc:
+            raise EvidenceError(f"{path}: destinations.{name}.contract: {exc}") from None
