@@ -24,7 +24,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
-from harness.scenario import Scenario, env_name
+from harness.contract import EvidenceLayout, agent_env, env_suffix
+from harness.scenario import Scenario
 
 EXPECTATION_CODE = "X001"
 EXPECTATION_RULE = "scenario-expectation"
@@ -92,8 +93,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     effects: list[dict[str, Any]] = []
     runs: list[AgentRun] = []
     contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
-    canaries = {env_name(name): f"hsk_canary_{secrets_module.token_hex(12)}"
-                for name in scenario.destinations}
+    canaries = {name: f"hsk_canary_{secrets_module.token_hex(12)}" for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]
     _write_json(evidence_dir / "intents.json", {"intents": intents, "destinations": contracts})
     context: dict[str, Any] = {
@@ -102,7 +102,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "destinations": {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
                          for name, spec in scenario.destinations.items()},
         "intents": intents,
-        "secrets": canaries,
+        "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
         "agent": {"command": command, "exit_status": None, "timed_out": False},
     }
     _write_json(evidence_dir / "context.json", context)
@@ -120,14 +120,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         routes = proxy.configure(http_routes, scenario.faults, evidence_dir / "journal.ndjson",
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
         urls = {**host.urls, **routes.urls}
-        env = {
-            "HARNESS_INTENTS": str(evidence_dir / "intents.json"),
-            "HARNESS_AUDIT_LOG": str(evidence_dir / "agent.ndjson"),
-            "HARNESS_STATE_DIR": str(state_dir),
-            **{f"HARNESS_DESTINATION_{env_name(n)}": u for n, u in urls.items()},
-            **{f"HARNESS_SECRET_{n}": v for n, v in canaries.items()},
-            **routes.env,
-        }
+        env = {**agent_env(EvidenceLayout(evidence_dir), urls, canaries), **routes.env}
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()

@@ -331,10 +331,5 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def env_name(destination: str) -> str:
-    """`HARNESS_DESTINATION_<NAME>` suffix: upper-cased, non-alphanumerics as underscores."""
-    return re.sub(r"[^A-Z0-9]", "_", destination.upper())
-
-
 if __name__ == "__main__":  # python -m harness.scenario: regenerate the published schema
     print(write_schema())

@@ -32,6 +32,13 @@ from urllib.parse import urlsplit
 
 import requests
 
+from harness.contract import (
+    AUDIT_LOG_ENV,
+    INTENTS_ENV,
+    STATE_DIR_ENV,
+    destination_env_name,
+    secret_env_name,
+)
 from harness.fingerprint import fingerprint
 from harness.recorder import Recorder, new_id
 
@@ -66,12 +73,12 @@ class Agent:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ if env is None else env)
         self.env = env
-        with open(env["HARNESS_INTENTS"], encoding="utf-8") as f:
+        with open(env[INTENTS_ENV], encoding="utf-8") as f:
             doc = json.load(f)
         self.intents: list[dict[str, Any]] = doc["intents"]
         self.contracts: dict[str, dict[str, Any]] = doc.get("destinations", {})
-        self.recorder = Recorder(env["HARNESS_AUDIT_LOG"])
-        self.state_path = Path(env["HARNESS_STATE_DIR"]) / "operations.json"
+        self.recorder = Recorder(env[AUDIT_LOG_ENV])
+        self.state_path = Path(env[STATE_DIR_ENV]) / "operations.json"
         self.state: dict[str, dict[str, Any]] = (
             json.loads(self.state_path.read_text()) if self.state_path.exists() else {})
         if env.get("HTTP_PROXY") or env.get("HTTPS_PROXY"):
@@ -81,15 +88,11 @@ class Agent:
 
     # -- the contract ---------------------------------------------------------------------------
 
-    def env_key(self, destination: str, prefix: str = "HARNESS_DESTINATION_") -> str:
-        """`HARNESS_DESTINATION_<NAME>`: the destination name upper-cased, other characters as `_`."""
-        return prefix + "".join(c if c.isalnum() else "_" for c in destination.upper())
-
     def url(self, destination: str, path: str) -> str:
-        return self.env[self.env_key(destination)].rstrip("/") + path
+        return self.env[destination_env_name(destination)].rstrip("/") + path
 
     def secret(self, destination: str) -> str | None:
-        return self.env.get(self.env_key(destination, "HARNESS_SECRET_"))
+        return self.env.get(secret_env_name(destination))
 
     def save(self) -> None:
         tmp = self.state_path.with_suffix(".tmp")
@@ -153,7 +156,7 @@ class Agent:
         main_module = getattr(sys.modules["__main__"].__spec__, "name", "harness.agents.reference")
         subprocess.run([sys.executable, "-m", main_module, WORKER_FLAG, op["intent"]["intent_id"]],
                        env=self.env, timeout=WORKER_TIMEOUT, check=False)
-        self.recorder = Recorder(self.env["HARNESS_AUDIT_LOG"], session_id=self.recorder.session_id)
+        self.recorder = Recorder(self.env[AUDIT_LOG_ENV], session_id=self.recorder.session_id)
         self.state = json.loads(self.state_path.read_text())
         if not self.state[op["intent"]["intent_id"]].get("resolved"):
             done = self.state[op["intent"]["intent_id"]]
@@ -389,7 +392,7 @@ class Agent:
     async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
         import asyncssh  # only agents that talk SSH pay for the import
 
-        url = urlsplit(self.env[self.env_key(op["intent"]["destination"])])
+        url = urlsplit(self.env[destination_env_name(op["intent"]["destination"])])
         try:
             connection = await asyncssh.connect(
                 url.hostname, url.port, username="agent", known_hosts=None, client_keys=None,
