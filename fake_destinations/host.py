@@ -29,6 +29,7 @@ from typing import Any
 from fake_destinations.runtime import READY_PREFIX
 from fake_destinations.ledger import read_effects, read_requests
 from fake_destinations.spec import DestinationSpec
+from harness.contract import LEDGER_DB_FILE
 
 
 def _child_env() -> dict[str, str]:
@@ -244,7 +245,7 @@ class DestinationPool:
             self.root.mkdir(parents=True, exist_ok=True)
             # a folder of its own: a ledger left there earlier would survive into this host
             folder = Path(tempfile.mkdtemp(prefix=f"host-{self._started}-", dir=self.root))
-            host = DestinationHost(validated, folder / "ledger.sqlite", log_path=folder / "destinations.log")
+            host = DestinationHost(validated, folder / LEDGER_DB_FILE, log_path=folder / "destinations.log")
             host.start()
         self._hosts[key] = host  # most recently used last
         while len(self._hosts) > self.max_hosts:
