@@ -34,8 +34,13 @@ import requests
 
 from harness.contract import (
     AUDIT_LOG_ENV,
+    IDEMPOTENCY_HEADER,
     INTENTS_ENV,
+    LOOKUP_RESULT_FIELD,
+    RECEIPT_PREFIX,
     STATE_DIR_ENV,
+    TRACEPARENT_ENV,
+    TRACEPARENT_HEADER,
     destination_env_name,
     secret_env_name,
 )
@@ -335,16 +340,16 @@ class Agent:
         traceparent = self.traceparent(op)
         if op["kind"]["method"] == "EXEC":
             return {"method": "EXEC", "path": self.command(op), "body": self.payload(op),
-                    "headers": {"TRACEPARENT": traceparent}, "traceparent": traceparent,
+                    "headers": {TRACEPARENT_ENV: traceparent}, "traceparent": traceparent,
                     "key": self.idempotency_key(op, attempt_id)}
         idem = self.contracts[destination].get("idempotency") or {}
         key = self.idempotency_key(op, attempt_id)
         body = self.payload(op)
-        headers = {"traceparent": traceparent, **self.auth(destination)}
+        headers = {TRACEPARENT_HEADER: traceparent, **self.auth(destination)}
         if key and idem.get("body_field"):
             body[idem["body_field"]] = key
         elif key:
-            headers[idem.get("header") or "Idempotency-Key"] = key
+            headers[idem.get("header") or IDEMPOTENCY_HEADER] = key
         path = op["kind"]["path"].format(**op["intent"].get("params", {}))
         return {"method": op["kind"]["method"], "path": path, "body": body,
                 "headers": headers, "traceparent": traceparent, "key": key}
@@ -402,7 +407,7 @@ class Agent:
         try:
             async with connection:
                 result = await asyncio.wait_for(
-                    connection.run(request["path"], env={"TRACEPARENT": request["headers"]["TRACEPARENT"]}),
+                    connection.run(request["path"], env={TRACEPARENT_ENV: request["headers"][TRACEPARENT_ENV]}),
                     READ_TIMEOUT)
         except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
             return Outcome(attempt_id, "sent_no_response", error=f"ssh session lost: {type(exc).__name__}")
@@ -457,7 +462,7 @@ class Agent:
                 timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
             detail = f"HTTP {response.status_code}"
             if response.ok:
-                items = response.json().get(spec.get("result_field", "items"), [])
+                items = response.json().get(spec.get("result_field", LOOKUP_RESULT_FIELD), [])
                 refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
                 found = bool(refs)
         except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
@@ -507,9 +512,9 @@ class Agent:
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def effect_refs(self, op: dict[str, Any], body: Any) -> list[str]:
-        if isinstance(body, str):  # SSH output carries its receipt as 'effect_ref: X'
-            return [line.split(":", 1)[1].strip() for line in body.splitlines()
-                    if line.startswith("effect_ref:")]
+        if isinstance(body, str):  # SSH output carries its receipt on a RECEIPT_PREFIX line
+            return [line[len(RECEIPT_PREFIX):].strip() for line in body.splitlines()
+                    if line.startswith(RECEIPT_PREFIX)]
         field_name = op["kind"].get("effect_ref_field", "id")
         if isinstance(body, dict) and body.get(field_name) is not None:
             return [str(body[field_name])]
