@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.contract import CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEADER
+
 ACTIONS: dict[str, str] = {
     "drop_response_after_commit": "forward; the destination commits; the client sees the connection close with zero bytes",
     "reset_after_commit": "forward; the destination commits; the client sees a TCP reset",
@@ -45,8 +47,8 @@ Action = Literal[
 REQUEST_ACTIONS = frozenset({"drop_request", "synthetic_status", "duplicate_delivery", "latency"})
 RESPONSE_ACTIONS = frozenset({"drop_response_after_commit", "reset_after_commit", "hold_response",
                               "replace_status", "truncate_body", "malformed_chunk"})
-IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
-BODY_TOKEN_FIELDS = ("client_token", "clientToken", "ClientToken", "idempotency_key")
+IDEMPOTENCY_HEADERS = (IDEMPOTENCY_HEADER.lower(), "x-" + IDEMPOTENCY_HEADER.lower())
+BODY_TOKEN_FIELDS = (CLIENT_TOKEN_FIELD, "clientToken", "ClientToken", "idempotency_key")
 
 _TEMPLATE_VAR = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
