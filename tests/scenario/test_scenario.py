@@ -128,6 +128,18 @@ def test_published_schema_rejects_an_unknown_fault_action() -> None:
         jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
 
 
+def test_published_schema_rejects_a_destination_name_that_is_no_id() -> None:
+    from harness.scenario import SCHEMA_PATH
+
+    data = yaml.safe_load((REPO / "scenarios" / "response_lost.yaml").read_text())
+    spec = next(iter(data["destinations"].values()))
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validate(data, schema)
+    data["destinations"] = {"my api": spec}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
 ERRORS = Path(__file__).parent / "errors"
 
 
