@@ -160,16 +160,13 @@ class DestinationHost:
         self._kill()
         self.start(timeout)
 
-    def close(self) -> None:
-        self.stop()
-
     def __enter__(self) -> "DestinationHost":
         if self.process is None:
             self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.stop()
 
     # -- inspection and control --------------------------------------------------------------
 
@@ -238,7 +235,7 @@ class DestinationPool:
                 host.reset()
                 self.reused += 1
             except DestinationError:
-                host.close()
+                host.stop()
                 host = None
         if host is None:
             self._started += 1
@@ -250,12 +247,12 @@ class DestinationPool:
         self._hosts[key] = host  # most recently used last
         while len(self._hosts) > self.max_hosts:
             oldest = next(iter(self._hosts))
-            self._hosts.pop(oldest).close()
+            self._hosts.pop(oldest).stop()
         return host
 
     def close(self) -> None:
         while self._hosts:
-            self._hosts.popitem()[1].close()
+            self._hosts.popitem()[1].stop()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

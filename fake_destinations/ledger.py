@@ -17,9 +17,6 @@ from typing import Any
 
 from harness.contract import CLIENT_REFERENCE_FIELD
 
-REQUEST_OUTCOMES = ("committed", "replayed", "rejected", "read", "failed_before_commit",
-                    "failed_after_commit", "rate_limited", "accepted_async")
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
