@@ -51,12 +51,12 @@ def env_suffix(destination: str) -> str:
 
 
 def destination_env_name(destination: str) -> str:
-    """``HARNESS_DESTINATION_<NAME>``: the variable holding the destination's base URL."""
+    """The variable holding the destination's base URL: the prefix, then ``env_suffix(destination)``."""
     return DESTINATION_ENV_PREFIX + env_suffix(destination)
 
 
 def secret_env_name(destination: str) -> str:
-    """``HARNESS_SECRET_<NAME>``: the variable holding the credential the agent must use there."""
+    """The variable holding the credential the agent must use there: the prefix, then the suffix."""
     return SECRET_ENV_PREFIX + env_suffix(destination)
 
 
@@ -130,7 +130,7 @@ class EvidenceLayout:
 
     @property
     def state_dir(self) -> Path:
-        """The agent's state dir (``HARNESS_STATE_DIR``)."""
+        """The agent's state dir (``STATE_DIR_ENV``)."""
         return self.folder / STATE_DIR_NAME
 
 
