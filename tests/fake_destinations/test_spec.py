@@ -48,15 +48,13 @@ def test_describe_other_styles():
     assert describe({"service": "tickets", "lookup_lag_seconds": 2}).lookup.may_lag
 
 
-@pytest.mark.parametrize("service", sorted(SERVICES))
-@pytest.mark.parametrize("idempotency", [None, "none", "stripe", "ietf", "client_token"])
-@pytest.mark.parametrize("key_scope", ["global", "account"])
+@pytest.mark.parametrize("service, idempotency, key_scope", [
+    (service, idempotency, key_scope) for service in sorted(SERVICES)
+    for idempotency in ([None, "none"] if SERVICES[service].transport == "ssh" else
+                        [None, "none", "stripe", "ietf", "client_token"])
+    for key_scope in ("global", "account")])
 def test_the_contract_json_reads_back_to_the_same_contract(service, idempotency, key_scope):
-    try:
-        spec = DestinationSpec(service=service, idempotency=idempotency, key_scope=key_scope)
-    except pydantic.ValidationError:
-        pytest.skip("not a valid combination")
-    contract = describe(spec)
+    contract = describe(DestinationSpec(service=service, idempotency=idempotency, key_scope=key_scope))
     as_json = json.loads(json.dumps(contract.to_dict()))
     assert DestinationContract.from_dict(as_json) == contract
     assert DestinationContract.from_dict(as_json).to_dict() == as_json
