@@ -29,6 +29,7 @@ from typing import Any
 from fake_destinations.runtime import READY_PREFIX
 from fake_destinations.ledger import read_effects, read_requests
 from fake_destinations.spec import DestinationSpec
+from harness.contract import LEDGER_DB_FILE
 
 
 def _child_env() -> dict[str, str]:
@@ -159,16 +160,13 @@ class DestinationHost:
         self._kill()
         self.start(timeout)
 
-    def close(self) -> None:
-        self.stop()
-
     def __enter__(self) -> "DestinationHost":
         if self.process is None:
             self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.stop()
 
     # -- inspection and control --------------------------------------------------------------
 
@@ -237,24 +235,24 @@ class DestinationPool:
                 host.reset()
                 self.reused += 1
             except DestinationError:
-                host.close()
+                host.stop()
                 host = None
         if host is None:
             self._started += 1
             self.root.mkdir(parents=True, exist_ok=True)
             # a folder of its own: a ledger left there earlier would survive into this host
             folder = Path(tempfile.mkdtemp(prefix=f"host-{self._started}-", dir=self.root))
-            host = DestinationHost(validated, folder / "ledger.sqlite", log_path=folder / "destinations.log")
+            host = DestinationHost(validated, folder / LEDGER_DB_FILE, log_path=folder / "destinations.log")
             host.start()
         self._hosts[key] = host  # most recently used last
         while len(self._hosts) > self.max_hosts:
             oldest = next(iter(self._hosts))
-            self._hosts.pop(oldest).close()
+            self._hosts.pop(oldest).stop()
         return host
 
     def close(self) -> None:
         while self._hosts:
-            self._hosts.popitem()[1].close()
+            self._hosts.popitem()[1].stop()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -18,13 +18,17 @@ from aiohttp import web
 from fake_destinations.ledger import Ledger
 from fake_destinations.runtime import Clock, DestinationRuntime, RateLimited
 from fake_destinations.services import ASYNC_STATUS_PATH, CREATE, CREATE_ASYNC, DELETE, SET_STATE, Operation
+from harness.contract import (
+    ACCOUNT_HEADER,
+    CLIENT_REFERENCE_FIELD,
+    CLIENT_TOKEN_FIELD,
+    FLOW_HEADER,
+    IDEMPOTENCY_HEADER,
+    LOOKUP_RESULT_FIELD,
+    REPLAYED_HEADER,
+    TRACEPARENT_HEADER,
+)
 from harness.fingerprint import fingerprint
-
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-CLIENT_TOKEN_FIELD = "client_token"
-ACCOUNT_HEADER = "X-Account"
-FLOW_HEADER = "X-Harness-Flow"
-REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def _pattern(path: str) -> re.Pattern[str]:
@@ -61,7 +65,7 @@ class HttpDestination(DestinationRuntime):
         row: dict[str, Any] = {
             "destination": self.name, "method": request.method, "path": request.path,
             "query": request.query_string or None, "flow_id": request.headers.get(FLOW_HEADER),
-            "traceparent": request.headers.get("traceparent"), "received_at": received_at,
+            "traceparent": request.headers.get(TRACEPARENT_HEADER), "received_at": received_at,
             "idempotency_key": None, "client_reference": None, "payload_fingerprint": None,
             "effect_ref": None,
         }
@@ -69,7 +73,7 @@ class HttpDestination(DestinationRuntime):
         headers: dict[str, str] = {}
         try:
             if request.method == "GET":
-                row["client_reference"] = request.query.get("client_reference")
+                row["client_reference"] = request.query.get(CLIENT_REFERENCE_FIELD)
                 status, body = self.read(request)
                 outcome = "read"
             else:
@@ -101,10 +105,10 @@ class HttpDestination(DestinationRuntime):
         if request.path == s.collection:
             if self.spec["lookup"] != "client_reference":
                 return _error(404, "not_found", f"{s.name} offers no lookup")
-            ref = request.query.get("client_reference")
+            ref = request.query.get(CLIENT_REFERENCE_FIELD)
             visible_before = self.clock.now() - self.spec["lookup_lag_seconds"]
             items = self.ledger.find_resources(self.name, s.collection, ref, visible_before)
-            return 200, {"items": items}
+            return 200, {LOOKUP_RESULT_FIELD: items}
         match = self.item_pattern.match(request.path)
         if match:
             item = self.ledger.get_resource(self.name, s.collection, match["id"])
@@ -139,7 +143,7 @@ class HttpDestination(DestinationRuntime):
         else:
             body = {}
         params = {**op.body_defaults, **body, **path_params}
-        row["client_reference"] = params.get("client_reference")
+        row["client_reference"] = params.get(CLIENT_REFERENCE_FIELD)
         row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"]) if params else None
 
         try:
@@ -223,7 +227,7 @@ class HttpDestination(DestinationRuntime):
         if op.action in (CREATE, CREATE_ASYNC):
             number = self.ledger.next_number(self.name, s.collection)
             rid = f"{s.id_prefix}_{number:04d}"
-            resource = {"id": rid, **params, "client_reference": params.get("client_reference"),
+            resource = {"id": rid, **params, CLIENT_REFERENCE_FIELD: params.get(CLIENT_REFERENCE_FIELD),
                         "status": s.initial_status}
             self.ledger.put_resource(self.name, s.collection, rid, resource, now)
             effects.append({"effect_ref": rid, "kind": op.effect_kind})
@@ -241,7 +245,7 @@ class HttpDestination(DestinationRuntime):
             rid = params[op.required[0]]
             current = self.ledger.get_resource(self.name, s.collection, rid) or \
                 {"id": rid, "status": s.initial_status, "version": 0}
-            wanted = {k: v for k, v in params.items() if k not in (op.required[0], "client_reference")}
+            wanted = {k: v for k, v in params.items() if k not in (op.required[0], CLIENT_REFERENCE_FIELD)}
             changed = any(current.get(k) != v for k, v in wanted.items())
             if changed:
                 current = {**current, **wanted, "version": current["version"] + 1}

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REQUEST_OUTCOMES = ("committed", "replayed", "rejected", "read", "failed_before_commit",
-                    "failed_after_commit", "rate_limited", "accepted_async")
+from harness.contract import CLIENT_REFERENCE_FIELD
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -154,7 +153,7 @@ class Ledger:
                      created_at: float) -> None:
         self.db.execute("INSERT OR REPLACE INTO resources (destination, collection, id, client_reference,"
                         " body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                        (destination, collection, rid, body.get("client_reference"), json.dumps(body),
+                        (destination, collection, rid, body.get(CLIENT_REFERENCE_FIELD), json.dumps(body),
                          created_at))
 
     def get_resource(self, destination: str, collection: str, rid: str) -> dict[str, Any] | None:

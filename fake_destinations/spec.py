@@ -3,7 +3,8 @@
 ``DestinationSpec`` validates one entry of a scenario's ``destinations:`` mapping; unknown keys are
 errors. Options left out take the service's defaults (see ``services.SERVICES``), filled in after
 validation so that ``model_dump()`` is complete. ``describe(spec)`` is the agent-facing contract the
-harness writes into the intents file.
+harness writes into the intents file: a typed ``harness.contract.DestinationContract`` whose
+``to_dict()`` is the JSON agents read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,19 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fake_destinations.services import ASYNC_STATUS_PATH, CREATE_ASYNC, SERVICES
+from harness.contract import (
+    ACCOUNT_HEADER,
+    CLIENT_REFERENCE_FIELD,
+    CLIENT_TOKEN_FIELD,
+    IDEMPOTENCY_HEADER,
+    LOOKUP_RESULT_FIELD,
+    REPLAYED_HEADER,
+    DestinationContract,
+    IdempotencyContract,
+    LookupContract,
+    OperationContract,
+    StatusContract,
+)
 
 if TYPE_CHECKING:
     ServiceName = str
@@ -20,12 +34,6 @@ else:  # one truth: the choices are the catalogue's names, in its order
     ServiceName = Literal[tuple(SERVICES)]
 IdempotencyStyle = Literal["none", "stripe", "ietf", "client_token"]
 FaultName = Literal["error_before_commit", "error_after_commit", "rate_limited", "drop_after_exec"]
-
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-CLIENT_TOKEN_FIELD = "client_token"
-CLIENT_REFERENCE_FIELD = "client_reference"
-ACCOUNT_HEADER = "X-Account"
-REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 class RateLimit(BaseModel):
@@ -61,16 +69,16 @@ class DestinationSpec(BaseModel):
     service: ServiceName = Field(description="Which fake service to run: " + ", ".join(SERVICES) + ".")
     idempotency: IdempotencyStyle | None = Field(
         None, description="Deduplication contract. none: every write commits; stripe: optional "
-        "Idempotency-Key header, first status and body stored (errors too) and replayed with "
-        "Idempotent-Replayed: true, other payload 422; ietf: like stripe but the key is required (400) "
-        "and a retry while the first is processing gets 409; client_token: EC2-like `client_token` body "
+        f"{IDEMPOTENCY_HEADER} header, first status and body stored (errors too) and replayed with "
+        f"{REPLAYED_HEADER}: true, other payload 422; ietf: like stripe but the key is required (400) "
+        f"and a retry while the first is processing gets 409; client_token: EC2-like `{CLIENT_TOKEN_FIELD}` body "
         "field, same token+params return the existing resource, other params IdempotentParameterMismatch. "
         "Default: the service's own.")
     retention_seconds: float | None = Field(
         86400.0, gt=0, description="How long a key is remembered (destination clock); a retry after "
         "that commits again. null: forever.")
     key_scope: Literal["global", "account", "path"] = Field(
-        "global", description="Where a key is unique: global; account (per X-Account header); path "
+        "global", description=f"Where a key is unique: global; account (per {ACCOUNT_HEADER} header); path "
         "(per method and path).")
     volatile_fields: list[str] = Field(
         default_factory=list, description="Top-level body fields ignored when comparing payloads "
@@ -81,7 +89,7 @@ class DestinationSpec(BaseModel):
         1.0, ge=0, description="Async services: time (destination clock) before an accepted operation "
         "reports succeeded.")
     lookup: Literal["client_reference", "none"] | None = Field(
-        None, description="client_reference: GET <collection>?client_reference=X lists matching "
+        None, description=f"client_reference: GET <collection>?{CLIENT_REFERENCE_FIELD}=X lists matching "
         "resources; none: no search endpoint (404). Default: the service's own.")
     lookup_lag_seconds: float = Field(
         0.0, ge=0, description="Index lag: a resource appears in lookups only this long (destination "
@@ -116,48 +124,44 @@ class DestinationSpec(BaseModel):
         return self
 
 
-def describe(spec: DestinationSpec | dict[str, Any]) -> dict[str, Any]:
+def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
     """The contract an agent reads to call this destination (see the module docstring)."""
     if not isinstance(spec, DestinationSpec):
         spec = DestinationSpec.model_validate(spec)
     service = SERVICES[spec.service]
-    style = spec.idempotency
-    contract: dict[str, Any] = {
-        "service": spec.service,
-        "idempotency": {
-            "style": style,
-            "header": IDEMPOTENCY_HEADER if style in ("stripe", "ietf") else None,
-            "body_field": CLIENT_TOKEN_FIELD if style == "client_token" else None,
-            "retention_seconds": spec.retention_seconds if style != "none" else None,
-            "scope": spec.key_scope,
-            "required": style == "ietf",
-        },
-        "lookup": None,
-        "operations": {},
-    }
-    if spec.key_scope == "account" and style != "none":
-        contract["idempotency"]["account_header"] = ACCOUNT_HEADER
+    style = spec.idempotency or "none"
+    keyed = style != "none"
+    idempotency = IdempotencyContract(
+        style=style,
+        header=IDEMPOTENCY_HEADER if style in ("stripe", "ietf") else None,
+        body_field=CLIENT_TOKEN_FIELD if style == "client_token" else None,
+        retention_seconds=spec.retention_seconds if keyed else None,
+        scope=spec.key_scope,
+        required=style == "ietf",
+        account_header=ACCOUNT_HEADER if spec.key_scope == "account" and keyed else None,
+    )
+    lookup = None
     if spec.lookup == "client_reference":
-        contract["lookup"] = {"method": "GET", "path": service.collection,
-                              "query_param": CLIENT_REFERENCE_FIELD, "result_field": "items",
-                              "lag_seconds": spec.lookup_lag_seconds}
+        lookup = LookupContract(method="GET", path=service.collection, query_param=CLIENT_REFERENCE_FIELD,
+                                result_field=LOOKUP_RESULT_FIELD, lag_seconds=spec.lookup_lag_seconds)
+    operations: dict[str, OperationContract] = {}
     for op in service.operations:
-        entry: dict[str, Any] = {"method": op.method, "path": op.path}
         if service.transport == "ssh":
-            entry = {"method": "EXEC", "command": op.path}
-            if "{operation_id}" in op.path:
-                # the command creates a marker for the operation id before acting: a rerun is a no-op
-                entry["dedup"] = "operation_marker"
+            # a command holding {operation_id} creates a marker for it before acting: a rerun is a no-op
+            operations[op.kind] = OperationContract(
+                method="EXEC", command=op.path,
+                dedup="operation_marker" if "{operation_id}" in op.path else None,
+                required_params=tuple(op.required))
         else:
-            entry["client_reference_field"] = CLIENT_REFERENCE_FIELD
-            entry["effect_ref_field"] = op.effect_ref_field
-            if op.body_defaults:
-                entry["body_defaults"] = dict(op.body_defaults)
-        entry["required_params"] = list(op.required)
-        contract["operations"][op.kind] = entry
+            operations[op.kind] = OperationContract(
+                method=op.method, path=op.path, client_reference_field=CLIENT_REFERENCE_FIELD,
+                effect_ref_field=op.effect_ref_field, body_defaults=dict(op.body_defaults) or None,
+                required_params=tuple(op.required))
+    status = None
     if any(op.action == CREATE_ASYNC for op in service.operations):
-        contract["status"] = {"method": "GET", "path": ASYNC_STATUS_PATH}
-    return contract
+        status = StatusContract(method="GET", path=ASYNC_STATUS_PATH)
+    return DestinationContract(service=spec.service, idempotency=idempotency, lookup=lookup,
+                               operations=operations, status=status)
 
 
 def json_schema() -> dict[str, Any]:

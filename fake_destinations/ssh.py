@@ -21,9 +21,11 @@ import asyncssh
 
 from fake_destinations.ledger import Ledger
 from fake_destinations.runtime import Clock, DestinationRuntime
+from harness.contract import RECEIPT_PREFIX, TRACEPARENT_ENV, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint
 
-TRACEPARENT_ENV = ("TRACEPARENT", "traceparent")
+# the session variable a client may set for the trace context, in either spelling
+TRACEPARENT_VARIABLES = (TRACEPARENT_ENV, TRACEPARENT_HEADER)
 
 
 class _OpenServer(asyncssh.SSHServer):
@@ -60,7 +62,7 @@ class SshDestination(DestinationRuntime):
         env = process.env or {}
         row: dict[str, Any] = {
             "destination": self.name, "method": "EXEC", "path": command_line, "query": None,
-            "flow_id": None, "traceparent": next((env[k] for k in TRACEPARENT_ENV if k in env), None),
+            "flow_id": None, "traceparent": next((env[k] for k in TRACEPARENT_VARIABLES if k in env), None),
             "received_at": self.clock.wall(), "idempotency_key": None, "client_reference": None,
             "payload_fingerprint": None, "effect_ref": None,
         }
@@ -89,7 +91,7 @@ class SshDestination(DestinationRuntime):
             process.channel.get_connection().abort()
             return
         if row.get("effect_ref"):
-            out += f"effect_ref: {row['effect_ref']}\n"  # the receipt a client can cite as evidence
+            out += f"{RECEIPT_PREFIX} {row['effect_ref']}\n"  # the receipt a client can cite as evidence
         process.stdout.write(out)
         process.stderr.write(err)
         process.exit(code)

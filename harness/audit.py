@@ -40,6 +40,7 @@ from harness.checker import Finding, OperationContext, OperationVerdict, judge_o
 from harness.checker import _observation_view, _resolution_view
 from harness.checker.context import SAFE_METHODS
 from harness.checker.rules import secret_hits
+from harness.contract import AGENT_LOG_FILE
 from harness.events import RETRY_REASONS, _vouch, parse_line, parse_line_pydantic
 from harness.report import render_operation, _finding_lines
 
@@ -375,7 +376,7 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
         return 2
     path = Path(path)
     if path.is_dir():
-        print(f"audit: {path} is a folder; give the audit log file (e.g. {path / 'agent.ndjson'})", file=err)
+        print(f"audit: {path} is a folder; give the audit log file (e.g. {path / AGENT_LOG_FILE})", file=err)
         return 2
     handle = _open(path, err)
     if handle is None:

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
+from harness.contract import AGENT_STDERR_FILE, EvidenceLayout, agent_env, env_suffix
 from harness.report import render_result
-from harness.scenario import Scenario, env_name
+from harness.scenario import Scenario
 
 if TYPE_CHECKING:
     from harness.checker import Verdict
@@ -89,27 +90,25 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
 
     command = agent or scenario.agent or REFERENCE_AGENT
     evidence_dir = new_evidence_dir(Path(evidence_root), scenario.name)
-    state_dir = evidence_dir / "agent-state"
-    state_dir.mkdir()
-    ledger_path = evidence_dir / "ledger.sqlite"
+    layout = EvidenceLayout(evidence_dir)
+    layout.state_dir.mkdir()
     timings: dict[str, float] = {}
     effects: list[dict[str, Any]] = []
     runs: list[AgentRun] = []
-    contracts = scenario.contracts()
-    canaries = {env_name(name): f"hsk_canary_{secrets_module.token_hex(12)}"
-                for name in scenario.destinations}
+    contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
+    canaries = {name: f"hsk_canary_{secrets_module.token_hex(12)}" for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]
-    _write_json(evidence_dir / "intents.json", {"intents": intents, "destinations": contracts})
+    _write_json(layout.intents, {"intents": intents, "destinations": contracts})
     context: dict[str, Any] = {
         "scenario": scenario.name,
         "scenario_file": str(scenario.source) if scenario.source else None,
         "destinations": {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
                          for name, spec in scenario.destinations.items()},
         "intents": intents,
-        "secrets": canaries,
+        "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
         "agent": {"command": command, "exit_status": None, "timed_out": False},
     }
-    _write_json(evidence_dir / "context.json", context)
+    _write_json(layout.context, context)
 
     t0 = time.perf_counter()
     try:
@@ -121,22 +120,15 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     live_ledger = host.ledger_path
     try:
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
-        routes = proxy.configure(http_routes, scenario.faults, evidence_dir / "journal.ndjson",
+        routes = proxy.configure(http_routes, scenario.faults, layout.journal,
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
         urls = {**host.urls, **routes.urls}
-        env = {
-            "HARNESS_INTENTS": str(evidence_dir / "intents.json"),
-            "HARNESS_AUDIT_LOG": str(evidence_dir / "agent.ndjson"),
-            "HARNESS_STATE_DIR": str(state_dir),
-            **{f"HARNESS_DESTINATION_{env_name(n)}": u for n, u in urls.items()},
-            **{f"HARNESS_SECRET_{n}": v for n, v in canaries.items()},
-            **routes.env,
-        }
+        env = {**agent_env(layout, urls, canaries), **routes.env}
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
         run_kwargs = dict(timeout=scenario.agent_timeout_seconds, cwd=evidence_dir,
-                          stdout=evidence_dir / "agent.stdout", stderr=evidence_dir / "agent.stderr")
+                          stdout=layout.agent_stdout, stderr=layout.agent_stderr)
         with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects
@@ -157,12 +149,12 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             context["agent"].update(exit_status=last.exit_status if last else None,
                                     timed_out=any(r.timed_out for r in runs),
                                     runs=[r.__dict__ for r in runs])
-            _write_json(evidence_dir / "context.json", context)
+            _write_json(layout.context, context)
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
-            copy_ledger(live_ledger, ledger_path)
-            effects = read_effects(ledger_path)
-            _write_json(evidence_dir / "ledger.json",
-                        {"effects": effects, "requests": read_requests(ledger_path)})
+            copy_ledger(live_ledger, layout.ledger_db)
+            effects = read_effects(layout.ledger_db)
+            _write_json(layout.ledger_dump,
+                        {"effects": effects, "requests": read_requests(layout.ledger_db)})
         timings["teardown"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -175,8 +167,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
     else:
-        _write_json(evidence_dir / "verdict.json", result.to_dict())
-        (evidence_dir / "verdict.txt").write_text(render_result(result) + "\n", encoding="utf-8")
+        _write_json(layout.verdict_json, result.to_dict())
+        layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
     return result
 
 
@@ -211,7 +203,7 @@ def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],
                         "(it was stopped; its evidence so far was judged)")
     elif last is not None and last.exit_status not in (0, None):
         failures.append(f"the agent exited with status {last.exit_status} (the contract asks for 0 "
-                        "once its work is done, whatever the outcomes); see agent.stderr")
+                        f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}")
     by_intent = {op.intent_id: op for op in verdict.operations}
     for intent_id, allowed in scenario.expect.allowed_states().items():
         op = by_intent.get(intent_id)

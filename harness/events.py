@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import from_json
 from typing_extensions import NotRequired, TypedDict
 
+from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
+
 DispatchState = Literal["not_sent", "sent_no_response", "response_received", "execution_error"]
 OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
 ResolutionState = Literal["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
@@ -31,7 +33,6 @@ ObservationSource = Literal["lookup", "status_poll", "callback", "read_after_wri
 ApprovalDecision = Literal["approved", "denied"]
 ApprovalScope = Literal["retry", "compensate", "close"]
 
-EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
 DISPATCH_STATES: tuple[str, ...] = DispatchState.__args__  # type: ignore[attr-defined]
 RESOLUTION_STATES: tuple[str, ...] = ResolutionState.__args__  # type: ignore[attr-defined]
 OBSERVATION_SOURCES: tuple[str, ...] = ObservationSource.__args__  # type: ignore[attr-defined]
@@ -355,7 +356,7 @@ def json_schema() -> dict[str, Any]:
     schema = EVENT_ADAPTER.json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://retry-harness.invalid/schemas/audit-event.schema.json"
-    schema["title"] = "Audit event (one NDJSON line of HARNESS_AUDIT_LOG)"
+    schema["title"] = f"Audit event (one NDJSON line of {AUDIT_LOG_ENV})"
     return schema
 
 

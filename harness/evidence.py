@@ -1,12 +1,8 @@
 """The evidence folder of one scenario run and the ``Evidence`` object the checker judges.
 
-Layout (every file optional: a missing file is an empty source, so an agent that wrote nothing is
-still judged, and fails):
-
-    agent.ndjson     the agent's audit log (events, harness.events)
-    journal.ndjson   the proxy journal (one line per flow, harness.journal)
-    ledger.json      {"effects": [...], "requests": [...]}: the destinations' effect ledger dump
-    context.json     {"scenario", "destinations", "intents", "secrets", "agent"}
+The layout is ``harness.contract.EvidenceLayout``: the agent's audit log, the proxy journal, the
+ledger dump and the context. Every file is optional: a missing file is an empty source, so an agent
+that wrote nothing is still judged, and fails.
 
 Every record keeps where it came from: log and journal records get ``_line`` (1-based line number),
 ledger rows keep their ``seq``. A malformed log line does not stop loading: it becomes a
@@ -20,15 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.contract import ContractError, DestinationContract, EvidenceLayout
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import JournalError, read_journal
 from harness.ndjson import numbered_lines
-
-AGENT_LOG = "agent.ndjson"
-JOURNAL = "journal.ndjson"
-LEDGER = "ledger.json"
-CONTEXT = "context.json"
 
 
 @dataclass
@@ -51,11 +43,6 @@ class Evidence:
     folder: Path | None = None
     # False when judging a bare log (offline audit): wire and ledger rules then have nothing to read.
     has_wire: bool = True
-
-    def contract(self, destination: str | None) -> dict[str, Any] | None:
-        """The agent-facing contract of a destination, or None when unknown."""
-        entry = self.destinations.get(destination or "")
-        return entry.get("contract") if isinstance(entry, dict) else None
 
 
 def load_events(path: Path, evidence: Evidence) -> None:
@@ -86,14 +73,15 @@ def load_evidence(folder: Path) -> Evidence:
     if not folder.is_dir():
         raise EvidenceError(f"evidence folder {folder} does not exist or is not a folder")
     evidence = Evidence(folder=folder)
-    log = folder / AGENT_LOG
+    layout = EvidenceLayout(folder)
+    log = layout.agent_log
     if log.exists():
         load_events(log, evidence)
     try:
-        evidence.journal = read_journal(folder / JOURNAL)
+        evidence.journal = read_journal(layout.journal)
     except JournalError as exc:
         raise EvidenceError(str(exc)) from None
-    ledger = folder / LEDGER
+    ledger = layout.ledger_dump
     if ledger.exists():
         data = _load_json(ledger)
         if not isinstance(data, dict):
@@ -103,7 +91,7 @@ def load_evidence(folder: Path) -> Evidence:
             if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                 raise EvidenceError(f"{ledger}: key {key!r} must be a list of row objects")
             setattr(evidence, key, rows)
-    context = folder / CONTEXT
+    context = layout.context
     if context.exists():
         data = _load_json(context)
         if not isinstance(data, dict):
@@ -117,4 +105,17 @@ def load_evidence(folder: Path) -> Evidence:
             if not isinstance(value, kind):
                 raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
             setattr(evidence, key, value)
+        _check_contracts(context, evidence.destinations)
     return evidence
+
+
+def _check_contracts(path: Path, destinations: dict[str, Any]) -> None:
+    """Each destination's contract must read as a ``DestinationContract`` (the checker reads it so)."""
+    for name, entry in destinations.items():
+        contract = entry.get("contract") if isinstance(entry, dict) else None
+        if contract is None:
+            continue
+        try:
+            DestinationContract.from_dict(contract)
+        except ContractError as exc:
+            raise EvidenceError(f"{path}: destinations.{name}.contract: {exc}") from None

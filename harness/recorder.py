@@ -1,4 +1,4 @@
-"""The recorder a Python agent uses to append audit events to ``HARNESS_AUDIT_LOG``.
+"""The recorder a Python agent uses to append audit events to the audit log the harness names.
 
 Each call writes one JSON line and flushes it, so a crash loses nothing already recorded. The
 recorder does not decide anything for the agent; it only makes the contract's field names easy to
@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
+from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
 
 
 def new_id(prefix: str) -> str:
@@ -47,8 +47,8 @@ class Recorder:
 
     @classmethod
     def from_env(cls) -> "Recorder":
-        """The recorder for the log the harness named in ``HARNESS_AUDIT_LOG``."""
-        return cls(os.environ["HARNESS_AUDIT_LOG"])
+        """The recorder for the log the harness named in the environment (``contract.AUDIT_LOG_ENV``)."""
+        return cls(os.environ[AUDIT_LOG_ENV])
 
     def emit(self, event: str, operation_id: str, **fields: Any) -> dict[str, Any]:
         if event not in EVENT_NAMES:

@@ -87,7 +87,7 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
     for finding in op.findings:
         lines += _finding_lines(finding, "  ")
     if op.held and not op.findings:
-        lines.append(f"  held: all {len(op.held)} checks")  # the full list is in verdict.json
+        lines.append(f"  held: all {len(op.held)} checks")  # the full list is in the verdict's JSON
     elif op.held:
         lines.append(f"  held: {', '.join(op.held)}")
     return lines

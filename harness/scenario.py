@@ -11,17 +11,23 @@ import difflib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fake_destinations.spec import DestinationSpec, describe
+from harness.contract import (
+    DESTINATION_ENV_PREFIX,
+    NAME_PATTERN,
+    DestinationContract,
+    destination_env_name,
+    env_suffix,
+)
 from harness.errors import ScenarioError
 from harness.proxy.rules import FaultRule
 
 SCENARIO_DIR_NAME = "scenarios"
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 ResolutionState = Literal["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
 
 
@@ -83,13 +89,24 @@ class Expectation(BaseModel):
         return {k: [v] if isinstance(v, str) else list(v) for k, v in self.states.items()}
 
 
+def _pattern_as_property_names(schema: dict[str, Any]) -> None:
+    """pydantic publishes constrained dict keys as ``patternProperties``, which lets any other key
+    through unchecked; ``propertyNames`` rejects it, as loading does."""
+    (pattern, value), = schema.pop("patternProperties").items()
+    schema["propertyNames"] = {"pattern": pattern}
+    schema["additionalProperties"] = value
+
+
 class Scenario(BaseModel):
     """A fault-injection scenario, as written in `scenarios/NAME.yaml`."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN, description="Scenario name; `pytest --scenario NAME` selects it.")
     description: str = Field(min_length=1, description="What happens and what a correct agent does, for a person.")
-    destinations: dict[str, DestinationSpec] = Field(min_length=1)
+    destinations: dict[Annotated[str, Field(pattern=NAME_PATTERN)], DestinationSpec] = Field(
+        min_length=1, json_schema_extra=_pattern_as_property_names,
+        description="The fake destinations, by name. A name also makes the agent's "
+        f"{DESTINATION_ENV_PREFIX}<NAME> variable, so it uses the same characters as other ids.")
     faults: list[FaultRule] = Field(default_factory=list)
     intents: list[Intent] = Field(min_length=1)
     agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
@@ -101,7 +118,7 @@ class Scenario(BaseModel):
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
 
-    def contracts(self) -> dict[str, dict[str, Any]]:
+    def contracts(self) -> dict[str, DestinationContract]:
         """The agent-facing contract of each destination."""
         return {name: describe(spec) for name, spec in self.destinations.items()}
 
@@ -184,9 +201,16 @@ def load(path: str | Path) -> Scenario:
 
 def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
     """Cross-references pydantic cannot see: intents and faults name declared destinations and kinds."""
-    problems = []
+    problems: list[tuple[tuple[Any, ...], str]] = []
     names = list(scenario.destinations)
     contracts = scenario.contracts()
+    by_variable: dict[str, str] = {}
+    for name in names:
+        first = by_variable.setdefault(env_suffix(name), name)
+        if first != name:
+            problems.append((("destinations", name), (
+                f"destinations {first!r} and {name!r} both become the agent's variable "
+                f"{destination_env_name(name)}: the agent could not tell them apart; rename one")))
     seen: set[str] = set()
     for i, intent in enumerate(scenario.intents):
         loc: tuple[Any, ...] = ("intents", i)
@@ -199,7 +223,7 @@ def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
         if intent.destination not in scenario.destinations:
             problems.append((loc + ("destination",), _unknown("destination", intent.destination, names)))
             continue
-        kinds = list(contracts[intent.destination].get("operations", {}))
+        kinds = list(contracts[intent.destination].operations)
         if kinds and intent.kind not in kinds:
             problems.append((loc + ("kind",), _unknown(
                 f"operation kind for {intent.destination!r}", intent.kind, kinds)))
@@ -248,6 +272,9 @@ def _format_validation(path: Path, root: yaml.Node, exc: ValidationError) -> str
                        + (f" (valid keys: {', '.join(valid)})" if valid else ""))
         elif err["type"] == "missing":
             message = "required key is missing"
+        elif err["type"] == "string_pattern_mismatch" and ctx.get("pattern") == NAME_PATTERN:
+            message = (f"{_short(value)} is not a valid name: use ASCII letters, digits, '_', '.' and '-', "
+                       "starting with a letter or digit")
         elif "expected" in ctx:
             choices = re.findall(r"'([^']*)'", str(ctx["expected"]))
             hint = _suggest(str(value), choices)
@@ -328,11 +355,6 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def env_name(destination: str) -> str:
-    """`HARNESS_DESTINATION_<NAME>` suffix: upper-cased, non-alphanumerics as underscores."""
-    return re.sub(r"[^A-Z0-9]", "_", destination.upper())
 
 
 if __name__ == "__main__":  # python -m harness.scenario: regenerate the published schema

@@ -32,6 +32,18 @@ from urllib.parse import urlsplit
 
 import requests
 
+from harness.contract import (
+    AUDIT_LOG_ENV,
+    IDEMPOTENCY_HEADER,
+    INTENTS_ENV,
+    LOOKUP_RESULT_FIELD,
+    RECEIPT_PREFIX,
+    STATE_DIR_ENV,
+    TRACEPARENT_ENV,
+    TRACEPARENT_HEADER,
+    destination_env_name,
+    secret_env_name,
+)
 from harness.fingerprint import fingerprint
 from harness.recorder import Recorder, new_id
 
@@ -66,12 +78,12 @@ class Agent:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ if env is None else env)
         self.env = env
-        with open(env["HARNESS_INTENTS"], encoding="utf-8") as f:
+        with open(env[INTENTS_ENV], encoding="utf-8") as f:
             doc = json.load(f)
         self.intents: list[dict[str, Any]] = doc["intents"]
         self.contracts: dict[str, dict[str, Any]] = doc.get("destinations", {})
-        self.recorder = Recorder(env["HARNESS_AUDIT_LOG"])
-        self.state_path = Path(env["HARNESS_STATE_DIR"]) / "operations.json"
+        self.recorder = Recorder(env[AUDIT_LOG_ENV])
+        self.state_path = Path(env[STATE_DIR_ENV]) / "operations.json"
         self.state: dict[str, dict[str, Any]] = (
             json.loads(self.state_path.read_text()) if self.state_path.exists() else {})
         if env.get("HTTP_PROXY") or env.get("HTTPS_PROXY"):
@@ -81,15 +93,11 @@ class Agent:
 
     # -- the contract ---------------------------------------------------------------------------
 
-    def env_key(self, destination: str, prefix: str = "HARNESS_DESTINATION_") -> str:
-        """`HARNESS_DESTINATION_<NAME>`: the destination name upper-cased, other characters as `_`."""
-        return prefix + "".join(c if c.isalnum() else "_" for c in destination.upper())
-
     def url(self, destination: str, path: str) -> str:
-        return self.env[self.env_key(destination)].rstrip("/") + path
+        return self.env[destination_env_name(destination)].rstrip("/") + path
 
     def secret(self, destination: str) -> str | None:
-        return self.env.get(self.env_key(destination, "HARNESS_SECRET_"))
+        return self.env.get(secret_env_name(destination))
 
     def save(self) -> None:
         tmp = self.state_path.with_suffix(".tmp")
@@ -153,7 +161,7 @@ class Agent:
         main_module = getattr(sys.modules["__main__"].__spec__, "name", "harness.agents.reference")
         subprocess.run([sys.executable, "-m", main_module, WORKER_FLAG, op["intent"]["intent_id"]],
                        env=self.env, timeout=WORKER_TIMEOUT, check=False)
-        self.recorder = Recorder(self.env["HARNESS_AUDIT_LOG"], session_id=self.recorder.session_id)
+        self.recorder = Recorder(self.env[AUDIT_LOG_ENV], session_id=self.recorder.session_id)
         self.state = json.loads(self.state_path.read_text())
         if not self.state[op["intent"]["intent_id"]].get("resolved"):
             done = self.state[op["intent"]["intent_id"]]
@@ -332,16 +340,16 @@ class Agent:
         traceparent = self.traceparent(op)
         if op["kind"]["method"] == "EXEC":
             return {"method": "EXEC", "path": self.command(op), "body": self.payload(op),
-                    "headers": {"TRACEPARENT": traceparent}, "traceparent": traceparent,
+                    "headers": {TRACEPARENT_ENV: traceparent}, "traceparent": traceparent,
                     "key": self.idempotency_key(op, attempt_id)}
         idem = self.contracts[destination].get("idempotency") or {}
         key = self.idempotency_key(op, attempt_id)
         body = self.payload(op)
-        headers = {"traceparent": traceparent, **self.auth(destination)}
+        headers = {TRACEPARENT_HEADER: traceparent, **self.auth(destination)}
         if key and idem.get("body_field"):
             body[idem["body_field"]] = key
         elif key:
-            headers[idem.get("header") or "Idempotency-Key"] = key
+            headers[idem.get("header") or IDEMPOTENCY_HEADER] = key
         path = op["kind"]["path"].format(**op["intent"].get("params", {}))
         return {"method": op["kind"]["method"], "path": path, "body": body,
                 "headers": headers, "traceparent": traceparent, "key": key}
@@ -389,7 +397,7 @@ class Agent:
     async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
         import asyncssh  # only agents that talk SSH pay for the import
 
-        url = urlsplit(self.env[self.env_key(op["intent"]["destination"])])
+        url = urlsplit(self.env[destination_env_name(op["intent"]["destination"])])
         try:
             connection = await asyncssh.connect(
                 url.hostname, url.port, username="agent", known_hosts=None, client_keys=None,
@@ -399,7 +407,7 @@ class Agent:
         try:
             async with connection:
                 result = await asyncio.wait_for(
-                    connection.run(request["path"], env={"TRACEPARENT": request["headers"]["TRACEPARENT"]}),
+                    connection.run(request["path"], env={TRACEPARENT_ENV: request["headers"][TRACEPARENT_ENV]}),
                     READ_TIMEOUT)
         except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
             return Outcome(attempt_id, "sent_no_response", error=f"ssh session lost: {type(exc).__name__}")
@@ -454,7 +462,7 @@ class Agent:
                 timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
             detail = f"HTTP {response.status_code}"
             if response.ok:
-                items = response.json().get(spec.get("result_field", "items"), [])
+                items = response.json().get(spec.get("result_field", LOOKUP_RESULT_FIELD), [])
                 refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
                 found = bool(refs)
         except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
@@ -504,9 +512,9 @@ class Agent:
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def effect_refs(self, op: dict[str, Any], body: Any) -> list[str]:
-        if isinstance(body, str):  # SSH output carries its receipt as 'effect_ref: X'
-            return [line.split(":", 1)[1].strip() for line in body.splitlines()
-                    if line.startswith("effect_ref:")]
+        if isinstance(body, str):  # SSH output carries its receipt on a RECEIPT_PREFIX line
+            return [line[len(RECEIPT_PREFIX):].strip() for line in body.splitlines()
+                    if line.startswith(RECEIPT_PREFIX)]
         field_name = op["kind"].get("effect_ref_field", "id")
         if isinstance(body, dict) and body.get(field_name) is not None:
             return [str(body[field_name])]

@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from harness.checker.correlation import attribute_ledger, bare_path, correlate, ts_value
+from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -71,7 +72,7 @@ class OperationContext:
         self.wire: dict[str, dict[str, Any]] = {}
         self.ledger_effects: list[dict[str, Any]] = []
         self.ledger_requests: dict[str, list[dict[str, Any]]] = {}
-        self.contract: dict[str, Any] | None = None
+        self.contract: DestinationContract | None = None
         self.spec: dict[str, Any] | None = None
         self.all_operation_ids: frozenset[str] | set[str] | dict[str, Any] = frozenset()
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
@@ -156,17 +157,20 @@ class OperationContext:
         """
         if self.contract is None:
             return None
-        style = (self.contract.get("idempotency") or {}).get("style")
-        if style and style != "none":
-            return True
-        kind = (self.intent or {}).get("kind") if isinstance(self.intent, dict) else None
-        operation = ((self.contract.get("operations") or {}).get(kind or "") or {})
-        return bool(isinstance(operation, dict) and operation.get("dedup"))
+        kind = self.intent.get("kind") if isinstance(self.intent, dict) else None
+        return self.contract.deduplicates(kind if isinstance(kind, str) else None)
 
     def retention_seconds(self) -> float | None:
-        value = (self.contract or {}).get("idempotency") or {}
-        value = value.get("retention_seconds")
-        return float(value) if isinstance(value, (int, float)) else None
+        return self.contract.idempotency.retention_seconds if self.contract is not None else None
+
+    def lookup_lag_seconds(self) -> float:
+        """The index lag of the destination's lookup: documented in its contract (``lookup.lag_seconds``)
+        or declared in its spec (``lookup_lag_seconds``); 0 when neither says."""
+        lookup = self.contract.lookup if self.contract is not None else None
+        declared = (self.spec or {}).get("lookup_lag_seconds")
+        lags = [lookup.lag_seconds if lookup is not None else None,
+                declared if isinstance(declared, (int, float)) and not isinstance(declared, bool) else None]
+        return max([float(lag) for lag in lags if lag is not None], default=0.0)
 
     def is_unknown(self, attempt: dict[str, Any]) -> bool:
         """The attempt may have acted and the agent cannot know: logged so, or the wire shows it."""
@@ -263,12 +267,15 @@ class RunContext:
                 op = self.ops[record["operation_id"]] = OperationContext(record["operation_id"], offline=self.offline)
             op.add(record)
         ids = set(self.ops)
+        contracts = {name: DestinationContract.from_dict(entry["contract"])
+                     for name, entry in evidence.destinations.items()
+                     if isinstance(entry, dict) and entry.get("contract") is not None}
         for op in self.ops.values():
             op.all_operation_ids = ids
             op.peers = self.ops
             entry = evidence.destinations.get(op.destination or "")
             if isinstance(entry, dict):
-                op.contract = entry.get("contract")
+                op.contract = contracts.get(op.destination or "")
                 op.spec = entry.get("spec")
         self.unmatched_wire: list[dict[str, Any]] = []
         self.unattributed_effects: list[dict[str, Any]] = []

@@ -310,10 +310,10 @@ def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> float | None:
     value = attempt.get("retry_after_seconds")
     if isinstance(value, (int, float)):
         return float(value)
-    for source in (op.spec or {}, (op.contract or {}).get("status") or {}):
-        for key in ("retry_after_seconds", "retry_after"):
-            if isinstance(source.get(key), (int, float)):
-                return float(source[key])
+    spec = op.spec or {}
+    for key in ("retry_after_seconds", "retry_after"):
+        if isinstance(spec.get(key), (int, float)):
+            return float(spec[key])
     return None
 
 
@@ -370,8 +370,8 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
 @rule("H013", "lookup-is-observation")
 def lookup_is_observation(op: OperationContext) -> OpFindings:
     """A lookup is logged as an observation, never as an attempt."""
-    lookup = (op.contract or {}).get("lookup") or {}
-    lookup_path = bare_path(lookup.get("path"))
+    lookup = op.contract.lookup if op.contract is not None else None
+    lookup_path = bare_path(lookup.path if lookup is not None else None)
     has_unsafe = any(str(a.get("method") or "").upper() not in SAFE_METHODS for a in op.attempts if a.get("method"))
     for attempt in op.attempts:
         method = str(attempt.get("method") or "").upper()
@@ -393,11 +393,7 @@ def _lag_possible(op: OperationContext, obs: dict[str, Any]) -> bool:
         return True
     if obs.get("lag_possible") is False:
         return False
-    for source in ((op.contract or {}).get("lookup") or {}, op.spec or {}):
-        for key, value in source.items():
-            if "lag" in key and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                return True
-    return False
+    return op.lookup_lag_seconds() > 0
 
 
 @rule("H014", "negative-lookup-not-proof")

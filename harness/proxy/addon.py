@@ -17,12 +17,12 @@ from typing import Any
 
 from mitmproxy import http
 
+from harness.contract import FLOW_HEADER, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint_body
 from harness.journal import JournalWriter, redact_headers
 from harness.proxy.faults import REQUEST_HANDLERS, RESPONSE_HANDLERS
 from harness.proxy.rules import FaultRule, RequestFacts, RuleBook
 
-FLOW_HEADER = "X-Harness-Flow"
 META = "harness"
 
 
@@ -75,7 +75,7 @@ class FaultInjector:
                     "destination": meta["destination"], "method": req.method, "path": req.path.split("?", 1)[0],
                     "query": req.path.split("?", 1)[1] if "?" in req.path else None,
                     "headers": meta["headers"], "body_fingerprint": meta["body_fingerprint"],
-                    "idempotency_key": meta["idempotency_key"], "traceparent": meta["headers"].get("traceparent"),
+                    "idempotency_key": meta["idempotency_key"], "traceparent": meta["headers"].get(TRACEPARENT_HEADER),
                     "rule_id": rule.id if rule else None, "fault": rule.action if rule else None,
                     "forwarded": meta["forwarded"], "upstream_status": meta.get("upstream_status"),
                     "client_outcome": outcome, "client_status": client_status,

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.contract import CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEADER
+
 Phase = Literal["request", "response", "connection"]
 CONNECTION_MATCH = frozenset({"destination"})  # all a rule can know before any request is read
 
@@ -108,8 +110,8 @@ if TYPE_CHECKING:
     Action = str
 else:  # one truth: the choices are the registry's names, in its order
     Action = Literal[tuple(ACTIONS)]
-IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
-BODY_TOKEN_FIELDS = ("client_token", "clientToken", "ClientToken", "idempotency_key")
+IDEMPOTENCY_HEADERS = (IDEMPOTENCY_HEADER.lower(), "x-" + IDEMPOTENCY_HEADER.lower())
+BODY_TOKEN_FIELDS = (CLIENT_TOKEN_FIELD, "clientToken", "ClientToken", "idempotency_key")
 
 _TEMPLATE_VAR = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 

@@ -285,6 +285,27 @@ def test_a_malformed_line_holding_a_secret_is_reported_without_echoing_it(tmp_pa
     assert "canary-7f3a9c2e" not in str(verdict.to_dict())
 
 
+@pytest.mark.parametrize("where, lag, flagged", [
+    ("contract", 2.0, True), ("contract", 0.0, False), ("spec", 1.5, True), ("spec", 0, False),
+    ("nowhere", None, False),
+])
+def test_a_negative_lookup_that_says_nothing_of_lag_may_lag_when_the_destination_documents_it(
+        tmp_path, where, lag, flagged):
+    """H014 reads the lag from the typed contract (lookup.lag_seconds) or the spec (lookup_lag_seconds)."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    destination = b.context["destinations"]["tickets"]
+    if where == "contract":
+        destination["contract"] = dict(destination["contract"], lookup=dict(destination["contract"]["lookup"],
+                                                                           lag_seconds=lag))
+    elif where == "spec":
+        destination["spec"] = dict(destination["spec"], lookup_lag_seconds=lag)
+    lost_then(b, effect=None)
+    b.requests[0].update(status=503, outcome="failed_before_commit")
+    b.observation("op_1", "obs_1", found=False)
+    b.resolution("op_1", "failed", evidence=["att_1", "obs_1"])
+    assert ("H014" in codes(b.check())) is flagged
+
+
 def test_docs_rule_table_lists_every_rule_with_its_name_and_description():
     import re
     from pathlib import Path

@@ -278,6 +278,8 @@ def test_every_rule_has_a_description():
     ("ledger.json", '{"effects": {"a": 1}}', "ledger.json: key 'effects' must be a list of row objects"),
     ("context.json", '{"intents": {"i": 1}}', "context.json: key 'intents' must be a list, got dict"),
     ("journal.ndjson", '{"seq": 1}\n[1]\n', "journal.ndjson:2: expected a JSON object, got list"),
+    ("context.json", '{"destinations": {"tickets": {"contract": {"service": "tickets", "lookup": "yes"}}}}',
+     "context.json: destinations.tickets.contract: lookup: expected dict, got str 'yes'"),
 ])
 def test_unusable_evidence_files_raise_evidence_error_naming_file_and_key(tmp_path, name, text, expected):
     from harness.errors import EvidenceError

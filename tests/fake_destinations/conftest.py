@@ -41,7 +41,7 @@ def destination_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desti
         host.start()
         yield host
     finally:
-        host.close()
+        host.stop()
 
 
 @pytest.fixture

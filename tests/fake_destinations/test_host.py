@@ -33,7 +33,7 @@ def test_restart_keeps_ports_ledger_and_stored_keys(tmp_path):
 def test_stop_ends_the_process_group(tmp_path):
     host = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite").start()
     pid = host.process.pid
-    host.close()
+    host.stop()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     with pytest.raises(requests.ConnectionError):
@@ -47,7 +47,7 @@ def test_crash_at_start_reports_the_child_stderr(tmp_path):
     with pytest.raises(DestinationStartError, match="exited with status .* during start-up(?s:.*)unable to open"):
         host.start()
     assert host.process is None
-    host.close()
+    host.stop()
 
 
 def test_port_taken_on_restart_is_a_clear_error(tmp_path):
@@ -61,7 +61,7 @@ def test_port_taken_on_restart_is_a_clear_error(tmp_path):
             with pytest.raises(DestinationStartError, match=f"cannot start.*{port}|address already in use"):
                 host.start()
     finally:
-        host.close()
+        host.stop()
 
 
 def test_bad_spec_is_rejected_before_any_process_starts(tmp_path):

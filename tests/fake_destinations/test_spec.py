@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import typing
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from fake_destinations.services import SERVICES
 from fake_destinations.spec import DestinationSpec, describe, json_schema
+from harness.contract import DestinationContract
 
 
 def test_service_defaults_are_filled_in():
@@ -20,7 +22,7 @@ def test_service_defaults_are_filled_in():
 
 
 def test_describe_tickets_is_the_documented_shape():
-    assert describe({"service": "tickets"}) == {
+    assert describe({"service": "tickets"}).to_dict() == {
         "service": "tickets",
         "idempotency": {"style": "stripe", "header": "Idempotency-Key", "body_field": None,
                         "retention_seconds": 86400.0, "scope": "global", "required": False},
@@ -33,18 +35,31 @@ def test_describe_tickets_is_the_documented_shape():
 
 
 def test_describe_other_styles():
-    vms = describe(DestinationSpec(service="vms"))
-    assert vms["idempotency"]["header"] is None and vms["idempotency"]["body_field"] == "client_token"
+    vms = describe(DestinationSpec(service="vms")).idempotency
+    assert vms.header is None and vms.body_field == "client_token"
     email = describe({"service": "email"})
-    assert email["lookup"] is None and email["idempotency"]["retention_seconds"] is None
+    assert email.lookup is None and email.idempotency.retention_seconds is None
     deployments = describe({"service": "deployments"})
-    assert deployments["status"] == {"method": "GET", "path": "/operations/{id}"}
-    assert deployments["idempotency"]["required"] is True
+    assert deployments.to_dict()["status"] == {"method": "GET", "path": "/operations/{id}"}
+    assert deployments.idempotency.required is True
     accounts = describe({"service": "accounts", "key_scope": "account", "idempotency": "stripe"})
-    assert accounts["operations"]["disable_account"]["body_defaults"] == {"status": "disabled"}
-    assert accounts["idempotency"]["account_header"] == "X-Account"
-    assert describe({"service": "ssh"})["operations"]["create_user"] == {
+    assert accounts.to_dict()["operations"]["disable_account"]["body_defaults"] == {"status": "disabled"}
+    assert accounts.to_dict()["idempotency"]["account_header"] == "X-Account"
+    assert describe({"service": "ssh"}).to_dict()["operations"]["create_user"] == {
         "method": "EXEC", "command": "create-user {username}", "required_params": ["username"]}
+    assert describe({"service": "tickets", "lookup_lag_seconds": 2}).lookup.may_lag
+
+
+@pytest.mark.parametrize("service, idempotency, key_scope", [
+    (service, idempotency, key_scope) for service in sorted(SERVICES)
+    for idempotency in ([None, "none"] if SERVICES[service].transport == "ssh" else
+                        [None, "none", "stripe", "ietf", "client_token"])
+    for key_scope in ("global", "account")])
+def test_the_contract_json_reads_back_to_the_same_contract(service, idempotency, key_scope):
+    contract = describe(DestinationSpec(service=service, idempotency=idempotency, key_scope=key_scope))
+    as_json = json.loads(json.dumps(contract.to_dict()))
+    assert DestinationContract.from_dict(as_json) == contract
+    assert DestinationContract.from_dict(as_json).to_dict() == as_json
 
 
 def test_every_service_declares_operations_with_unique_kinds():

@@ -54,7 +54,7 @@ def test_every_bundled_scenario_loads_and_validates_against_the_published_schema
 def test_a_good_scenario_loads(tmp_path: Path) -> None:
     scenario = load(write(tmp_path, GOOD))
     assert [i.intent_id for i in scenario.intents] == ["t1"]
-    assert scenario.contracts()["tickets"]["operations"]["create_ticket"]["method"] == "POST"
+    assert scenario.contracts()["tickets"].operations["create_ticket"].method == "POST"
 
 
 def test_unknown_key_names_line_key_and_suggests(tmp_path: Path) -> None:
@@ -126,6 +126,18 @@ def test_published_schema_rejects_an_unknown_fault_action() -> None:
     data["faults"][0]["action"] = "drop_everything"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
+
+
+def test_published_schema_rejects_a_destination_name_that_is_no_id() -> None:
+    from harness.scenario import SCHEMA_PATH
+
+    data = yaml.safe_load((REPO / "scenarios" / "response_lost.yaml").read_text())
+    spec = next(iter(data["destinations"].values()))
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validate(data, schema)
+    data["destinations"] = {"my api": spec}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
 
 
 ERRORS = Path(__file__).parent / "errors"

@@ -1,0 +1,367 @@
+"""The agent contract: every name that the harness, the agents, the proxy and the destinations share.
+
+Outside code (agents in any language, CI scripts) depends on these names, so each is spelled here
+once and imported everywhere else:
+
+- the environment an agent is started with (``agent_env``), and the one rule that turns a
+  destination name into its variable names (``env_suffix``);
+- the layout of a run's evidence folder (``EvidenceLayout``);
+- the HTTP header and body field names shared by agents, the fault proxy and the destinations;
+- the typed destination contract (``DestinationContract``) that the intents file hands to agents,
+  as JSON, under ``destinations``: ``to_dict()`` writes that JSON, ``from_dict()`` reads it back.
+
+Standard library only, and cheap to import: the reference agent and the destination process import
+this module, and their start-up is on every scenario's critical path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# -- names ----------------------------------------------------------------------------------------
+
+# Scenario names, intent ids and destination names. A destination name must stay usable in an
+# environment variable name, hence no spaces and nothing outside ASCII.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+# -- the agent's environment ----------------------------------------------------------------------
+
+INTENTS_ENV = "HARNESS_INTENTS"  # path of the intents file (JSON)
+AUDIT_LOG_ENV = "HARNESS_AUDIT_LOG"  # path of the NDJSON audit log the agent appends to
+STATE_DIR_ENV = "HARNESS_STATE_DIR"  # a folder that survives the agent's restarts within one run
+DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL of a destination
+SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
+
+_NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
+
+
+def env_suffix(destination: str) -> str:
+    """The ``<NAME>`` of a destination's variables: ASCII letters upper-cased, ASCII digits kept,
+    and every other character (``-``, ``.``, ``_``, a space, any non-ASCII character) one ``_``.
+
+    One character in, one character out, so the suffix never depends on locale or Unicode case
+    rules (``"ß".upper()`` is ``"SS"``). Different names may share a suffix (``my-api``, ``my_api``,
+    ``My.Api``): scenario loading rejects a scenario that declares two such names.
+    """
+    return _NOT_ENV_CHAR.sub("_", destination).upper()
+
+
+def destination_env_name(destination: str) -> str:
+    """The variable holding the destination's base URL: the prefix, then ``env_suffix(destination)``."""
+    return DESTINATION_ENV_PREFIX + env_suffix(destination)
+
+
+def secret_env_name(destination: str) -> str:
+    """The variable holding the credential the agent must use there: the prefix, then the suffix."""
+    return SECRET_ENV_PREFIX + env_suffix(destination)
+
+
+# -- the evidence folder --------------------------------------------------------------------------
+
+AGENT_LOG_FILE = "agent.ndjson"
+JOURNAL_FILE = "journal.ndjson"
+LEDGER_DUMP_FILE = "ledger.json"
+LEDGER_DB_FILE = "ledger.sqlite"
+CONTEXT_FILE = "context.json"
+INTENTS_FILE = "intents.json"
+VERDICT_JSON_FILE = "verdict.json"
+VERDICT_TEXT_FILE = "verdict.txt"
+AGENT_STDOUT_FILE = "agent.stdout"
+AGENT_STDERR_FILE = "agent.stderr"
+STATE_DIR_NAME = "agent-state"
+
+
+@dataclass(frozen=True)
+class EvidenceLayout:
+    """Where each file of one run's evidence folder lives. Every file is optional to the checker: a
+    missing one is an empty source."""
+
+    folder: Path
+
+    @property
+    def agent_log(self) -> Path:
+        """The agent's audit log (events, ``harness.events``)."""
+        return self.folder / AGENT_LOG_FILE
+
+    @property
+    def journal(self) -> Path:
+        """The proxy journal (one line per flow, ``harness.journal``)."""
+        return self.folder / JOURNAL_FILE
+
+    @property
+    def ledger_dump(self) -> Path:
+        """``{"effects": [...], "requests": [...]}``: the effect ledger as JSON, for the checker."""
+        return self.folder / LEDGER_DUMP_FILE
+
+    @property
+    def ledger_db(self) -> Path:
+        """A copy of the destinations' SQLite effect ledger."""
+        return self.folder / LEDGER_DB_FILE
+
+    @property
+    def context(self) -> Path:
+        """``{"scenario", "destinations", "intents", "secrets", "agent", ...}``: what the harness knows."""
+        return self.folder / CONTEXT_FILE
+
+    @property
+    def intents(self) -> Path:
+        """The intents file handed to the agent: ``{"intents": [...], "destinations": {name: contract}}``."""
+        return self.folder / INTENTS_FILE
+
+    @property
+    def verdict_json(self) -> Path:
+        return self.folder / VERDICT_JSON_FILE
+
+    @property
+    def verdict_text(self) -> Path:
+        return self.folder / VERDICT_TEXT_FILE
+
+    @property
+    def agent_stdout(self) -> Path:
+        return self.folder / AGENT_STDOUT_FILE
+
+    @property
+    def agent_stderr(self) -> Path:
+        return self.folder / AGENT_STDERR_FILE
+
+    @property
+    def state_dir(self) -> Path:
+        """The agent's state dir (``STATE_DIR_ENV``)."""
+        return self.folder / STATE_DIR_NAME
+
+
+def agent_env(layout: EvidenceLayout, urls: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
+    """The contract environment of one agent run: its files in ``layout``, and the base URL and the
+    credential of each destination, both keyed by destination name."""
+    return {
+        INTENTS_ENV: str(layout.intents),
+        AUDIT_LOG_ENV: str(layout.agent_log),
+        STATE_DIR_ENV: str(layout.state_dir),
+        **{destination_env_name(name): url for name, url in urls.items()},
+        **{secret_env_name(name): value for name, value in secrets.items()},
+    }
+
+
+# -- names on the wire ----------------------------------------------------------------------------
+
+FLOW_HEADER = "X-Harness-Flow"  # stamped by the proxy on what it forwards; never seen by the agent
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"  # "true" on an answer replayed from a stored key
+ACCOUNT_HEADER = "X-Account"  # the account a key is scoped to (key scope "account")
+TRACEPARENT_HEADER = "traceparent"  # W3C trace context: correlates attempts with the wire
+TRACEPARENT_ENV = "TRACEPARENT"  # the same, passed as an SSH session variable
+CLIENT_TOKEN_FIELD = "client_token"  # body field of an EC2-like client token
+CLIENT_REFERENCE_FIELD = "client_reference"  # body field and lookup query parameter
+LOOKUP_RESULT_FIELD = "items"  # field of a lookup answer that lists the matching resources
+RECEIPT_PREFIX = "effect_ref:"  # an SSH command's output line that names its effect
+
+# The audit events an agent writes (field ``event``).
+EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
+
+
+# -- the destination contract ---------------------------------------------------------------------
+
+class ContractError(ValueError):
+    """Raised by ``DestinationContract.from_dict`` when the JSON does not have the contract's shape;
+    the message starts with the key path."""
+
+
+@dataclass(frozen=True)
+class IdempotencyContract:
+    """How the destination deduplicates writes: ``style`` ``none`` means it does not."""
+
+    style: str = "none"  # none | stripe | ietf | client_token
+    header: str | None = None  # the request header carrying the key
+    body_field: str | None = None  # or the body field carrying it
+    retention_seconds: float | None = None  # how long a key is remembered; None: forever (or no keys)
+    scope: str | None = "global"  # global | account | path
+    required: bool = False  # a write without a key is refused
+    account_header: str | None = None  # the header naming the account, when keys are per account
+
+    @property
+    def deduplicates(self) -> bool:
+        return self.style != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"style": self.style, "header": self.header, "body_field": self.body_field,
+                               "retention_seconds": self.retention_seconds, "scope": self.scope,
+                               "required": self.required}
+        if self.account_header is not None:
+            out["account_header"] = self.account_header
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "idempotency") -> IdempotencyContract:
+        return cls(style=_get(data, "style", str, where) or "none",
+                   header=_get(data, "header", str, where),
+                   body_field=_get(data, "body_field", str, where),
+                   retention_seconds=_seconds(data, "retention_seconds", where),
+                   scope=_get(data, "scope", str, where, default="global"),
+                   required=bool(_get(data, "required", bool, where)),
+                   account_header=_get(data, "account_header", str, where))
+
+
+@dataclass(frozen=True)
+class LookupContract:
+    """A search by client reference: ``method path?query_param=<reference>`` answers
+    ``{result_field: [resources]}``; a resource shows up only ``lag_seconds`` after its commit."""
+
+    path: str
+    query_param: str
+    method: str = "GET"
+    result_field: str = LOOKUP_RESULT_FIELD
+    lag_seconds: float | None = None  # None: the destination does not say
+
+    @property
+    def may_lag(self) -> bool:
+        """True when a negative answer may only mean the index has not caught up yet."""
+        return self.lag_seconds is not None and self.lag_seconds > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method, "path": self.path, "query_param": self.query_param,
+                               "result_field": self.result_field}
+        if self.lag_seconds is not None:
+            out["lag_seconds"] = self.lag_seconds
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "lookup") -> LookupContract:
+        return cls(path=_required(data, "path", str, where),
+                   query_param=_required(data, "query_param", str, where),
+                   method=_get(data, "method", str, where, default="GET"),
+                   result_field=_get(data, "result_field", str, where, default=LOOKUP_RESULT_FIELD),
+                   lag_seconds=_seconds(data, "lag_seconds", where))
+
+
+@dataclass(frozen=True)
+class StatusContract:
+    """Where an asynchronous operation's status is polled: ``path`` holds ``{id}``."""
+
+    path: str
+    method: str = "GET"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "status") -> StatusContract:
+        return cls(path=_required(data, "path", str, where), method=_get(data, "method", str, where, default="GET"))
+
+
+@dataclass(frozen=True)
+class OperationContract:
+    """One kind of operation: an HTTP ``method path`` (``{param}`` placeholders filled from the
+    intent's params), or an SSH ``command`` (method ``EXEC``)."""
+
+    method: str
+    path: str | None = None
+    command: str | None = None
+    dedup: str | None = None  # the operation deduplicates on its own, e.g. "operation_marker"
+    client_reference_field: str | None = None  # body field where the agent puts its reference
+    effect_ref_field: str | None = None  # answer field naming the effect
+    body_defaults: Mapping[str, Any] | None = None
+    required_params: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method}
+        for name in ("path", "command", "dedup", "client_reference_field", "effect_ref_field"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.body_defaults is not None:
+            out["body_defaults"] = dict(self.body_defaults)
+        out["required_params"] = list(self.required_params)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "operation") -> OperationContract:
+        defaults = _get(data, "body_defaults", dict, where)
+        params = _get(data, "required_params", list, where) or []
+        if not all(isinstance(p, str) for p in params):
+            raise ContractError(f"{where}.required_params: expected a list of strings")
+        return cls(method=_required(data, "method", str, where),
+                   path=_get(data, "path", str, where),
+                   command=_get(data, "command", str, where),
+                   dedup=_get(data, "dedup", str, where),
+                   client_reference_field=_get(data, "client_reference_field", str, where),
+                   effect_ref_field=_get(data, "effect_ref_field", str, where),
+                   body_defaults=dict(defaults) if defaults is not None else None,
+                   required_params=tuple(params))
+
+
+@dataclass(frozen=True)
+class DestinationContract:
+    """What an agent is told about one destination: its idempotency semantics, its lookup (None:
+    there is none), its operation kinds, and (asynchronous services) where to poll an operation."""
+
+    service: str
+    idempotency: IdempotencyContract = field(default_factory=IdempotencyContract)
+    lookup: LookupContract | None = None
+    operations: Mapping[str, OperationContract] = field(default_factory=dict)
+    status: StatusContract | None = None
+
+    def deduplicates(self, kind: str | None) -> bool:
+        """Does a retry of this kind of operation reuse the first one's effect? Either the whole
+        destination deduplicates on a key, or the operation does on its own (an SSH deploy's marker)."""
+        if self.idempotency.deduplicates:
+            return True
+        operation = self.operations.get(kind or "")
+        return bool(operation is not None and operation.dedup)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON an agent reads under ``destinations.<name>`` of the intents file."""
+        out: dict[str, Any] = {"service": self.service, "idempotency": self.idempotency.to_dict(),
+                               "lookup": self.lookup.to_dict() if self.lookup is not None else None,
+                               "operations": {kind: op.to_dict() for kind, op in self.operations.items()}}
+        if self.status is not None:
+            out["status"] = self.status.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DestinationContract:
+        """Read ``to_dict()``'s JSON back; keys left out take their defaults, unknown keys are ignored.
+        Raises ``ContractError`` naming the key path when a value has the wrong type."""
+        if not isinstance(data, Mapping):
+            raise ContractError(f"expected an object, got {type(data).__name__}")
+        idempotency = _get(data, "idempotency", dict, "")
+        lookup = _get(data, "lookup", dict, "")
+        status = _get(data, "status", dict, "")
+        operations = _get(data, "operations", dict, "") or {}
+        for kind, op in operations.items():
+            if not isinstance(op, Mapping):
+                raise ContractError(f"operations.{kind}: expected an object, got {type(op).__name__}")
+        return cls(service=_required(data, "service", str, ""),
+                   idempotency=IdempotencyContract.from_dict(idempotency or {}),
+                   lookup=LookupContract.from_dict(lookup) if lookup is not None else None,
+                   operations={kind: OperationContract.from_dict(op, f"operations.{kind}")
+                               for kind, op in operations.items()},
+                   status=StatusContract.from_dict(status) if status is not None else None)
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None) -> Any:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ContractError(f"{where + '.' if where else ''}{key}: expected {kind.__name__}, "
+                         f"got {type(value).__name__} {value!r}")
+    return value
+
+
+def _required(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = _get(data, key, kind, where)
+    if value is None:
+        raise ContractError(f"{where + '.' if where else ''}{key}: required key is missing")
+    return value
+
+
+def _seconds(data: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ContractError(f"{where}.{key}: expected seconds (a number), got {type(value).__name__} {value!r}")
+    return float(value)
