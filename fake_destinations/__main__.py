@@ -24,8 +24,6 @@ from fake_destinations.ledger import Ledger
 from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
 
 
-
-
 async def _stop_when_orphaned(stop: asyncio.Event, every: float = 0.5) -> None:
     """Stop if the harness that started us died without stopping us (SIGKILL, OOM): no leaked servers."""
     parent = os.getppid()

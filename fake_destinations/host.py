@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fake_destinations.runtime import READY_PREFIX
 from fake_destinations.ledger import read_effects, read_requests
+from fake_destinations.runtime import READY_PREFIX
 from fake_destinations.spec import DestinationSpec
 from harness.contract import LEDGER_DB_FILE
 

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError
 from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
 from harness.contract import AGENT_STDERR_FILE, EvidenceLayout, agent_env, env_suffix
+from harness.errors import HarnessError
 from harness.report import render_result
 from harness.scenario import Scenario
 

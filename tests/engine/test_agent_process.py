@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import AgentError
 from harness.agent_process import argv_for, run_agent
+from harness.errors import AgentError
 
 
 def alive(pid: int) -> bool:

@@ -14,7 +14,15 @@ from pydantic import ValidationError
 
 from harness.proxy import rules as rules_module
 from harness.proxy.rules import (
-    ACTIONS, FaultAction, FaultRule, Match, RequestFacts, RuleBook, actions_markdown, matches_criteria, path_pattern,
+    ACTIONS,
+    FaultAction,
+    FaultRule,
+    Match,
+    RequestFacts,
+    RuleBook,
+    actions_markdown,
+    matches_criteria,
+    path_pattern,
     rules_json_schema,
 )
 
