@@ -67,7 +67,7 @@ class DestinationHost:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, timeout: float = 10.0) -> "DestinationHost":
+    def start(self, timeout: float = 10.0) -> DestinationHost:
         if self.process is not None:
             raise DestinationError("destinations already started")
         config = {"ledger": str(self.ledger_path), "state_dir": str(self.state_dir),
@@ -160,7 +160,7 @@ class DestinationHost:
         self._kill()
         self.start(timeout)
 
-    def __enter__(self) -> "DestinationHost":
+    def __enter__(self) -> DestinationHost:
         if self.process is None:
             self.start()
         return self

@@ -101,7 +101,7 @@ class DestinationSpec(BaseModel):
     failures: list[Failure] = Field(default_factory=list, description="Faults the destination produces itself.")
 
     @model_validator(mode="after")
-    def _service_defaults(self) -> "DestinationSpec":
+    def _service_defaults(self) -> DestinationSpec:
         service = SERVICES[self.service]
         if self.idempotency is None:
             self.idempotency = service.idempotency

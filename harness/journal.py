@@ -93,7 +93,7 @@ class JournalWriter:
             if not self._file.closed:
                 self._file.close()
 
-    def __enter__(self) -> "JournalWriter":
+    def __enter__(self) -> JournalWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

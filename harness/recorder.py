@@ -46,7 +46,7 @@ class Recorder:
         return f"{self._seq}:{self._prev_hash}" if self.chain else None
 
     @classmethod
-    def from_env(cls) -> "Recorder":
+    def from_env(cls) -> Recorder:
         """The recorder for the log the harness named in the environment (``contract.AUDIT_LOG_ENV``)."""
         return cls(os.environ[AUDIT_LOG_ENV])
 
@@ -85,7 +85,7 @@ class Recorder:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -402,14 +402,14 @@ class Agent:
             connection = await asyncssh.connect(
                 url.hostname, url.port, username="agent", known_hosts=None, client_keys=None,
                 agent_path=None, connect_timeout=CONNECT_TIMEOUT)
-        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncssh.Error) as exc:
             return Outcome(attempt_id, "not_sent", error=f"ssh connect failed: {type(exc).__name__}")
         try:
             async with connection:
                 result = await asyncio.wait_for(
                     connection.run(request["path"], env={TRACEPARENT_ENV: request["headers"][TRACEPARENT_ENV]}),
                     READ_TIMEOUT)
-        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncssh.Error) as exc:
             return Outcome(attempt_id, "sent_no_response", error=f"ssh session lost: {type(exc).__name__}")
         if result.exit_status is None:  # the channel closed before the command's exit status
             return Outcome(attempt_id, "sent_no_response", error="connection lost before the exit status")

@@ -105,7 +105,7 @@ class _Ready:
 class ProxyHost:
     """The process's embedded mitmproxy and its fault injector."""
 
-    _shared: "ProxyHost | None" = None
+    _shared: ProxyHost | None = None
     _shared_lock = threading.Lock()
 
     def __init__(self, *, confdir: str | Path = "~/.mitmproxy", listen_host: str = "127.0.0.1") -> None:
@@ -120,7 +120,7 @@ class ProxyHost:
         self._start_error: BaseException | None = None
 
     @classmethod
-    def shared(cls) -> "ProxyHost":
+    def shared(cls) -> ProxyHost:
         """The process-wide host, started on first use and stopped at interpreter exit."""
         with cls._shared_lock:
             if cls._shared is None or not cls._shared.running:
@@ -327,7 +327,7 @@ class ProxyHost:
                 return 0
             try:
                 await asyncio.wait_for(state.idle.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             left = state.in_flight
             state.journal.close()

@@ -182,7 +182,7 @@ class Match(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _one_schedule(self) -> "Match":
+    def _one_schedule(self) -> Match:
         given = [k for k in ("nth", "first", "every") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one schedule of nth / first / every, got {', '.join(given)}")
@@ -207,7 +207,7 @@ class FaultRule(BaseModel):
     jitter_ms: int = Field(0, ge=0, description="latency: extra uniform delay of up to this many ms, from the seeded stream.")
 
     @model_validator(mode="after")
-    def _parameters_fit_action(self) -> "FaultRule":
+    def _parameters_fit_action(self) -> FaultRule:
         action = ACTIONS[self.action]
         for name, hint in action.needs.items():
             if getattr(self, name) is None:
