@@ -7,7 +7,7 @@ Importing this package does not import mitmproxy; the host loads it when it star
 from harness.proxy.host import MODES, ProxyHost, ProxyHostError, ProxyRoutes, disable_nagle_for_proxies
 from harness.proxy.rules import ACTIONS, FaultAction, FaultRule, Match, RequestFacts, RuleBook, rules_json_schema
 
-__all__ = sorted([
-    "ACTIONS", "FaultAction", "FaultRule", "MODES", "Match", "ProxyHost", "ProxyHostError", "ProxyRoutes", "RequestFacts",
-    "RuleBook", "disable_nagle_for_proxies", "rules_json_schema",
-])
+__all__ = [
+    "ACTIONS", "FaultAction", "FaultRule", "MODES", "Match", "ProxyHost", "ProxyHostError", "ProxyRoutes",
+    "RequestFacts", "RuleBook", "disable_nagle_for_proxies", "rules_json_schema",
+]
