@@ -76,7 +76,8 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 forwarded="yes", client_sees="TCP reset"),
     FaultAction("drop_request", "request",
                 "never forward; the client sees the connection close (it cannot tell this from a lost response)",
-                forwarded="no", client_sees="connection closed (it cannot tell this from a lost response; the ledger can)"),
+                forwarded="no",
+                client_sees="connection closed (it cannot tell this from a lost response; the ledger can)"),
     FaultAction("hold_response", "response",
                 "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
                 forwarded="yes", client_sees="nothing until its timeout",
@@ -97,7 +98,8 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 "forward; deliver the real status with a chunked body whose chunk size is not hex",
                 forwarded="yes", client_sees="a broken body: a chunk size that is not hex"),
     FaultAction("refuse_connection", "connection",
-                "the destination's listener is closed for the scenario: the client's connect is refused (a true not_sent)",
+                "the destination's listener is closed for the scenario: the client's connect is refused "
+                "(a true not_sent)",
                 forwarded="no", client_sees="connection refused: a true `not_sent`"),
     FaultAction("duplicate_delivery", "request",
                 "forward the request twice (a network that retries on its own); the client gets the second answer",
@@ -135,17 +137,27 @@ class Match(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    destination: str | None = Field(None, description="Scenario name of the destination (e.g. tickets); any when absent.")
+    destination: str | None = Field(
+        None, description="Scenario name of the destination (e.g. tickets); any when absent.")
     method: str | None = Field(None, description="HTTP method, case-insensitive (e.g. POST); any when absent.")
-    path: str | None = Field(None, description="Path template: exact, '{name}' for one segment, '*' for any rest (e.g. /tickets/{id}). Query ignored.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Header name -> exact value ('*' = present). Names case-insensitive.")
-    body: dict[str, Any] = Field(default_factory=dict, description="JSON body field (dotted path, e.g. customer.id) -> value it must equal.")
+    path: str | None = Field(
+        None, description="Path template: exact, '{name}' for one segment, '*' for any rest "
+        "(e.g. /tickets/{id}). Query ignored.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Header name -> exact value ('*' = present). Names case-insensitive.")
+    body: dict[str, Any] = Field(
+        default_factory=dict, description="JSON body field (dotted path, e.g. customer.id) -> value it must equal.")
     per: Literal["run", "idempotency_key", "fingerprint"] = Field(
-        "run", description="What the schedule counts: matching requests of the run, or those with the same idempotency key / body fingerprint.")
-    nth: int | list[int] | None = Field(None, description="Fire on the nth matching request (1-based), or on each listed one.")
-    first: int | None = Field(None, description="Fire on the first N matching requests (e.g. 2 = the first two attempts).")
+        "run", description="What the schedule counts: matching requests of the run, or those with the same "
+        "idempotency key / body fingerprint.")
+    nth: int | list[int] | None = Field(
+        None, description="Fire on the nth matching request (1-based), or on each listed one.")
+    first: int | None = Field(
+        None, description="Fire on the first N matching requests (e.g. 2 = the first two attempts).")
     every: int | None = Field(None, description="Fire on every Nth matching request (N, 2N, ...).")
-    probability: float | None = Field(None, description="Fire with this probability (0..1) on requests the schedule selects, drawn from the seeded stream.")
+    probability: float | None = Field(
+        None, description="Fire with this probability (0..1) on requests the schedule selects, drawn from the "
+        "seeded stream.")
 
     @field_validator("method")
     @classmethod
@@ -196,15 +208,24 @@ class FaultRule(BaseModel):
 
     id: str = Field(..., min_length=1, description="Rule id, written to the proxy journal as rule_id.")
     match: Match = Field(default_factory=Match, description="Which requests this rule targets; all when empty.")
-    action: Action = Field(..., description="What to do: " + "; ".join(f"{a.name}: {a.doc}" for a in ACTIONS.values()))
-    status: int | None = Field(None, ge=100, le=599, description="Status for synthetic_status / replace_status (e.g. 503, 429, 500).")
-    retry_after: int | None = Field(None, ge=0, description="Retry-After seconds sent with synthetic_status / replace_status.")
-    body: str | None = Field(None, description="Body sent with synthetic_status / replace_status; a short JSON error when absent.")
-    hold_ms: int | None = Field(None, ge=0, description="hold_response: how long to hold the response (ms); set it past the client's timeout.")
-    then: Literal["deliver", "drop"] = Field("deliver", description="hold_response: after the hold, deliver the response or drop the connection.")
-    keep_bytes: int = Field(0, ge=0, description="truncate_body: how many body bytes reach the client before the close.")
+    action: Action = Field(
+        ..., description="What to do: " + "; ".join(f"{a.name}: {a.doc}" for a in ACTIONS.values()))
+    status: int | None = Field(
+        None, ge=100, le=599, description="Status for synthetic_status / replace_status (e.g. 503, 429, 500).")
+    retry_after: int | None = Field(
+        None, ge=0, description="Retry-After seconds sent with synthetic_status / replace_status.")
+    body: str | None = Field(
+        None, description="Body sent with synthetic_status / replace_status; a short JSON error when absent.")
+    hold_ms: int | None = Field(
+        None, ge=0, description="hold_response: how long to hold the response (ms); set it past the client's "
+        "timeout.")
+    then: Literal["deliver", "drop"] = Field(
+        "deliver", description="hold_response: after the hold, deliver the response or drop the connection.")
+    keep_bytes: int = Field(
+        0, ge=0, description="truncate_body: how many body bytes reach the client before the close.")
     delay_ms: int = Field(0, ge=0, description="latency: fixed delay before forwarding (ms).")
-    jitter_ms: int = Field(0, ge=0, description="latency: extra uniform delay of up to this many ms, from the seeded stream.")
+    jitter_ms: int = Field(
+        0, ge=0, description="latency: extra uniform delay of up to this many ms, from the seeded stream.")
 
     @model_validator(mode="after")
     def _parameters_fit_action(self) -> FaultRule:
@@ -370,7 +391,8 @@ def actions_markdown() -> str:
     rows = ["| `action` | reaches the destination | the client sees |", "|---|---|---|"]
     for action in ACTIONS.values():
         params = ", ".join(_parameter_markdown(p) for p in action.parameters)
-        rows.append(f"| `{action.name}`{f' ({params})' if params else ''} | {action.forwarded} | {action.client_sees} |")
+        shown = f"`{action.name}`" + (f" ({params})" if params else "")
+        rows.append(f"| {shown} | {action.forwarded} | {action.client_sees} |")
     return "\n".join(rows) + "\n"
 
 
