@@ -137,7 +137,7 @@ class HttpDestination(DestinationRuntime):
             try:
                 body = json.loads(raw)
             except ValueError:
-                raise _Rejection(*_error(400, "invalid_json", "request body is not JSON"))
+                raise _Rejection(*_error(400, "invalid_json", "request body is not JSON")) from None
             if not isinstance(body, dict):
                 raise _Rejection(*_error(400, "invalid_json", "request body must be a JSON object"))
         else:
@@ -150,7 +150,7 @@ class HttpDestination(DestinationRuntime):
             self.check_rate_limit()
         except RateLimited as limited:
             raise _Rejection(*_error(429, "rate_limited", "too many requests"), outcome="rate_limited",
-                             headers={"Retry-After": str(limited.retry_after)})
+                             headers={"Retry-After": str(limited.retry_after)}) from None
         failure = self.next_failure()
         if failure and failure["fault"] == "rate_limited":
             raise _Rejection(*_error(failure["status"] or 429, "rate_limited", "too many requests"),
