@@ -118,7 +118,7 @@ def run_matrix(agents: list[str], scenario_paths: list[Path], evidence_root: Pat
         return Matrix([run_cell(*w, expected) for w in work])
     # one process per job: each has its own embedded proxy (mitmproxy allows one per process)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        return Matrix(list(pool.map(run_cell, *zip(*work))))
+        return Matrix(list(pool.map(run_cell, *zip(*work, strict=True))))
 
 
 def default_jobs() -> int:
