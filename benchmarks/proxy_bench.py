@@ -133,7 +133,7 @@ def measure(urls: dict[str, str], n: int, block: int = 50) -> dict[str, list[flo
     for start in range(0, n, block):
         for name, url in urls.items():
             s = sessions[name]
-            for i in range(start, min(start + block, n)):
+            for _ in range(start, min(start + block, n)):
                 t = time.perf_counter()
                 r = s.post(url + "/tickets", json=body, headers={"Idempotency-Key": "op_bench"}, timeout=10)
                 times[name].append(time.perf_counter() - t)
@@ -239,7 +239,8 @@ def main() -> int:
               f"{out['configure_finish_new_listener_ms']:.2f} ms (new listener)")
         print(f"forward mode (bare mitmproxy), small POST median: {nagle['urllib3_default']:.2f} ms with urllib3's "
               f"default (Nagle on), {nagle['nagle_disabled']:.2f} ms after disable_nagle_for_proxies()")
-        print(f"journal lines written by the injector: {journal_lines} ({len(REALISTIC_RULES)} rules evaluated per request)")
+        print(f"journal lines written by the injector: {journal_lines} "
+              f"({len(REALISTIC_RULES)} rules evaluated per request)")
     return 0
 
 

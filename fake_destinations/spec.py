@@ -50,7 +50,8 @@ class Failure(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     at: int = Field(ge=1, description="Which side-effecting request (1-based, counted since the last "
-                                      "reset; reads and requests refused by the rate_limit window not counted) gets the fault.")
+                                      "reset; reads and requests refused by the rate_limit window not "
+                                      "counted) gets the fault.")
     fault: FaultName = Field(description="error_before_commit: answer `status` without committing; "
                                          "error_after_commit: commit, then answer `status`; "
                                          "rate_limited: answer 429 with Retry-After; "

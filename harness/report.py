@@ -56,7 +56,8 @@ def _wire_text(wire: dict[str, Any] | None, saw: list[dict[str, Any]]) -> str:
         text += f" fault={wire.get('fault')}"
     if saw:
         text += "; destination: " + ", ".join(
-            f"{r.get('status')} {r.get('outcome')}" + (f" {r.get('effect_ref')}" if r.get("effect_ref") else "") for r in saw)
+            f"{r.get('status')} {r.get('outcome')}" + (f" {r.get('effect_ref')}" if r.get("effect_ref") else "")
+            for r in saw)
     return text
 
 
