@@ -67,8 +67,9 @@ values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow
                    st.sampled_from(["sent_no_response", "open", "lookup", "approved", "retry", "unknown"]),
                    st.lists(st.text(max_size=3), max_size=2), st.lists(st.integers(), max_size=2),
                    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
-FIELDS = ["note", "intent_id", "retry_after_seconds", "source", "event", "ts", "session_id", "operation_id", "attempt_id", "observation_id", "approval_id", "dispatch_state",
-          "state", "source", "decision", "scope", "found", "lag_possible", "effect_refs", "evidence", "http_status",
+FIELDS = ["note", "intent_id", "retry_after_seconds", "source", "event", "ts", "session_id", "operation_id",
+          "attempt_id", "observation_id", "approval_id", "dispatch_state", "state", "source", "decision", "scope",
+          "found", "lag_possible", "effect_refs", "evidence", "http_status",
           "seq", "hash", "intent", "idempotency_key", "attempt_budget_remaining", "retry_after_seconds"]
 
 
@@ -96,7 +97,8 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(base=st.sampled_from(GOOD), extra=st.dictionaries(st.sampled_from(FIELDS + ["params", "x"]), json_values, max_size=2),
+@given(base=st.sampled_from(GOOD),
+       extra=st.dictionaries(st.sampled_from(FIELDS + ["params", "x"]), json_values, max_size=2),
        cut=st.integers(0, 400), junk=st.sampled_from(["", " ", "\t", ",", "}", "\\", r"\ud800", "NaN", "1e999"]))
 def test_fast_parse_equals_pydantic_on_any_text(base, extra, cut, junk):
     """orjson + the field checks give pydantic's exact answer: the record, or the same error text."""
@@ -106,7 +108,8 @@ def test_fast_parse_equals_pydantic_on_any_text(base, extra, cut, junk):
         fast, slow = parse_line(candidate), parse_line_pydantic(candidate)
         assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True), candidate
     record = dict(base, **extra)
-    if isinstance(record.get("event"), str) and record["event"] in _VOUCH_PLANS:  # the per-shape checkers and the field walk (past 1024 shapes) agree
+    # the per-shape checkers and the field walk (past 1024 shapes) agree
+    if isinstance(record.get("event"), str) and record["event"] in _VOUCH_PLANS:
         assert _vouch(record) == _vouch_fields(record, *_VOUCH_PLANS[record["event"]])
 
 

@@ -107,7 +107,7 @@ def _table_rows(text: str, first_header: str) -> list[list[str]]:
 def test_the_service_tables_in_the_docs_are_the_catalogue(doc):
     rows = _table_rows((Path(__file__).resolve().parents[2] / doc).read_text(), "service")
     assert [row[0] for row in rows] == [f"`{name}`" for name in SERVICES]
-    for (name, kinds, idempotency, lookup, *_), service in zip(rows, SERVICES.values()):
+    for (name, kinds, idempotency, lookup, *_), service in zip(rows, SERVICES.values(), strict=True):
         assert idempotency == f"`{service.idempotency}`", name
         assert (lookup == "none") == (service.lookup == "none"), name
         assert all(f"`{op.kind}`" in kinds for op in service.operations), name

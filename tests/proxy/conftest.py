@@ -67,7 +67,7 @@ def make_destination() -> Iterator[Destination]:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         loop.run_until_complete(site.start())
         box["runner"] = runner
-        dest.url = "http://127.0.0.1:%d" % site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        dest.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
         ready.set()
         loop.run_forever()
         loop.run_until_complete(runner.cleanup())

@@ -62,8 +62,10 @@ def test_pass_through_is_stamped_and_journaled_with_secrets_redacted(tmp_path):
         run(addon.response(f))
         assert state.in_flight == 0 and state.idle.is_set()
     (e,) = read_journal(tmp_path / "j.ndjson")
-    assert (e["flow_id"], e["destination"], e["method"], e["path"], e["query"]) == (flow_id, "tickets", "POST", "/tickets", "x=1")
-    assert (e["idempotency_key"], e["traceparent"], e["forwarded"], e["upstream_status"]) == ("tok-1", "00-abc-def-01", True, 200)
+    assert (e["flow_id"], e["destination"], e["method"], e["path"], e["query"]) == (
+        flow_id, "tickets", "POST", "/tickets", "x=1")
+    assert (e["idempotency_key"], e["traceparent"], e["forwarded"], e["upstream_status"]) == (
+        "tok-1", "00-abc-def-01", True, 200)
     assert e["body_fingerprint"].startswith("sha256:") and e["client_outcome"] == "response"
     assert "CANARY" not in (tmp_path / "j.ndjson").read_text()
     assert FLOW_HEADER.lower() not in e["headers"]
@@ -78,7 +80,8 @@ def test_drop_request_kills_before_forwarding(tmp_path):
         assert f.error and f.error.msg == "Connection killed."
         addon.error(f)  # mitmproxy's error hook after the kill must not journal twice
     (e,) = read_journal(tmp_path / "j.ndjson")
-    assert (e["fault"], e["forwarded"], e["client_outcome"], e["forward_count"]) == ("drop_request", False, "connection_closed", 0)
+    assert (e["fault"], e["forwarded"], e["client_outcome"], e["forward_count"]) == (
+        "drop_request", False, "connection_closed", 0)
 
 
 def test_synthetic_status_answers_without_forwarding(tmp_path):
@@ -103,7 +106,8 @@ def test_drop_response_after_commit_hook(tmp_path):
         run(addon.response(f))
         assert f.error and f.error.msg == "Connection killed."
     (e,) = read_journal(tmp_path / "j.ndjson")
-    assert (e["forwarded"], e["upstream_status"], e["client_outcome"], e["client_status"]) == (True, 201, "connection_closed", None)
+    assert (e["forwarded"], e["upstream_status"], e["client_outcome"], e["client_status"]) == (
+        True, 201, "connection_closed", None)
 
 
 def test_replace_status_keeps_the_upstream_status(tmp_path):

@@ -29,7 +29,8 @@ def test_several_destinations_get_their_own_listeners(proxy_host, destination, t
     requests.get(routes.urls["mail"] + "/x", timeout=5)
     requests.get(routes.urls["tickets"] + "/y", timeout=5)
     proxy_host.finish()
-    assert [(e["destination"], e["path"]) for e in read_journal(tmp_path / "j.ndjson")] == [("mail", "/x"), ("tickets", "/y")]
+    journal = read_journal(tmp_path / "j.ndjson")
+    assert [(e["destination"], e["path"]) for e in journal] == [("mail", "/x"), ("tickets", "/y")]
 
 
 def test_finish_waits_for_flows_in_flight(scenario, destination):

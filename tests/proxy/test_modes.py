@@ -73,7 +73,8 @@ def test_lost_response_in_every_mode(scenario, destination, mode, client):
 
 
 def test_unknown_mode_and_bad_route_are_clear(proxy_host, tmp_path):
-    with pytest.raises(ValueError, match="proxy mode 'socks' is not one of reverse, reverse-https, forward, forward-https"):
+    with pytest.raises(ValueError,
+                       match="proxy mode 'socks' is not one of reverse, reverse-https, forward, forward-https"):
         proxy_host.configure({}, [], tmp_path / "j", mode="socks")
     with pytest.raises(ValueError, match="route 'tickets': upstream 'localhost:80' must be http://HOST:PORT"):
         proxy_host.configure({"tickets": "localhost:80"}, [], tmp_path / "j")

@@ -66,7 +66,8 @@ def test_spine_rule_parses_from_yaml_shape():
     ({"id": "x", "action": "latency", "match": {"nth": 1, "every": 2}}, ["at most one schedule"]),
     ({"id": "x", "action": "latency", "match": {"probability": 1.5}}, ["between 0 and 1"]),
     ({"id": "x", "action": "latency", "match": {"path": "tickets"}}, ["must start with '/'"]),
-    ({"id": "x", "action": "refuse_connection", "match": {"destination": "t", "nth": 1}}, ["match only on destination"]),
+    ({"id": "x", "action": "refuse_connection", "match": {"destination": "t", "nth": 1}},
+     ["match only on destination"]),
 ])
 def test_bad_rules_are_clear_errors(data, words):
     with pytest.raises(ValidationError) as e:
@@ -170,9 +171,12 @@ def test_criteria():
     good = facts(headers={"X-Tenant": "acme", "traceparent": "00-x"}, body={"customer": {"id": 7}})
     assert matches_criteria(m, good)
     assert not matches_criteria(m, facts(headers={"X-Tenant": "acme"}, body={"customer": {"id": 7}}))
-    assert not matches_criteria(m, facts(headers={"X-Tenant": "other", "traceparent": "1"}, body={"customer": {"id": 7}}))
-    assert not matches_criteria(m, facts(headers={"X-Tenant": "acme", "traceparent": "1"}, body={"customer": {"id": 8}}))
-    assert not matches_criteria(m, facts(method="GET", headers={"X-Tenant": "acme", "traceparent": "1"}, body={"customer": {"id": 7}}))
+    assert not matches_criteria(m, facts(headers={"X-Tenant": "other", "traceparent": "1"},
+                                         body={"customer": {"id": 7}}))
+    assert not matches_criteria(m, facts(headers={"X-Tenant": "acme", "traceparent": "1"},
+                                         body={"customer": {"id": 8}}))
+    assert not matches_criteria(m, facts(method="GET", headers={"X-Tenant": "acme", "traceparent": "1"},
+                                         body={"customer": {"id": 7}}))
     assert not matches_criteria(Match(destination="mail"), good)
     assert not matches_criteria(Match(body={"a": 1}), facts(body=None))
 

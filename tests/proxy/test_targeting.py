@@ -8,7 +8,8 @@ import requests
 
 
 def statuses(url, n, **kw):
-    return [requests.post(url + "/tickets", json=kw.get("json", {"t": i}), headers=kw.get("headers"), timeout=5).status_code
+    return [requests.post(url + "/tickets", json=kw.get("json", {"t": i}), headers=kw.get("headers"),
+                          timeout=5).status_code
             for i in range(n)]
 
 
@@ -27,7 +28,8 @@ def test_nth_with_the_same_idempotency_key(scenario, destination):
     routes = scenario.configure([{"id": "retry_hits_429", "action": "synthetic_status", "status": 429, "retry_after": 1,
                                   "match": {"method": "POST", "nth": 2, "per": "idempotency_key"}}])
     url = routes.urls["tickets"] + "/tickets"
-    got = [httpx.post(url, json={}, headers={"Idempotency-Key": k}, timeout=5).status_code for k in ["a", "b", "a", "a", "b"]]
+    got = [httpx.post(url, json={}, headers={"Idempotency-Key": k}, timeout=5).status_code
+           for k in ["a", "b", "a", "a", "b"]]
     assert got == [201, 201, 429, 201, 429]
     assert [e["idempotency_key"] for e in scenario.journal() if e["fault"]] == ["a", "b"]
 
@@ -44,7 +46,8 @@ def test_header_and_body_field_and_path_template(scenario):
     routes = scenario.configure([
         {"id": "tenant", "action": "synthetic_status", "status": 503, "match": {"headers": {"X-Tenant": "acme"}}},
         {"id": "vip", "action": "synthetic_status", "status": 500, "match": {"body": {"customer.tier": "vip"}}},
-        {"id": "one_ticket", "action": "synthetic_status", "status": 404, "match": {"method": "GET", "path": "/tickets/{id}"}},
+        {"id": "one_ticket", "action": "synthetic_status", "status": 404,
+         "match": {"method": "GET", "path": "/tickets/{id}"}},
     ])
     url = routes.urls["tickets"]
     assert requests.post(url + "/tickets", json={}, headers={"X-Tenant": "acme"}, timeout=5).status_code == 503
