@@ -8,7 +8,10 @@ the agent-facing contract from the same declarations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+IdempotencyStyle = Literal["none", "stripe", "ietf", "client_token"]
+LookupStyle = Literal["client_reference", "none"]
 
 # What a declared operation does to the destination's state.
 CREATE = "create"              # POST to a collection: a new resource and a new effect
@@ -36,8 +39,8 @@ class Service:
     collection: str            # "/tickets": lookup is GET collection, read is GET collection/{id}
     id_prefix: str
     operations: tuple[Operation, ...]
-    idempotency: str           # default idempotency style
-    lookup: str                # default lookup: "client_reference" | "none"
+    idempotency: IdempotencyStyle  # default idempotency style
+    lookup: LookupStyle            # default lookup
     initial_status: str = "created"
     transport: str = "http"
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fake_destinations.services import ASYNC_STATUS_PATH, CREATE_ASYNC, SERVICES
+from fake_destinations.services import ASYNC_STATUS_PATH, CREATE_ASYNC, SERVICES, IdempotencyStyle, LookupStyle
 from harness.contract import (
     ACCOUNT_HEADER,
     CLIENT_REFERENCE_FIELD,
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     ServiceName = str
 else:  # one truth: the choices are the catalogue's names, in its order
     ServiceName = Literal[tuple(SERVICES)]
-IdempotencyStyle = Literal["none", "stripe", "ietf", "client_token"]
 FaultName = Literal["error_before_commit", "error_after_commit", "rate_limited", "drop_after_exec"]
 
 
@@ -89,7 +88,7 @@ class DestinationSpec(BaseModel):
     async_completion_seconds: float = Field(
         1.0, ge=0, description="Async services: time (destination clock) before an accepted operation "
         "reports succeeded.")
-    lookup: Literal["client_reference", "none"] | None = Field(
+    lookup: LookupStyle | None = Field(
         None, description=f"client_reference: GET <collection>?{CLIENT_REFERENCE_FIELD}=X lists matching "
         "resources; none: no search endpoint (404). Default: the service's own.")
     lookup_lag_seconds: float = Field(
