@@ -74,8 +74,9 @@ async def serve(config: dict[str, Any]) -> None:
         runners.append(runner)
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
-        return site._server.sockets[0].getsockname()[1]  # the ephemeral port actually bound
+        return runner.addresses[0][1]  # the ephemeral port actually bound (the runner's one site)
 
+    runtime: DestinationRuntime
     for name, spec in config["destinations"].items():
         if spec["service"] == "ssh":
             from fake_destinations.ssh import SshDestination  # asyncssh is heavy: only when needed

@@ -216,8 +216,11 @@ class DestinationPool:
     """
 
     def __init__(self, root: Path | None = None, *, max_hosts: int = 4) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="destination-pool-") if root is None else None
-        self.root = Path(self._tmp.name) if self._tmp is not None else Path(root)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if root is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="destination-pool-")
+            root = Path(self._tmp.name)
+        self.root = Path(root)
         self.max_hosts = max_hosts
         self._hosts: dict[str, DestinationHost] = {}
         self._started = 0

@@ -260,8 +260,7 @@ class HttpDestination(DestinationRuntime):
             outcome = "committed" if effects else "replayed"
         elif op.action == DELETE:
             rid = params[op.required[0]]
-            current = self.ledger.get_resource(self.name, s.collection, rid)
-            if current is None:
+            if self.ledger.get_resource(self.name, s.collection, rid) is None:
                 return *_error(404, "not_found", f"no account {rid!r}"), "replayed"
             self.ledger.delete_resource(self.name, s.collection, rid)
             ref = f"{rid}@deleted"

@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ class Ledger:
         # A request that was in flight when the previous process died never finished: unlock its key.
         self.db.execute("DELETE FROM idempotency_keys WHERE state = 'in_progress'")
 
-    def record(self, request: dict[str, Any], effects: list[dict[str, Any]] = ()) -> int:
+    def record(self, request: dict[str, Any], effects: Sequence[dict[str, Any]] = ()) -> int:
         """Append one received request and the effects it committed, atomically; returns its seq."""
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
@@ -109,6 +110,7 @@ class Ledger:
                                              "traceparent", "status", "outcome", "effect_ref",
                                              "received_at")})
             seq = cur.lastrowid
+            assert seq is not None  # set by every successful INSERT
             now = time.time()
             for effect in effects:
                 self.db.execute(

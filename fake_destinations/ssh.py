@@ -26,6 +26,7 @@ from harness.fingerprint import fingerprint
 
 # the session variable a client may set for the trace context, in either spelling
 TRACEPARENT_VARIABLES = (TRACEPARENT_ENV, TRACEPARENT_HEADER)
+CommandResult = tuple[int, str, str, str]  # exit status, stdout, stderr, ledger outcome
 
 
 class _OpenServer(asyncssh.SSHServer):
@@ -53,7 +54,7 @@ class SshDestination(DestinationRuntime):
             agent_forwarding=False)
         return server, server.sockets[0].getsockname()[1]
 
-    async def handle(self, process: asyncssh.SSHServerProcess) -> None:
+    async def handle(self, process: asyncssh.SSHServerProcess[str]) -> None:
         command_line = process.command
         if not command_line:
             process.stderr.write("this host only runs commands (no interactive shell)\n")
@@ -67,6 +68,7 @@ class SshDestination(DestinationRuntime):
             "payload_fingerprint": None, "effect_ref": None,
         }
         effects: list[dict[str, Any]] = []
+        parse_error: str | None
         try:
             argv = shlex.split(command_line)
         except ValueError as exc:
@@ -102,7 +104,7 @@ class SshDestination(DestinationRuntime):
         effects.append({"effect_ref": ref, "kind": "ssh_exec"})
         row["effect_ref"] = ref
 
-    def create_user(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]):
+    def create_user(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]) -> CommandResult:
         if len(args) != 1:
             return 2, "", "usage: create-user NAME\n", "rejected"
         name = args[0]
@@ -112,7 +114,7 @@ class SshDestination(DestinationRuntime):
         self._commit(f"user:{name}", row, effects)
         return 0, f"created user {name}\n", "", "committed"
 
-    def install_key(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]):
+    def install_key(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]) -> CommandResult:
         if len(args) < 2:
             return 2, "", "usage: install-key USER KEY...\n", "rejected"
         user = self.ledger.get_resource(self.name, "users", args[0])
@@ -123,14 +125,14 @@ class SshDestination(DestinationRuntime):
         self._commit(f"key:{args[0]}:{len(user['keys'])}", row, effects)
         return 0, f"installed key #{len(user['keys'])} for {args[0]}\n", "", "committed"
 
-    def restart_service(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]):
+    def restart_service(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]) -> CommandResult:
         if len(args) != 1:
             return 2, "", "usage: restart-service NAME\n", "rejected"
         number = self.ledger.next_number(self.name, f"restarts:{args[0]}")
         self._commit(f"restart:{args[0]}:{number}", row, effects)
         return 0, f"restarted {args[0]}\n", "", "committed"
 
-    def deploy(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]):
+    def deploy(self, args: list[str], row: dict[str, Any], effects: list[dict[str, Any]]) -> CommandResult:
         if len(args) != 3 or args[1] != "--operation-id":
             return 2, "", "usage: deploy RELEASE --operation-id OP\n", "rejected"
         release, operation_id = args[0], args[2]
