@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import secrets as secrets_module
 import shutil
@@ -127,14 +128,13 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        run_kwargs = dict(timeout=scenario.agent_timeout_seconds, cwd=evidence_dir,
-                          stdout=layout.agent_stdout, stderr=layout.agent_stderr)
+        start_agent = functools.partial(run_agent, command, env, timeout=scenario.agent_timeout_seconds,
+                                        cwd=evidence_dir, stdout=layout.agent_stdout, stderr=layout.agent_stderr)
         with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects
-                runs.append(run_agent(command, env, **run_kwargs,
-                                      kill_when=lambda: count_effects(live_ledger) >= wanted))
-            runs.append(run_agent(command, env, **run_kwargs))
+                runs.append(start_agent(kill_when=lambda: count_effects(live_ledger) >= wanted))
+            runs.append(start_agent())
         context["destination_restarts"] = restarts
         timings["agent"] = time.perf_counter() - t1
     except (DestinationError, ProxyHostError) as exc:

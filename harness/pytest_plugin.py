@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr  # what Node.repr_failure returns; pytest does not export it
+
     from harness.engine import ScenarioResult
     from harness.scenario import Scenario
 
@@ -127,7 +129,7 @@ class ScenarioItem(pytest.Item):
         if not result.passed:
             raise ScenarioFailed(result)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         from harness.errors import HarnessError
 
         if isinstance(excinfo.value, (ScenarioFailed, HarnessError)):
@@ -151,7 +153,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "call":
         return
     for name, value in report.user_properties:
-        if name == VERDICT_PROPERTY:
+        if name == VERDICT_PROPERTY and isinstance(value, str):  # runtest stores the verdict as a JSON string
             _session_results.append(json.loads(value))
 
 

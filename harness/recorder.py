@@ -53,7 +53,7 @@ class Recorder:
     def emit(self, event: str, operation_id: str, **fields: Any) -> dict[str, Any]:
         if event not in EVENT_NAMES:
             raise ValueError(f"unknown audit event {event!r}; valid: {', '.join(EVENT_NAMES)}")
-        record = {"event": event, "ts": time.time(), "session_id": self.session_id,
+        record: dict[str, Any] = {"event": event, "ts": time.time(), "session_id": self.session_id,
                   "operation_id": operation_id}
         record.update({k: v for k, v in fields.items() if v is not None})
         if self.chain:

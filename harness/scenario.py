@@ -199,7 +199,7 @@ def load(path: str | Path) -> Scenario:
     return scenario
 
 
-def _check_references(path: Path, root: yaml.Node, scenario: Scenario) -> None:
+def _check_references(path: Path, root: yaml.Node | None, scenario: Scenario) -> None:
     """Cross-references pydantic cannot see: intents and faults name declared destinations and kinds."""
     problems: list[tuple[tuple[Any, ...], str]] = []
     names = list(scenario.destinations)
@@ -257,7 +257,7 @@ def _unknown(what: str, value: Any, valid: list[str]) -> str:
     return f"unknown {what} {value!r}{did_you_mean} (valid: {', '.join(valid) or 'none declared'})"
 
 
-def _format_validation(path: Path, root: yaml.Node, exc: ValidationError) -> str:
+def _format_validation(path: Path, root: yaml.Node | None, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         loc = tuple(part for part in err["loc"] if not _is_union_tag(part))

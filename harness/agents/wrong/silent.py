@@ -6,7 +6,8 @@ from harness.agents.reference import Agent, main
 class Silent(Agent):
     def __init__(self, env=None):
         super().__init__(env)
-        self.recorder.emit = lambda *args, **kwargs: {}  # every event dropped on the floor
+        # every event dropped on the floor; mypy flags any assignment over a method, and this one is the flaw
+        self.recorder.emit = lambda *args, **kwargs: {}  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
