@@ -43,8 +43,8 @@ class Evidence:
     intents: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)
     log_errors: list[dict[str, Any]] = field(default_factory=list)
-    # Added fields (the contract allows additions): the raw log lines, for the secret search, and
-    # what the harness knows of the run.
+    # Added fields (the contract allows additions): the raw log lines, for the secret search (line n
+    # at index n - 1, "" for a blank line), and what the harness knows of the run.
     raw_log: list[str] = field(default_factory=list)
     scenario: str | None = None
     agent: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +61,7 @@ class Evidence:
 def load_events(path: Path, evidence: Evidence) -> None:
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for number, text in numbered_lines(handle):
+            evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
             evidence.raw_log.append(text)
             value, error = parse_line(text)
             if value is None:
