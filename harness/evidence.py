@@ -49,8 +49,6 @@ class Evidence:
     scenario: str | None = None
     agent: dict[str, Any] = field(default_factory=dict)
     folder: Path | None = None
-    # False when judging a bare log (offline audit): wire and ledger rules then have nothing to read.
-    has_wire: bool = True
 
     def contract(self, destination: str | None) -> dict[str, Any] | None:
         """The agent-facing contract of a destination, or None when unknown."""

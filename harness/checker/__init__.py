@@ -1,6 +1,6 @@
 """The checker: judges an ``Evidence`` (agent log + proxy journal + effect ledger) against the rules.
 
-    check(evidence) -> Verdict
+    check(evidence, *, offline=False) -> Verdict
 
 Rules live in ``harness.checker.rules`` and register themselves in ``RULES`` with ``@rule(code, name)``;
 see docs/checker.md for the table.
@@ -97,9 +97,14 @@ def _resolution_view(resolution: dict | None) -> dict | None:
             "correction_operation_id": resolution.get("correction_operation_id"), "line": resolution.get("_line")}
 
 
-def check(evidence: Evidence) -> Verdict:
-    """Judge one run. ``Verdict.passed`` is True only when no rule found anything."""
-    run = RunContext(evidence)
+def check(evidence: Evidence, *, offline: bool = False) -> Verdict:
+    """Judge one run. ``Verdict.passed`` is True only when no rule found anything.
+
+    A scenario's evidence always has the wire, even when its journal is empty (the agent sent
+    nothing); ``offline=True`` judges the log alone, as the offline audit does: the rules that need
+    the wire are skipped and effects are counted from the log.
+    """
+    run = RunContext(evidence, offline=offline)
     run_findings: list[Finding] = []
     rules_run = []
     for r in RULES.values():

@@ -253,9 +253,9 @@ class OperationContext:
 class RunContext:
     """The whole run: operations in first-seen order, and what the wire held that no attempt explains."""
 
-    def __init__(self, evidence: Evidence) -> None:
+    def __init__(self, evidence: Evidence, *, offline: bool = False) -> None:
         self.evidence = evidence
-        self.offline = not evidence.has_wire
+        self.offline = offline
         self.ops: dict[str, OperationContext] = {}
         for record in evidence.events:
             op = self.ops.get(record["operation_id"])

@@ -254,6 +254,20 @@ def test_malformed_log_lines_are_h000_with_line_numbers_and_the_rest_is_judged(b
     assert verdict.operation("op_1").classification == "healthy"
 
 
+def test_an_empty_journal_is_still_the_wire_and_offline_is_the_callers_word(b):
+    """The agent sent nothing the proxy saw: an empty journal, not a missing wire, so the wire rules judge."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", wire=False)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    evidence = load_evidence(b.write())
+    assert evidence.journal == []
+    assert "H018" in codes(check(evidence))  # logged as sent, never on the wire
+    offline = check(evidence, offline=True)  # as the offline audit judges the log alone
+    assert offline.passed, render_text(offline)
+    assert offline.rules_run == [r.label for r in RULES.values() if "wire" not in r.requires]
+
+
 def test_missing_files_are_empty_sources(tmp_path):
     evidence = load_evidence(tmp_path)
     assert evidence.events == [] and evidence.journal == [] and evidence.effects == []
