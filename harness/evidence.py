@@ -49,6 +49,7 @@ class Evidence:
     scenario: str | None = None
     agent: dict[str, Any] = field(default_factory=dict)
     folder: Path | None = None
+    log_name: str = AGENT_LOG  # how findings name the log (FILE:LINE); the offline audit names the file as given
 
     def contract(self, destination: str | None) -> dict[str, Any] | None:
         """The agent-facing contract of a destination, or None when unknown."""

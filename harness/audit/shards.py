@@ -7,8 +7,9 @@ resolved and ``window`` more were, then the rest at the end of the file in first
 worker cannot see the others' resolutions, so it tags each output with the line of the operation's
 resolution and of its first line, and the parent restores that order. The verdicts cannot differ
 from one process's as long as no operation's verdict depends on another operation or on when it was
-judged; a worker bails out (ShardBail) where one might, and the parent checks that no intent id or
-idempotency key is shared across workers; on any doubt the file is audited again by one process.
+judged; a worker bails out (ShardBail) where one might, and the parent checks that no value a run
+rule compares across operations (``RunRule.shared_values``: intent ids, idempotency keys) is shared
+across workers; on any doubt the file is audited again by one process.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
         with open(path, "r", encoding="utf-8", errors="replace") as handle, resolved_file, open_file:
             feed = audit.feed
             number = 0
-            for lines, secrets_possible in _blocks(handle, scan=False):
+            for lines, read_text in _blocks(handle, None):
                 for text in lines:
                     number += 1
                     if text[0] != "{" and not text.strip():
@@ -99,7 +100,7 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
                     if hash(owner) % shards != shard:  # the same hash in every forked worker
                         continue
                     audit.expected_operation = owner
-                    feed(number, text.rstrip("\r\n"), secrets_possible)
+                    feed(number, text.rstrip("\r\n"), read_text)
                     if type(owner) is str and owner not in first_line and owner in audit.open:
                         first_line[owner] = number  # the line that opened it (a malformed one does not)
             # the end of the file: resolved operations in resolution order, then the rest
@@ -110,7 +111,7 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
     except ShardBail as bail:
         return {"bail": str(bail)}
     return {"stats": _stats(audit), "run_findings": audit.run_findings, "resolved": resolved_count,
-            "intents": _hashes(audit.intent_ops), "keys": _hashes(audit.key_owner)}
+            "shared": {code: _hashes(values) for code, values in audit.run_rules.shared_values().items()}}
 
 
 def _hashes(values: Any) -> array:
@@ -138,12 +139,12 @@ def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int
         # a log still being written: the workers may have read different lengths of it
         if any("bail" in r for r in results) or _file_version(path) != before:
             return None
-        for kind in ("intents", "keys"):
+        for code in results[0]["shared"]:  # what a run rule compares across operations (intent ids, keys)
             seen: set[int] = set()
             for r in results:
-                if not seen.isdisjoint(r[kind]):
-                    return None  # H001 / H022 across workers: one process judges those
-                seen.update(r[kind])
+                if not seen.isdisjoint(r["shared"][code]):
+                    return None  # a value seen by two workers: one process judges the rule across them
+                seen.update(r["shared"][code])
             del seen
         stats: dict[str, Any] = {"events": 0, "malformed": 0, "classes": defaultdict(int), "unhealthy": 0,
                                  "findings": 0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import orjson
@@ -16,33 +17,22 @@ import orjson
 from harness.audit.article import _article_line
 from harness.audit.fast_path import clean_summary
 from harness.audit.output import _json_text, _op_json
-from harness.checker import Finding, OperationContext, judge_operation
-from harness.checker.rules import secret_hits
+from harness.checker import Finding, OperationContext, RunRules, judge_operation
 from harness.events import _vouch, parse_line_pydantic
+from harness.evidence import Evidence
 from harness.report import render_operation
 
-# Cheap pre-filter before the secret patterns: plain substring tests are ~10x faster than one
-# case-insensitive regex scan of every line, and catch the spellings the patterns look for.
-_SECRET_HINTS = ("earer", "EARER", "uthori", "UTHORI", "PRIVATE KEY", "ookie", "OOKIE")
 
-
-def _may_hold_secret(text: str) -> bool:
-    for hint in _SECRET_HINTS:
-        if hint in text:
-            return True
-    return False
-
-
-def _blocks(handle: TextIO, *, scan: bool = True) -> Any:
-    """The file's lines about a megabyte at a time, each block with whether any line of it may hold a
-    secret: one hint scan of the block instead of one per line (a hint cannot span two lines: it
-    holds no line break), a line checked on its own only in a block that has one. ``scan=False`` (a
-    shard worker, which audits only some of the lines): every line is checked on its own."""
+def _blocks(handle: TextIO, might_find: Callable[[str], bool] | None) -> Any:
+    """The file's lines about a megabyte at a time, each block with whether the run rules that read a
+    line's text (H019) might find anything in it: one ``might_find`` of the block instead of one per
+    line, a line read on its own only in a block that might. ``might_find=None`` (a shard worker, which
+    audits only some of the lines): every line is read on its own."""
     while True:
         lines = handle.readlines(1 << 20)
         if not lines:
             return
-        yield lines, (_may_hold_secret("".join(lines)) if scan else True)
+        yield lines, (might_find("".join(lines)) if might_find is not None else True)
 
 
 class _KnownOperations:
@@ -62,6 +52,10 @@ class ShardBail(Exception):
 class StreamingAudit:
     """Feeds lines in, calls ``sink(op, piece)`` for each judged operation with its output (JSON text, or
     the text report, "" for a healthy operation in text); run-wide findings are kept.
+
+    The run rules (``run_rules``, the checker's own: there is no other implementation of them here) hear
+    every line as it is read and each operation as the window judges it; what they find about an
+    operation still open goes into its verdict, the rest is run-wide.
 
     ``sharded=True`` (a worker of ``_audit_sharded``, fed only its share of the operations) raises
     ``ShardBail`` on anything whose verdict could depend on operations of another shard or on when the
@@ -84,9 +78,10 @@ class StreamingAudit:
         # open operations with a line the fast path did not vouch for (pydantic coerced it, or it is in the
         # article's format): only those may hold a float or a huge integer, which orjson writes otherwise
         self.careful_ops: set[str] = set()
-        self.intent_ops: dict[str, list[str]] = {}
-        self.key_owner: dict[tuple[Any, str], str] = {}
         self.run_findings: list[Finding] = []
+        self.run_rules = RunRules(Evidence(log_name=name), self._found, offline=True)  # a bare log: nothing else
+        self._record_hooks = self.run_rules.record_hooks
+        self._read_line = self.run_rules.line if self.run_rules.line_rules else None
         self.known = _KnownOperations(self.open, self.closed)
         self.events = 0
         self.malformed = 0
@@ -94,15 +89,16 @@ class StreamingAudit:
         self.unhealthy = 0
         self.finding_count = 0
 
-    def _finding(self, code: str, rule: str, op_id: str | None, message: str, line: int) -> None:
-        finding = Finding(code, rule, op_id, message, [{"source": "log", "file": self.name, "line": line}])
-        if op_id is not None and op_id in self.open:
+    def _found(self, finding: Finding) -> None:
+        op_id = finding.operation_id
+        if op_id is not None and op_id in self.open and op_id not in self.closed:  # not judged yet
             self.pending[op_id].append(finding)
         else:
             self.run_findings.append(finding)
 
-    def feed(self, line: int, text: str, secrets_possible: bool = True) -> None:
-        """One line (without its line break); ``secrets_possible=False`` when no secret hint is in it."""
+    def feed(self, line: int, text: str, read_text: bool = True) -> None:
+        """One line (without its line break); ``read_text=False`` when no run rule might find anything in
+        its text (``RunRules.might_find``)."""
         try:  # parse_line, inlined: this runs for every line
             record = orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -115,16 +111,14 @@ class StreamingAudit:
             article = _article_line(text, line) if record is None else None
             if article is not None:
                 (record, error), fmt = article, "ledger"
+        read_line = self._read_line if read_text else None
         if error is not None:
             self.malformed += 1
-            self._finding("H000", "log-well-formed", None, f"{self.name}:{line}: {error}", line)
+            self.run_rules.malformed(line, error)
+            if read_line is not None:
+                read_line(line, text, None)
             return
         self.events += 1
-        if secrets_possible and _may_hold_secret(text):
-            hits = secret_hits(text, {})
-            if hits:
-                self._finding("H019", "no-secret-in-log", record["operation_id"],
-                              f"{self.name}:{line} holds {', '.join(hits)}; log a reference and a fingerprint instead", line)
         record["_line"] = line
         op_id = record["operation_id"]
         op = self.open.get(op_id)
@@ -132,9 +126,9 @@ class StreamingAudit:
             self._stays_in_shard(op, op_id, record)
         if op is None:
             if op_id in self.closed:
-                self._finding("H000", "log-well-formed", op_id,
-                              f"{self.name}:{line}: {record['event']} for {op_id} comes after that operation was "
-                              f"resolved and {self.window} more were; it was judged without this line", line)
+                if read_line is not None:
+                    read_line(line, text, op_id)
+                self.run_rules.late(record, self.window)
                 return
             op = self.open[op_id] = OperationContext(op_id, fmt=fmt, offline=True)
             op.peers = self.open
@@ -145,16 +139,13 @@ class StreamingAudit:
             self.careful_ops.add(op_id)
         op.add(record)
         kind = record["event"]
-        if kind == "operation":
-            self._operation_declared(op, record, line)
-        elif kind == "attempt" and record.get("idempotency_key"):
-            owner_key = (op.destination, record["idempotency_key"])
-            owner = self.key_owner.setdefault(owner_key, op_id)
-            if owner != op_id:
-                self._finding("H022", "idempotency-key-not-shared", op_id,
-                              f"idempotency key {record['idempotency_key']} of {record['attempt_id']} ({op_id}) was "
-                              f"already used by operation {owner}", line)
-        elif kind == "resolution":
+        hooks = self._record_hooks.get(kind)
+        if hooks is not None:
+            for hook in hooks:
+                hook(record, op)
+        if read_line is not None:
+            read_line(line, text, op_id)
+        if kind == "resolution":
             self.resolved.pop(op_id, None)
             self.resolved[op_id] = None
             if len(self.resolved) > self.window:
@@ -170,32 +161,16 @@ class StreamingAudit:
                 or record.get("correction_operation_id"):
             raise ShardBail(f"line {record['_line']} refers to another operation")
 
-    def _operation_declared(self, op: OperationContext, record: dict[str, Any], line: int) -> None:
-        intent_id = record.get("intent_id")
-        if not intent_id or len(op.operations) > 1:
-            return
-        earlier = self.intent_ops.setdefault(intent_id, [])
-        if earlier and record.get("supersedes_operation_id") not in earlier:
-            self._finding("H001", "operation-id-stable", op.operation_id,
-                          f"intent {intent_id} got a second operation id {op.operation_id} after "
-                          f"{', '.join(earlier)} without supersedes_operation_id", line)
-        earlier.append(op.operation_id)
-
-    def _judge(self, op_id: str) -> None:
-        op = self.open.pop(op_id)
+    def _judge(self, op_id: str, *, drop: bool = True) -> None:
+        """Judge an open operation; ``drop=False`` leaves it among the open ones (``peers``) for the rest."""
+        op = self.open[op_id]
+        self.run_rules.operation_done(op)  # what they find goes into this verdict: op is still open
+        if drop:
+            del self.open[op_id]
         self.closed.add(op_id)
         careful = op_id in self.careful_ops
         self.careful_ops.discard(op_id)
         extra = self.pending.pop(op_id, [])
-        if op.format == "events":
-            if op.operation is None:
-                first = op.ordered_events()[0]
-                extra.append(Finding("H001", "operation-id-stable", op_id,
-                                     f"{first['event']} logged under operation {op_id}, which was never declared by "
-                                     f"an operation event", [{"source": "log", "file": self.name, "line": first['_line']}]))
-            if op.resolution is None:
-                extra.append(Finding("H021", "intent-covered", op_id, f"{op_id} was never resolved: it is still open",
-                                     [{"source": "log", "file": self.name, "line": op.ordered_events()[-1]["_line"]}]))
         if not extra:
             summary = clean_summary(op)
             if summary is not None:
@@ -213,10 +188,13 @@ class StreamingAudit:
             self.sink(op, "\n".join(render_operation(verdict, offline=True)) + "\n\n" if problem else "")
 
     def finish(self) -> None:
+        """The end of the file: every operation still open is judged beside all the others, as ``check()``
+        judges them (a worker's parent, ``parent_operation_id``, is still a peer), then the run rules end."""
         for op_id in list(self.open):
-            self._judge(op_id)
+            self._judge(op_id, drop=False)
+        self.open.clear()
+        self.run_rules.finish(None)
         self.finding_count += len(self.run_findings)
-
 
 
 def _audit_alone(handle: TextIO, name: str, format: str, window: int,
@@ -233,11 +211,11 @@ def _audit_alone(handle: TextIO, name: str, format: str, window: int,
         with handle:
             feed = audit.feed
             number = 0
-            for lines, secrets_possible in _blocks(handle):
+            for lines, read_text in _blocks(handle, audit.run_rules.might_find):
                 for text in lines:
                     number += 1
                     if text[0] == "{" or text.strip():
-                        feed(number, text.rstrip("\r\n"), secrets_possible)  # parse errors point into the line
+                        feed(number, text.rstrip("\r\n"), read_text)  # parse errors point into the line
             audit.finish()
     finally:
         if collecting:

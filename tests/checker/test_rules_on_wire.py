@@ -248,8 +248,8 @@ def test_malformed_log_lines_are_h000_with_line_numbers_and_the_rest_is_judged(b
     verdict = b.check()
     messages = [f.message for f in verdict.by_code("H000")]
     assert len(messages) == 2
-    assert messages[0].startswith("audit log line 5 is unusable: not JSON")
-    assert "line 6" in messages[1] and "'dispatch_state'" in messages[1] and "'lost'" in messages[1] \
+    assert messages[0].startswith("agent.ndjson:5: not JSON")
+    assert messages[1].startswith("agent.ndjson:6: attempt event:") and "'dispatch_state'" in messages[1] and "'lost'" in messages[1] \
         and "sent_no_response" in messages[1]
     assert verdict.operation("op_1").classification == "healthy"
 
