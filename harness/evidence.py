@@ -16,6 +16,7 @@ ledger rows keep their ``seq``. A malformed log line does not stop loading: it b
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,14 @@ class Evidence:
         return entry.get("contract") if isinstance(entry, dict) else None
 
 
-def load_events(path: Path, evidence: Evidence) -> None:
+def load_events(path: Path, evidence: Evidence,
+                read: Callable[[str], tuple[dict[str, Any] | None, str | None]] = parse_line) -> None:
+    """The log's lines into ``evidence``; ``read`` parses one (the offline audit's also reads the article's)."""
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for number, text in numbered_lines(handle):
             evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
             evidence.raw_log.append(text)
-            value, error = parse_line(text)
+            value, error = read(text)
             if value is None:
                 evidence.log_errors.append({"line": number, "file": str(path), "error": error, "raw": text[:300]})
                 continue

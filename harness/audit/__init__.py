@@ -15,9 +15,11 @@ Speed (docs/checker.md, "Offline audit"): lines are parsed by orjson and vouched
 before pydantic sees them, clean operations skip the rule loop, and a large file is split across
 worker processes by operation id; each of these gives exactly what the plain path gives.
 
-The package, one concern a module: ``article.py`` (the article's lines as events), ``stream.py``
-(``StreamingAudit``: lines in, operations judged), ``fast_path.py`` (clean operations without the rule
-loop), ``shards.py`` (the file split across processes), ``output.py`` (JSON and text out).
+The package, one concern a module: ``article.py`` (the article's lines as events), ``lines.py`` (one
+line as the audit reads it; ``load_log``, a bare log's ``Evidence``), ``stream.py`` (``StreamingAudit``:
+lines in, operations judged), ``fast_path.py`` (clean operations without the rule loop), ``shards.py``
+(the file split across processes), ``output.py`` (JSON and text out). The rules are the checker's:
+``check(load_log(path), offline=True)`` finds what the audit finds (tests/audit/test_parity.py).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from typing import TextIO
 
 from harness.audit.article import article_record
 from harness.audit.fast_path import clean_summary
+from harness.audit.lines import load_log
 from harness.audit.output import _finish_output
 from harness.audit.shards import SHARD_MIN_BYTES, _audit_sharded, _cores
 from harness.audit.stream import StreamingAudit, _audit_alone
 
-__all__ = ["SHARD_MIN_BYTES", "StreamingAudit", "article_record", "clean_summary", "run_audit"]
+__all__ = ["SHARD_MIN_BYTES", "StreamingAudit", "article_record", "clean_summary", "load_log", "run_audit"]
 
 
 def _open(path: Path, err: TextIO) -> TextIO | None:

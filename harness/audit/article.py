@@ -1,7 +1,9 @@
 """The second article's effect-ledger NDJSON (``type``: attempt | effect) read as audit events.
 
 A line carries ``operationId``, ``attemptId``, ``idempotencyKey``, ``payloadHash``, ``result``,
-``effectRef`` and ``observedAt``; the transport ``result`` is mapped to a dispatch state.
+``effectRef`` and ``observedAt``; the transport ``result`` is mapped to a dispatch state. A record
+made from one says so (``_format: "ledger"``, the operation format the rules read), so that
+``check()`` judges it as the audit does.
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
         state = "not_sent" if result in _NOT_SENT else "sent_no_response" if result in _UNKNOWN else "response_received"
         return {"event": "attempt", "operation_id": op, "attempt_id": attempt_id, "dispatch_state": state,
                 "idempotency_key": raw.get("idempotencyKey"), "request_fingerprint": raw.get("payloadHash"),
-                "result": raw.get("result"), "ts": raw.get("observedAt"), "_line": line}, None
+                "result": raw.get("result"), "ts": raw.get("observedAt"), "_line": line, "_format": "ledger"}, None
     ref = raw.get("effectRef")
     if not isinstance(ref, str) or not ref:
         return None, "effect line has no string effectRef"
-    return {"event": "effect", "operation_id": op, "effect_ref": ref, "ts": raw.get("observedAt"), "_line": line}, None
+    return {"event": "effect", "operation_id": op, "effect_ref": ref, "ts": raw.get("observedAt"), "_line": line,
+            "_format": "ledger"}, None
 
 
 def _article_line(text: str, line: int) -> tuple[dict[str, Any] | None, str | None] | None:

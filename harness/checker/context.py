@@ -283,8 +283,13 @@ class RunContext:
             self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
 
     def _add(self, record: dict[str, Any]) -> OperationContext:
+        # an operation is in the format of its first line (the article's lines say so), ours once it has one of ours
+        fmt = record.get("_format", "events")
         op = self.ops.get(record["operation_id"])
         if op is None:
-            op = self.ops[record["operation_id"]] = OperationContext(record["operation_id"], offline=self.offline)
+            op = self.ops[record["operation_id"]] = OperationContext(record["operation_id"], fmt=fmt,
+                                                                     offline=self.offline)
+        elif fmt == "events":
+            op.format = "events"
         op.add(record)
         return op
