@@ -81,7 +81,9 @@ class StreamingAudit:
         self.run_findings: list[Finding] = []
         self.run_rules = RunRules(Evidence(log_name=name), self._found, offline=True)  # a bare log: nothing else
         self._record_hooks = self.run_rules.record_hooks
-        self._read_line = self.run_rules.line if self.run_rules.line_rules else None
+        self._done_hooks = self.run_rules.done_hooks
+        line_rules = self.run_rules.line_rules  # RunRules.line; one rule (H019) is called without the loop
+        self._read_line = (line_rules[0].line if len(line_rules) == 1 else self.run_rules.line) if line_rules else None
         self.known = _KnownOperations(self.open, self.closed)
         self.events = 0
         self.malformed = 0
@@ -164,7 +166,8 @@ class StreamingAudit:
     def _judge(self, op_id: str, *, drop: bool = True) -> None:
         """Judge an open operation; ``drop=False`` leaves it among the open ones (``peers``) for the rest."""
         op = self.open[op_id]
-        self.run_rules.operation_done(op)  # what they find goes into this verdict: op is still open
+        for hook in self._done_hooks:  # RunRules.operation_done; what they find goes into this verdict
+            hook(op)
         if drop:
             del self.open[op_id]
         self.closed.add(op_id)

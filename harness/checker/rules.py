@@ -81,7 +81,7 @@ class OperationIdStable(RunRule):
         earlier.append(op.operation_id)
 
     def operation_done(self, op: OperationContext) -> None:
-        if op.format == "events" and op.operation is None:
+        if not op.operations and op.format == "events":
             first = op.ordered_events()[0]
             self.found(op.operation_id, f"{first['event']} logged under operation {op.operation_id}, which was never "
                                         f"declared by an operation event (an id minted after the intent was "
@@ -647,18 +647,19 @@ class IntentCovered(RunRule):
         self.covered: set[str] = set()  # intents of the run that an operation declared (a bare log has none)
 
     def record(self, record: dict[str, Any], op: OperationContext) -> None:
-        if len(op.operations) > 1:  # an operation's first declaration is its word
-            return
-        if record.get("supersedes_operation_id"):
-            self.superseded.add(record["supersedes_operation_id"])
-        if self.evidence.intents and record.get("intent_id"):
+        superseded = record.get("supersedes_operation_id")
+        first = len(op.operations) == 1  # an operation's first declaration is its word
+        if superseded and first:
+            self.superseded.add(superseded)
+        if self.evidence.intents and first and record.get("intent_id"):
             self.covered.add(record["intent_id"])
 
     def operation_done(self, op: OperationContext) -> None:
+        if op.resolutions or op.format != "events":
+            return
         # a correction of a confirmed duplicate may stay open: compensation waits for an operator
         awaiting_operator = bool((op.operation or {}).get("correction_of_operation_id"))
-        if (op.format == "events" and op.resolution is None and op.operation_id not in self.superseded
-                and not awaiting_operator):
+        if op.operation_id not in self.superseded and not awaiting_operator:
             self.found(op.operation_id, f"{op.operation_id} was never resolved (no resolution event): it is still "
                                         f"open", [log_ref(op.ordered_events()[-1])])
 

@@ -29,12 +29,15 @@ class RunRules:
         self.rules: list[RunRule] = [
             r.func(evidence, report) for r in sorted(RULES.values(), key=lambda r: r.code)
             if r.scope == "run" and applicable(r, offline=offline)]
-        # the hooks each event kind goes to, and the rules that read lines: looked up once, called per line
+        # each hook's rules, only those that hear it: looked up once, called per line or per operation
         self.record_hooks: dict[str, tuple[Callable[[dict[str, Any], OperationContext], None], ...]] = {}
         for r in self.rules:
             for kind in r.feeds:
                 self.record_hooks[kind] = (*self.record_hooks.get(kind, ()), r.record)
         self.line_rules = [r for r in self.rules if _hears(r, "line")]
+        self.done_hooks = tuple(r.operation_done for r in self.rules if _hears(r, "operation_done"))
+        self._malformed = [r for r in self.rules if _hears(r, "malformed")]
+        self._late = [r for r in self.rules if _hears(r, "late")]
 
     def record(self, record: dict[str, Any], op: OperationContext) -> None:
         for hook in self.record_hooks.get(record["event"], ()):
@@ -49,16 +52,16 @@ class RunRules:
         return any(r.might_find(text) for r in self.line_rules)
 
     def malformed(self, number: int, error: str) -> None:
-        for r in self.rules:
+        for r in self._malformed:
             r.malformed(number, error)
 
     def late(self, record: dict[str, Any], window: int) -> None:
-        for r in self.rules:
+        for r in self._late:
             r.late(record, window)
 
     def operation_done(self, op: OperationContext) -> None:
-        for r in self.rules:
-            r.operation_done(op)
+        for hook in self.done_hooks:
+            hook(op)
 
     def finish(self, run: RunContext | None) -> None:
         for r in self.rules:
