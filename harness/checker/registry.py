@@ -126,8 +126,9 @@ def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str,
         is_run_rule = isinstance(func, type) and issubclass(func, RunRule)
         if is_run_rule != (scope == "run"):
             raise RuleRegistryError(
-                f"rule {code} {name!r} ({func.__qualname__}): a {scope} rule must be "
-                f"{'a RunRule subclass' if scope == 'run' else 'a function of an OperationContext'}")
+                f"rule {code} {name!r} ({func.__qualname__}): " + (
+                    "a run rule must be a RunRule subclass" if scope == "run" else
+                    "an operation rule must be a function of an OperationContext (a RunRule needs scope='run')"))
         if is_run_rule:
             func.code, func.name = code, name
         RULES[code] = Rule(code, name, scope, frozenset(requires), func)

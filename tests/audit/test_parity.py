@@ -9,6 +9,7 @@ operation the window already judged is reported instead of judged (the last test
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 from collections import Counter
@@ -19,6 +20,7 @@ from tests.audit.test_shards import write_log
 from tests.checker.test_rules import STORIES
 from tests.common.evidence_builder import EvidenceBuilder
 
+import harness.audit
 from harness.audit import run_audit
 from harness.audit.lines import load_log
 from harness.checker import RULES, check
@@ -77,6 +79,15 @@ def test_random_logs_of_every_kind_of_story(tmp_path, seed):
     if seed == 0:
         log.write_text((HERE / "fixtures" / "article_four_operations.ndjson").read_text() + log.read_text())
     assert_same_judgement(log)
+
+
+def test_the_audit_names_no_rule_of_its_own():
+    """Codes and names come from the registry: no rule's code or name is written in the audit's source."""
+    words = set(RULES) | {r.name for r in RULES.values()}
+    for source in sorted((Path(harness.audit.__file__).parent).glob("*.py")):
+        tree = ast.parse(source.read_text())
+        literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not literals & words, (source.name, sorted(literals & words))
 
 
 def test_the_window_is_the_one_difference(tmp_path):

@@ -7,7 +7,7 @@ import json
 import pytest
 from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
-from harness.checker import RULES, RuleRegistryError, check, rule
+from harness.checker import RULES, RuleRegistryError, RunRule, check, rule
 from harness.evidence import Evidence, load_evidence
 from harness.report import render_text
 
@@ -280,6 +280,14 @@ def test_duplicate_rule_code_or_name_is_a_clear_error():
     with pytest.raises(RuleRegistryError, match="clashes with H016 'single-effect'"):
         rule("H099", "single-effect")(lambda op: iter(()))
     assert "H099" not in RULES
+
+
+def test_a_rule_of_the_wrong_shape_for_its_scope_is_a_clear_error():
+    with pytest.raises(RuleRegistryError, match="H098 'x' .*: a run rule must be a RunRule subclass"):
+        rule("H098", "x", scope="run")(lambda run: iter(()))
+    with pytest.raises(RuleRegistryError, match="H098 'x' .*: an operation rule must be a function"):
+        rule("H098", "x")(type("NotAFunction", (RunRule,), {}))
+    assert "H098" not in RULES
 
 
 def test_every_rule_has_a_description():
