@@ -101,7 +101,7 @@ class StreamingAudit:
     def feed(self, line: int, text: str, read_text: bool = True) -> None:
         """One line (without its line break); ``read_text=False`` when no run rule might find anything in
         its text (``RunRules.might_find``)."""
-        try:  # parse_line, inlined: this runs for every line
+        try:  # lines.read_line, inlined: this runs for every line
             record = orjson.loads(text)
         except orjson.JSONDecodeError:
             record = None
