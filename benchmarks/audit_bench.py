@@ -172,7 +172,7 @@ def _workers_used(workers: str, log: Path) -> int:
     """How many worker processes the audit forked (0 when it ran alone)."""
     if workers != "auto":
         return int(workers) if int(workers) > 1 else 0
-    from harness.audit import SHARD_MIN_BYTES, _cores
+    from harness.audit.shards import SHARD_MIN_BYTES, _cores
 
     if log.stat().st_size < SHARD_MIN_BYTES:
         return 0

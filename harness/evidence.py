@@ -12,11 +12,12 @@ ledger rows keep their ``seq``. A malformed log line does not stop loading: it b
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.contract import ContractError, DestinationContract, EvidenceLayout
+from harness.contract import AGENT_LOG_FILE, ContractError, DestinationContract, EvidenceLayout
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import JournalError, read_journal
@@ -35,21 +36,23 @@ class Evidence:
     intents: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)
     log_errors: list[dict[str, Any]] = field(default_factory=list)
-    # Added fields (the contract allows additions): the raw log lines, for the secret search, and
-    # what the harness knows of the run.
+    # Added fields (the contract allows additions): the raw log lines, for the secret search (line n
+    # at index n - 1, "" for a blank line), and what the harness knows of the run.
     raw_log: list[str] = field(default_factory=list)
     scenario: str | None = None
     agent: dict[str, Any] = field(default_factory=dict)
     folder: Path | None = None
-    # False when judging a bare log (offline audit): wire and ledger rules then have nothing to read.
-    has_wire: bool = True
+    log_name: str = AGENT_LOG_FILE  # how findings name the log (FILE:LINE); the offline audit names the file as given
 
 
-def load_events(path: Path, evidence: Evidence) -> None:
+def load_events(path: Path, evidence: Evidence,
+                read: Callable[[str], tuple[dict[str, Any] | None, str | None]] = parse_line) -> None:
+    """The log's lines into ``evidence``; ``read`` parses one (the offline audit's also reads the article's)."""
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for number, text in numbered_lines(handle):
+            evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
             evidence.raw_log.append(text)
-            value, error = parse_line(text)
+            value, error = read(text)
             if value is None:
                 evidence.log_errors.append({"line": number, "file": str(path), "error": error, "raw": text[:300]})
                 continue

@@ -1,9 +1,10 @@
 """The checker: judges an ``Evidence`` (agent log + proxy journal + effect ledger) against the rules.
 
-    check(evidence) -> Verdict
+    check(evidence, *, offline=False) -> Verdict
 
 Rules live in ``harness.checker.rules`` and register themselves in ``RULES`` with ``@rule(code, name)``;
-see docs/checker.md for the table.
+see docs/checker.md for the table. Operation rules are judged per operation (``judge_operation``), run
+rules are fed the log in line order (``RunRules``); the streaming audit uses both the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from functools import lru_cache
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.context import OperationContext, RunContext, wire_summary
 from harness.checker.model import CLASSIFICATIONS, AttemptVerdict, Finding, OperationVerdict, Verdict
-from harness.checker.registry import RULES, Rule, RuleRegistryError, rule
+from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
+from harness.checker.run_rules import RunRules
 from harness.evidence import Evidence
 
 __all__ = [
@@ -26,20 +28,14 @@ __all__ = [
     "Rule",
     "RuleRegistryError",
     "RunContext",
+    "RunRule",
+    "RunRules",
     "Verdict",
     "applicable",
     "check",
     "judge_operation",
     "rule",
 ]
-
-
-def applicable(r: Rule, *, offline: bool, fmt: str = "events") -> bool:
-    if "wire" in r.requires and offline:
-        return False
-    if "events" in r.requires and fmt != "events":
-        return False
-    return True
 
 
 def _attempt_verdicts(op: OperationContext) -> list[AttemptVerdict]:
@@ -97,18 +93,20 @@ def _resolution_view(resolution: dict | None) -> dict | None:
             "correction_operation_id": resolution.get("correction_operation_id"), "line": resolution.get("_line")}
 
 
-def check(evidence: Evidence) -> Verdict:
-    """Judge one run. ``Verdict.passed`` is True only when no rule found anything."""
-    run = RunContext(evidence)
+def check(evidence: Evidence, *, offline: bool = False) -> Verdict:
+    """Judge one run. ``Verdict.passed`` is True only when no rule found anything.
+
+    A scenario's evidence always has the wire, even when its journal is empty (the agent sent
+    nothing); ``offline=True`` judges the log alone, as the offline audit does: the rules that need
+    the wire are skipped and effects are counted from the log.
+    """
     run_findings: list[Finding] = []
-    rules_run = []
-    for r in RULES.values():
-        if not applicable(r, offline=run.offline):
-            continue
-        rules_run.append(r.label)
-        if r.scope == "run":
-            for operation_id, message, ev in r.func(run):
-                run_findings.append(Finding(r.code, r.name, operation_id, message, ev))
+    run_rules = RunRules(evidence, run_findings.append, offline=offline)
+    run = RunContext(evidence, offline=offline, run_rules=run_rules)
+    for context in run.ops.values():
+        run_rules.operation_done(context)
+    run_rules.finish(run)
+    rules_run = [r.label for r in RULES.values() if applicable(r, offline=offline)]
     per_op: dict[str, list[Finding]] = {}
     for finding in run_findings:
         if finding.operation_id in run.ops:

@@ -7,11 +7,14 @@ The run context ties each operation's attempts to the wire and the ledger throug
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.checker.correlation import attribute_ledger, bare_path, correlate, ts_value
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
+
+if TYPE_CHECKING:
+    from harness.checker.run_rules import RunRules
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 SENT_STATES = frozenset({"sent_no_response", "response_received"})
@@ -255,17 +258,20 @@ class OperationContext:
 
 
 class RunContext:
-    """The whole run: operations in first-seen order, and what the wire held that no attempt explains."""
+    """The whole run: operations in first-seen order, and what the wire held that no attempt explains.
 
-    def __init__(self, evidence: Evidence) -> None:
+    ``run_rules`` hear the log in line order while the operations are built (``RunRules.feed_evidence``).
+    """
+
+    def __init__(self, evidence: Evidence, *, offline: bool = False, run_rules: RunRules | None = None) -> None:
         self.evidence = evidence
-        self.offline = not evidence.has_wire
+        self.offline = offline
         self.ops: dict[str, OperationContext] = {}
-        for record in evidence.events:
-            op = self.ops.get(record["operation_id"])
-            if op is None:
-                op = self.ops[record["operation_id"]] = OperationContext(record["operation_id"], offline=self.offline)
-            op.add(record)
+        if run_rules is None:
+            for record in evidence.events:
+                self._add(record)
+        else:
+            run_rules.feed_evidence(evidence, self._add)
         ids = set(self.ops)
         contracts = {name: DestinationContract.from_dict(entry["contract"])
                      for name, entry in evidence.destinations.items()
@@ -282,3 +288,15 @@ class RunContext:
         if not self.offline:
             self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests)
             self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
+
+    def _add(self, record: dict[str, Any]) -> OperationContext:
+        # an operation is in the format of its first line (the article's lines say so), ours once it has one of ours
+        fmt = record.get("_format", "events")
+        op = self.ops.get(record["operation_id"])
+        if op is None:
+            op = self.ops[record["operation_id"]] = OperationContext(record["operation_id"], fmt=fmt,
+                                                                     offline=self.offline)
+        elif fmt == "events":
+            op.format = "events"
+        op.add(record)
+        return op

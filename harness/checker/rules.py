@@ -1,14 +1,16 @@
-"""The rules. Each is a plain function registered with ``@rule(code, name)``; its docstring's first
-line is the rule's one-line description (used in docs/checker.md and reports).
+"""The rules, registered with ``@rule(code, name)``; a rule's docstring's first line is its one-line
+description (used in docs/checker.md and reports).
 
-Operation rules yield ``(message, evidence)``; run rules yield ``(operation_id, message, evidence)``.
+Operation rules are plain functions that yield ``(message, evidence)``. Run rules are ``RunRule``
+classes, fed the log in line order and finished at the end (see ``harness.checker.registry``); they
+report with ``self.found(operation_id, message, evidence)``.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.checker.context import (
@@ -22,11 +24,12 @@ from harness.checker.context import (
     ts_value,
     wire_ref,
 )
-from harness.checker.registry import rule
+from harness.checker.model import Finding
+from harness.checker.registry import RunRule, rule
 from harness.events import RETRY_REASONS
+from harness.evidence import Evidence
 
 OpFindings = Iterator[tuple[str, list[dict[str, Any]]]]
-RunFindings = Iterator[tuple[str | None, str, list[dict[str, Any]]]]
 
 
 def _ids(records: list[dict[str, Any]], key: str = "attempt_id") -> str:
@@ -42,40 +45,50 @@ def _effects_phrase(op: OperationContext) -> str:
 
 # --------------------------------------------------------------------------------------------- H000
 @rule("H000", "log-well-formed", scope="run")
-def log_well_formed(run: RunContext) -> RunFindings:
+class LogWellFormed(RunRule):
     """Every audit log line is a JSON object that fits the published event schema."""
-    for error in run.evidence.log_errors:
+
+    def malformed(self, number: int, error: str) -> None:
         # no raw text in the evidence: a malformed line may well hold the secret H019 reports
-        yield None, f"audit log line {error['line']} is unusable: {error['error']}", [
-            {"source": "log", "line": error["line"]}]
+        self.found(None, f"{self.where(number)}: {error}", [{"source": "log", "line": number}])
+
+    def late(self, record: dict[str, Any], window: int) -> None:
+        op_id = record["operation_id"]
+        self.found(op_id, f"{self.where(record['_line'])}: {record['event']} for {op_id} comes after that operation "
+                          f"was resolved and {window} more were; it was judged without this line", [log_ref(record)])
 
 
 # --------------------------------------------------------------------------------------------- H001
 @rule("H001", "operation-id-stable", scope="run", requires=("events",))
-def operation_id_stable(run: RunContext) -> RunFindings:
+class OperationIdStable(RunRule):
     """One intent keeps one operation id across attempts and agent restarts, unless superseded."""
-    by_intent: dict[str, list[OperationContext]] = defaultdict(list)
-    for op in run.ops.values():
-        if op.format != "events":
-            continue
-        if op.operation is None:
+
+    feeds = frozenset({"operation"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        self.intent_ops: dict[str, list[str]] = {}  # intent id -> the operations that declared it, in order
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        intent_id = record.get("intent_id")
+        if not intent_id or len(op.operations) > 1:  # an operation's first declaration names its intent
+            return
+        earlier = self.intent_ops.setdefault(intent_id, [])
+        if earlier and record.get("supersedes_operation_id") not in earlier:
+            self.found(op.operation_id, f"intent {intent_id} got a second operation id {op.operation_id} after "
+                                        f"{', '.join(earlier)} without supersedes_operation_id: a restart or retry "
+                                        f"must resume the same operation", [log_ref(record)])
+        earlier.append(op.operation_id)
+
+    def operation_done(self, op: OperationContext) -> None:
+        if not op.operations and op.format == "events":
             first = op.ordered_events()[0]
-            yield op.operation_id, (
-                f"{first['event']} logged under operation {op.operation_id}, which was never declared by an "
-                f"operation event (an id minted after the intent was committed?)"), [log_ref(first)]
-            continue
-        if op.intent_id:
-            by_intent[op.intent_id].append(op)
-    for intent_id, ops in by_intent.items():
-        ops.sort(key=lambda o: o.operation.get("_line") or 0)  # type: ignore[union-attr]
-        for earlier_index, op in enumerate(ops[1:], start=1):
-            earlier = {o.operation_id for o in ops[:earlier_index]}
-            if op.operation.get("supersedes_operation_id") in earlier:  # type: ignore[union-attr]
-                continue
-            yield op.operation_id, (
-                f"intent {intent_id} got a second operation id {op.operation_id} after "
-                f"{', '.join(sorted(earlier))} without supersedes_operation_id: a restart or retry must "
-                f"resume the same operation"), [log_ref(o.operation) for o in ops[: earlier_index + 1]]  # type: ignore[misc]
+            self.found(op.operation_id, f"{first['event']} logged under operation {op.operation_id}, which was never "
+                                        f"declared by an operation event (an id minted after the intent was "
+                                        f"committed?)", [log_ref(first)])
+
+    def shared_values(self) -> dict[str, list[str]]:
+        return self.intent_ops
 
 
 # --------------------------------------------------------------------------------------------- H002
@@ -136,23 +149,31 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
 
 
 @rule("H022", "idempotency-key-not-shared", scope="run")
-def idempotency_key_not_shared(run: RunContext) -> RunFindings:
+class IdempotencyKeyNotShared(RunRule):
     """Two operations never share one idempotency key on one destination."""
-    owners: dict[tuple[str | None, str], list[tuple[OperationContext, dict[str, Any]]]] = defaultdict(list)
-    for op in run.ops.values():
-        seen: set[str] = set()
-        for attempt in op.attempts:
-            key = attempt.get("idempotency_key")
-            if key and key not in seen:
-                seen.add(key)
-                owners[(op.destination, key)].append((op, attempt))
-    for (destination, key), users in owners.items():
-        if len(users) > 1:
-            ids = ", ".join(o.operation_id for o, _ in users)
-            for op, attempt in users[1:]:
-                yield op.operation_id, (f"idempotency key {key} is used by operations {ids}: a key names one "
-                                        f"operation, so the destination will replay one operation's result for another"), [
-                    log_ref(a) for _, a in users]
+
+    feeds = frozenset({"attempt"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        self.owners: dict[tuple[str | None, str], str] = {}  # (destination, key) -> the first operation to send it
+        self.reported: set[tuple[str, str | None, str]] = set()  # (operation, destination, key) found once
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        key = record.get("idempotency_key")
+        if not key:
+            return
+        used = (op.destination, key)
+        owner = self.owners.setdefault(used, op.operation_id)
+        if owner != op.operation_id and (op.operation_id, *used) not in self.reported:
+            self.reported.add((op.operation_id, *used))
+            self.found(op.operation_id, f"idempotency key {key} of {record['attempt_id']} ({op.operation_id}) was "
+                                        f"already used by operation {owner}: a key names one operation, so the "
+                                        f"destination will replay one operation's result for another",
+                       [log_ref(record)])
+
+    def shared_values(self) -> dict[tuple[str | None, str], str]:
+        return self.owners
 
 
 # --------------------------------------------------------------------------------------------- H004
@@ -168,23 +189,27 @@ def key_payload_conflict(op: OperationContext) -> OpFindings:
 
 # --------------------------------------------------------------------------------------------- H005
 @rule("H005", "lost-response-logged-unknown", scope="run", requires=("wire",))
-def lost_response_logged_unknown(run: RunContext) -> RunFindings:
+class LostResponseLoggedUnknown(RunRule):
     """An attempt whose request reached the destination but whose response never came back is logged sent_no_response."""
-    for op in run.ops.values():
-        for attempt in op.attempts:
-            entry = op.wire.get(attempt["attempt_id"])
-            if not entry or not entry.get("forwarded") or entry.get("client_outcome") in ("response", None):
-                continue
-            if attempt.get("dispatch_state") != "sent_no_response":
-                yield op.operation_id, (
-                    f"attempt {attempt['attempt_id']} of {op.operation_id} reached the destination (status "
-                    f"{entry.get('upstream_status')}) but the agent got no response ({entry.get('client_outcome')}); "
-                    f"it was logged {attempt.get('dispatch_state')}, not sent_no_response"), [log_ref(attempt), wire_ref(entry)]
-    for entry in run.unmatched_wire:
-        if entry.get("forwarded") and entry.get("client_outcome") not in ("response", None) and \
-                str(entry.get("method", "")).upper() not in SAFE_METHODS:
-            yield None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) reached the "
-                         f"destination and its response was lost, but the log holds no attempt for it at all"), [wire_ref(entry)]
+
+    def finish(self, run: RunContext | None) -> None:
+        assert run is not None  # a wire rule: never offline
+        for op in run.ops.values():
+            for attempt in op.attempts:
+                entry = op.wire.get(attempt["attempt_id"])
+                if not entry or not entry.get("forwarded") or entry.get("client_outcome") in ("response", None):
+                    continue
+                if attempt.get("dispatch_state") != "sent_no_response":
+                    self.found(op.operation_id, (
+                        f"attempt {attempt['attempt_id']} of {op.operation_id} reached the destination (status "
+                        f"{entry.get('upstream_status')}) but the agent got no response ({entry.get('client_outcome')}); "
+                        f"it was logged {attempt.get('dispatch_state')}, not sent_no_response"), [log_ref(attempt), wire_ref(entry)])
+        for entry in run.unmatched_wire:
+            if entry.get("forwarded") and entry.get("client_outcome") not in ("response", None) and \
+                    str(entry.get("method", "")).upper() not in SAFE_METHODS:
+                self.found(None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) reached the "
+                                  f"destination and its response was lost, but the log holds no attempt for it at all"),
+                           [wire_ref(entry)])
 
 
 # --------------------------------------------------------------------------------------------- H006
@@ -478,25 +503,32 @@ def single_effect(op: OperationContext) -> OpFindings:
 
 
 @rule("H023", "effect-attributed", scope="run", requires=("wire",))
-def effect_attributed(run: RunContext) -> RunFindings:
+class EffectAttributed(RunRule):
     """Every effect the destinations committed belongs to a logged operation."""
-    for row in run.unattributed_effects:
-        yield None, (f"destination {row.get('destination')} committed effect {row.get('effect_ref')} (ledger seq "
-                     f"{row.get('seq')}) that no logged operation accounts for"), [effect_ref_row(row)]
+
+    def finish(self, run: RunContext | None) -> None:
+        assert run is not None  # a wire rule: never offline
+        for row in run.unattributed_effects:
+            self.found(None, (f"destination {row.get('destination')} committed effect {row.get('effect_ref')} (ledger "
+                              f"seq {row.get('seq')}) that no logged operation accounts for"), [effect_ref_row(row)])
 
 
 # --------------------------------------------------------------------------------------------- H017
 @rule("H017", "no-unlogged-attempt", scope="run", requires=("wire",))
-def no_unlogged_attempt(run: RunContext) -> RunFindings:
+class NoUnloggedAttempt(RunRule):
     """Every side-effecting request on the wire is a logged attempt."""
-    by_key = {a.get("idempotency_key"): op.operation_id for op in run.ops.values() for a in op.attempts
-              if a.get("idempotency_key")}
-    for entry in run.unmatched_wire:
-        if str(entry.get("method", "")).upper() in SAFE_METHODS:
-            continue
-        yield by_key.get(entry.get("idempotency_key")), (
-            f"the wire carried {entry.get('method')} {entry.get('path')} to {entry.get('destination')} (flow "
-            f"{entry.get('flow_id')}, key {entry.get('idempotency_key')!r}) that no logged attempt accounts for"), [wire_ref(entry)]
+
+    def finish(self, run: RunContext | None) -> None:
+        assert run is not None  # a wire rule: never offline
+        by_key = {a.get("idempotency_key"): op.operation_id for op in run.ops.values() for a in op.attempts
+                  if a.get("idempotency_key")}
+        for entry in run.unmatched_wire:
+            if str(entry.get("method", "")).upper() in SAFE_METHODS:
+                continue
+            self.found(by_key.get(entry.get("idempotency_key")), (
+                f"the wire carried {entry.get('method')} {entry.get('path')} to {entry.get('destination')} (flow "
+                f"{entry.get('flow_id')}, key {entry.get('idempotency_key')!r}) that no logged attempt accounts for"),
+                [wire_ref(entry)])
 
 
 # --------------------------------------------------------------------------------------------- H018
@@ -510,6 +542,11 @@ def no_phantom_attempt(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H019
+# Every pattern's match holds one of these once lower-cased (re's case-insensitive letters lower to the
+# same ASCII letter, checked for these words; "authori" and "cooki" are cut before the i, which re also
+# matches with the dotless ı): a line without any cannot hold what the patterns look for, and plain
+# substring tests are ~10x faster than one case-insensitive regex scan of every line.
+SECRET_HINTS = ("bearer", "author", "cook", "private key")
 SECRET_PATTERNS = (
     ("an Authorization header", re.compile(r"(?i)(proxy-)?authori[sz]ation\W{1,4}(bearer|basic|token|digest)\s+\S{6,}")),
     ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{12,}")),
@@ -518,23 +555,41 @@ SECRET_PATTERNS = (
 )
 
 
+def may_hold_secret(text: str) -> bool:
+    """False when no secret pattern can match the text (nor any line of it): see ``SECRET_HINTS``."""
+    text = text.lower()
+    for hint in SECRET_HINTS:
+        if hint in text:
+            return True
+    return False
+
+
 def secret_hits(text: str, canaries: dict[str, str]) -> list[str]:
     """What secret-looking things a log line holds, named without echoing the secret."""
     hits = [f"the planted secret {name}" for name, value in canaries.items() if value and len(value) >= 6 and value in text]
-    hits += [label for label, pattern in SECRET_PATTERNS if pattern.search(text)]
+    if may_hold_secret(text):
+        hits += [label for label, pattern in SECRET_PATTERNS if pattern.search(text)]
     return hits
 
 
 @rule("H019", "no-secret-in-log", scope="run")
-def no_secret_in_log(run: RunContext) -> RunFindings:
+class NoSecretInLog(RunRule):
     """No credential reaches the log: planted canaries, Authorization headers, cookies, private keys."""
-    canaries = {k: v for k, v in run.evidence.secrets.items() if isinstance(v, str)}
-    for number, text in enumerate(run.evidence.raw_log, start=1):
-        hits = secret_hits(text, canaries)
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        self.canaries = {k: v for k, v in evidence.secrets.items() if isinstance(v, str) and len(v) >= 6}
+
+    def might_find(self, text: str) -> bool:
+        return bool(self.canaries) or may_hold_secret(text)
+
+    def line(self, number: int, text: str, operation_id: str | None) -> None:
+        if not self.canaries and not may_hold_secret(text):  # the audit's every line: the cheap test first
+            return
+        hits = secret_hits(text, self.canaries)
         if hits:
-            op_id = next((e["operation_id"] for e in run.evidence.events if e.get("_line") == number), None)
-            yield op_id, f"audit log line {number} holds {', '.join(hits)}; log a reference and a fingerprint instead", [
-                {"source": "log", "line": number}]
+            self.found(operation_id, f"{self.where(number)} holds {', '.join(hits)}; log a reference and a fingerprint "
+                                     f"instead", [{"source": "log", "line": number}])
 
 
 # --------------------------------------------------------------------------------------------- H020
@@ -577,22 +632,37 @@ def single_owner(op: OperationContext) -> OpFindings:
 
 # --------------------------------------------------------------------------------------------- H021
 @rule("H021", "intent-covered", scope="run", requires=("events",))
-def intent_covered(run: RunContext) -> RunFindings:
+class IntentCovered(RunRule):
     """Every intent has an operation and a resolution: an agent that does nothing fails."""
-    by_intent: dict[str, list[OperationContext]] = defaultdict(list)
-    for op in run.ops.values():
-        if op.intent_id:
-            by_intent[op.intent_id].append(op)
-    for intent in run.evidence.intents:
-        intent_id = intent.get("intent_id")
-        if intent_id not in by_intent:
-            yield None, (f"intent {intent_id} ({intent.get('kind')} on {intent.get('destination')}) has no operation "
-                         f"in the audit log: the agent never took it up"), [{"source": "context", "intent_id": intent_id}]
-    superseded = {(o.operation or {}).get("supersedes_operation_id") for o in run.ops.values()}
-    for op in run.ops.values():
+
+    feeds = frozenset({"operation"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        self.superseded: set[str] = set()  # what a later operation replaced need not be resolved
+        self.covered: set[str] = set()  # intents of the run that an operation declared (a bare log has none)
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        superseded = record.get("supersedes_operation_id")
+        first = len(op.operations) == 1  # an operation's first declaration is its word
+        if superseded and first:
+            self.superseded.add(superseded)
+        if self.evidence.intents and first and record.get("intent_id"):
+            self.covered.add(record["intent_id"])
+
+    def operation_done(self, op: OperationContext) -> None:
+        if op.resolutions or op.format != "events":
+            return
         # a correction of a confirmed duplicate may stay open: compensation waits for an operator
         awaiting_operator = bool((op.operation or {}).get("correction_of_operation_id"))
-        if (op.format == "events" and op.resolution is None and op.operation_id not in superseded
-                and not awaiting_operator):
-            yield op.operation_id, f"{op.operation_id} was never resolved (no resolution event): it is still open", [
-                log_ref(op.ordered_events()[-1])]
+        if op.operation_id not in self.superseded and not awaiting_operator:
+            self.found(op.operation_id, f"{op.operation_id} was never resolved (no resolution event): it is still "
+                                        f"open", [log_ref(op.ordered_events()[-1])])
+
+    def finish(self, run: RunContext | None) -> None:
+        for intent in self.evidence.intents:
+            intent_id = intent.get("intent_id")
+            if intent_id not in self.covered:
+                self.found(None, (f"intent {intent_id} ({intent.get('kind')} on {intent.get('destination')}) has no "
+                                  f"operation in the audit log: the agent never took it up"),
+                           [{"source": "context", "intent_id": intent_id}])

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_json
 
-from harness.audit import _json_text, run_audit
+from harness.audit import run_audit
+from harness.audit.output import _json_text
 from harness.events import _plain
 from harness.recorder import Recorder
 
@@ -109,6 +110,34 @@ def test_secret_in_an_offline_log_is_h019_without_echoing_it(tmp_path):
     assert finding["code"] == "H019" and "an Authorization header" in finding["message"]
     assert "sk_live_abcdef123456" not in out
     assert status == 1
+
+
+def test_a_secret_is_found_in_any_case_and_on_a_malformed_line_as_check_finds_it(tmp_path):
+    log = tmp_path / "agent.ndjson"
+    write_reference_log(log)
+    with log.open("a") as handle:  # cut short: not JSON, and it holds a credential
+        handle.write('{"event": "attempt", "headers": {"AuThOrIzAtIoN": "BeArEr sk_live_abcdef123456"}\n')
+    status, out, _ = audit(log)
+    findings = json.loads(out)["findings"]
+    assert [(f["code"], f["operation_id"]) for f in findings] == [("H000", None), ("H019", None)], findings
+    assert findings[1]["message"] == (f"{log}:5 holds an Authorization header, a bearer token; log a reference and a "
+                                      f"fingerprint instead")
+    assert "sk_live_abcdef123456" not in out and status == 1
+
+
+def test_a_worker_operation_is_judged_beside_its_owner_at_the_end_of_the_file(tmp_path):
+    """At the end of the file every open operation is judged with all the others as peers, as check() has
+    them: the owner, judged first, is still there when its worker is judged (H020)."""
+    log = tmp_path / "agent.ndjson"
+    with Recorder(log, session_id="ses_1") as rec:
+        rec.operation("op_1", intent_id="int_1")
+        rec.attempt("op_1", "att_1", "response_received", effect_refs=["tkt_1"])
+        rec.resolution("op_1", "succeeded", effect_refs=["tkt_1"], evidence=["att_1"])
+        rec.operation("op_w", intent_id="int_1", parent_operation_id="op_1", owner="worker-1")
+        rec.resolution("op_w", "cancelled", evidence=[])
+    status, out, _ = audit(log)
+    worker = json.loads(out)["operations"][1]
+    assert "H020" in {f["code"] for f in worker["findings"]}, worker["findings"]
 
 
 def test_streaming_judges_early_and_reports_a_too_late_event(tmp_path):

@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from harness.audit import _op_json, clean_summary
+from harness.audit.fast_path import clean_summary
+from harness.audit.output import _op_json
 from harness.checker import OperationContext, judge_operation
 from harness.events import validate_event
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import harness.audit
-from harness.audit import _audit_sharded, run_audit
+import harness.audit.shards
+from harness.audit import run_audit
+from harness.audit.shards import _audit_sharded
 
-_real_worker = harness.audit._shard_worker
+_real_worker = harness.audit.shards._shard_worker
 
 ARTICLE = Path(__file__).parent / "fixtures" / "article_four_operations.ndjson"
 ERRORS = Path(__file__).parent / "errors"
@@ -157,7 +158,7 @@ def _appending_worker(path, *args, **kwargs):
 def test_a_dead_worker_or_a_growing_log_means_one_process_audits(tmp_path, monkeypatch, worker):
     log = write_log(tmp_path / "agent.ndjson", 3)
     alone = outputs(log, 1, 10_000)
-    monkeypatch.setattr(harness.audit, "_shard_worker", worker)  # the forked workers see the patch
+    monkeypatch.setattr(harness.audit.shards, "_shard_worker", worker)  # the forked workers see the patch
     assert _audit_sharded(log, str(log), "json", 10_000, 2) is None
     log.write_text(log.read_text().rstrip("\n") + "\n")
     assert outputs(log, 2, 10_000) == alone

@@ -5,6 +5,8 @@ The spine's rules also have their own tests in test_check_spine.py.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tests.common.evidence_builder import PAYLOAD, EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
@@ -255,6 +257,16 @@ def test_secret_finding_names_the_secret_not_its_value(tmp_path):
     finding = b.check().by_code("H019")[0]
     assert "the planted secret TICKETS_TOKEN" in finding.message
     assert "canary-7f3a9c2e" not in str(finding.to_dict())
+
+
+def test_a_secret_after_a_blank_line_names_its_own_line_and_operation(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    reference_lookup_run(b)  # lines 1-4
+    b.raw_lines += ["", json.dumps({"event": "observation", "ts": b.tick(), "session_id": "ses_1",
+                                    "operation_id": "op_1", "observation_id": "obs_2",
+                                    "note": "Authorization: Bearer sk_live_abcdef123456"})]
+    finding = b.check().by_code("H019")[0]
+    assert finding.operation_id == "op_1" and finding.evidence == [{"source": "log", "line": 6}], finding
 
 
 def test_key_conflict_is_classified_before_counting_effects(tmp_path):

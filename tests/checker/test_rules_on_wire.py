@@ -7,7 +7,7 @@ import json
 import pytest
 from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
-from harness.checker import RULES, RuleRegistryError, check, rule
+from harness.checker import RULES, RuleRegistryError, RunRule, check, rule
 from harness.evidence import Evidence, load_evidence
 from harness.report import render_text
 
@@ -248,10 +248,24 @@ def test_malformed_log_lines_are_h000_with_line_numbers_and_the_rest_is_judged(b
     verdict = b.check()
     messages = [f.message for f in verdict.by_code("H000")]
     assert len(messages) == 2
-    assert messages[0].startswith("audit log line 5 is unusable: not JSON")
-    assert "line 6" in messages[1] and "'dispatch_state'" in messages[1] and "'lost'" in messages[1] \
+    assert messages[0].startswith("agent.ndjson:5: not JSON")
+    assert messages[1].startswith("agent.ndjson:6: attempt event:") and "'dispatch_state'" in messages[1] and "'lost'" in messages[1] \
         and "sent_no_response" in messages[1]
     assert verdict.operation("op_1").classification == "healthy"
+
+
+def test_an_empty_journal_is_still_the_wire_and_offline_is_the_callers_word(b):
+    """The agent sent nothing the proxy saw: an empty journal, not a missing wire, so the wire rules judge."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", wire=False)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    evidence = load_evidence(b.write())
+    assert evidence.journal == []
+    assert "H018" in codes(check(evidence))  # logged as sent, never on the wire
+    offline = check(evidence, offline=True)  # as the offline audit judges the log alone
+    assert offline.passed, render_text(offline)
+    assert offline.rules_run == [r.label for r in RULES.values() if "wire" not in r.requires]
 
 
 def test_missing_files_are_empty_sources(tmp_path):
@@ -266,6 +280,14 @@ def test_duplicate_rule_code_or_name_is_a_clear_error():
     with pytest.raises(RuleRegistryError, match="clashes with H016 'single-effect'"):
         rule("H099", "single-effect")(lambda op: iter(()))
     assert "H099" not in RULES
+
+
+def test_a_rule_of_the_wrong_shape_for_its_scope_is_a_clear_error():
+    with pytest.raises(RuleRegistryError, match="H098 'x' .*: a run rule must be a RunRule subclass"):
+        rule("H098", "x", scope="run")(lambda run: iter(()))
+    with pytest.raises(RuleRegistryError, match="H098 'x' .*: an operation rule must be a function"):
+        rule("H098", "x")(type("NotAFunction", (RunRule,), {}))
+    assert "H098" not in RULES
 
 
 def test_every_rule_has_a_description():

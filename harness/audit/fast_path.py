@@ -1,0 +1,80 @@
+"""The fast path for clean operations: their JSON verdict without running every rule.
+
+A property test (tests/audit/test_fast_path.py) holds ``clean_summary`` equal to ``judge_operation``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checker import OperationContext, _observation_view, _resolution_view
+from harness.checker.context import SAFE_METHODS
+from harness.events import RETRY_REASONS
+
+
+def _attempt_json(attempt: dict[str, Any]) -> dict[str, Any]:
+    """``AttemptVerdict.to_dict()`` of an offline attempt (no wire, no ledger rows)."""
+    return {"attempt_id": attempt["attempt_id"], "dispatch_state": attempt.get("dispatch_state"),
+            "key": attempt.get("idempotency_key"), "line": attempt.get("_line"),
+            "retry_of_attempt_id": attempt.get("retry_of_attempt_id"), "retry_reason": attempt.get("retry_reason"),
+            "wire": None, "destination_saw": []}
+
+
+def clean_summary(op: OperationContext) -> dict[str, Any] | None:
+    """The JSON verdict of a common clean story without running every rule, or None when it is not one.
+
+    The stories: one operation event (nothing superseded or delegated), no approval, one or two
+    attempts with one idempotency key (or none) that does not contain an attempt id, and one
+    ``succeeded`` resolution citing only ids the operation holds and naming its one distinct effect.
+    A second attempt must be a linked, budgeted retry of the first with the same payload, and when
+    the first lost its response the shared key is what justifies it; at most one observation (a
+    lookup that reconciled a lost response). No rule can fire on these, and the dict equals
+    ``judge_operation``'s (a property test holds both against the full rules), so a production log
+    of mostly clean operations audits fast.
+    """
+    attempts = op.attempts
+    if (op.format != "events" or len(op.operations) != 1 or len(op.resolutions) != 1 or op.approvals
+            or op.log_effects or not attempts or len(attempts) > 2 or len(op.observations) > 1):
+        return None
+    declared, resolution, first = op.operations[0], op.resolutions[0], attempts[0]
+    if (resolution.get("state") != "succeeded" or declared.get("supersedes_operation_id")
+            or declared.get("parent_operation_id") or first.get("retry_of_attempt_id") or first.get("retry_reason")):
+        return None
+    key = first.get("idempotency_key")
+    for attempt in attempts:
+        method = attempt.get("method")
+        if (attempt.get("idempotency_key") != key or (attempt.get("attempt_budget_remaining") or 0) < 0
+                or (method and method.upper() in SAFE_METHODS)
+                or (key and attempt["attempt_id"] in key)):
+            return None
+    if key and key != (declared.get("idempotency_key") or key):
+        return None
+    if len(attempts) == 2:
+        second = attempts[1]
+        prior = second.get("prior_request_fingerprint")
+        if (second.get("retry_of_attempt_id") != first["attempt_id"] or second.get("retry_reason") not in RETRY_REASONS
+                or second.get("attempt_budget_remaining") is None or first.get("attempt_budget_remaining") == 0
+                or first.get("http_status") == 429
+                or second.get("request_fingerprint") != first.get("request_fingerprint")
+                or (prior and prior != first.get("request_fingerprint"))
+                or (not key and first.get("dispatch_state") == "sent_no_response")):
+            return None
+    refs = op.effect_refs()
+    named = resolution.get("effect_refs")
+    cited = resolution.get("evidence")
+    if len(refs) != 1 or not named or not cited:
+        return None
+    only = refs[0]
+    for ref in named:
+        if ref != only:
+            return None
+    attempt_ids = op._attempt_index  # op.evidence_ids without building a set (there is no approval)
+    observation_ids = [o["observation_id"] for o in op.observations]
+    for evidence_id in cited:
+        if evidence_id not in attempt_ids and evidence_id not in observation_ids:
+            return None
+    return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
+            "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],
+            "effects": list(refs), "findings": [], "observations": [_observation_view(o) for o in op.observations],
+            "resolution": _resolution_view(resolution)}
+

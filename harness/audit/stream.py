@@ -1,0 +1,232 @@
+"""The streaming audit: lines in, each operation judged once its story is told, run-wide findings kept.
+
+Memory grows with open operations, not with the file: an operation is judged once it is resolved
+and ``window`` more operations have been resolved after it (reconciliation may append a second
+resolution), or at the end of the file.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import orjson
+
+from harness.audit.article import _article_line
+from harness.audit.fast_path import clean_summary
+from harness.audit.output import _json_text, _op_json
+from harness.checker import Finding, OperationContext, RunRules, judge_operation
+from harness.events import _vouch, parse_line_pydantic
+from harness.evidence import Evidence
+from harness.report import render_operation
+
+
+def _blocks(handle: TextIO, might_find: Callable[[str], bool] | None) -> Any:
+    """The file's lines about a megabyte at a time, each block with whether the run rules that read a
+    line's text (H019) might find anything in it: one ``might_find`` of the block instead of one per
+    line, a line read on its own only in a block that might. ``might_find=None`` (a shard worker, which
+    audits only some of the lines): every line is read on its own."""
+    while True:
+        lines = handle.readlines(1 << 20)
+        if not lines:
+            return
+        yield lines, (might_find("".join(lines)) if might_find is not None else True)
+
+
+class _KnownOperations:
+    """``op_id in known``: open or already judged (for supersedes / correction references)."""
+
+    def __init__(self, open_ops: dict[str, Any], closed: set[str]) -> None:
+        self.open_ops, self.closed = open_ops, closed
+
+    def __contains__(self, op_id: object) -> bool:
+        return op_id in self.open_ops or op_id in self.closed
+
+
+class ShardBail(Exception):
+    """Raised inside a shard worker when the log holds something one shard cannot judge alone."""
+
+
+class StreamingAudit:
+    """Feeds lines in, calls ``sink(op, piece)`` for each judged operation with its output (JSON text, or
+    the text report, "" for a healthy operation in text); run-wide findings are kept.
+
+    The run rules (``run_rules``, the checker's own: there is no other implementation of them here) hear
+    every line as it is read and each operation as the window judges it; what they find about an
+    operation still open goes into its verdict, the rest is run-wide.
+
+    ``sharded=True`` (a worker of ``_audit_sharded``, fed only its share of the operations) raises
+    ``ShardBail`` on anything whose verdict could depend on operations of another shard or on when the
+    operation was judged: a line after an operation's resolution, a superseded, delegated or
+    corrected operation, an empty operation id.
+    """
+
+    def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000,
+                 sharded: bool = False) -> None:
+        self.name = name
+        self.sink = sink
+        self.format = format
+        self.sharded = sharded
+        self.expected_operation: str | int | None = None  # sharded: the id the worker read from the text
+        self.window = window
+        self.open: dict[str, OperationContext] = {}
+        self.resolved: OrderedDict[str, None] = OrderedDict()
+        self.closed: set[str] = set()
+        self.pending: dict[str, list[Finding]] = defaultdict(list)
+        # open operations with a line the fast path did not vouch for (pydantic coerced it, or it is in the
+        # article's format): only those may hold a float or a huge integer, which orjson writes otherwise
+        self.careful_ops: set[str] = set()
+        self.run_findings: list[Finding] = []
+        self.run_rules = RunRules(Evidence(log_name=name), self._found, offline=True)  # a bare log: nothing else
+        self._record_hooks = self.run_rules.record_hooks
+        self._done_hooks = self.run_rules.done_hooks
+        line_rules = self.run_rules.line_rules  # RunRules.line; one rule (H019) is called without the loop
+        self._read_line = (line_rules[0].line if len(line_rules) == 1 else self.run_rules.line) if line_rules else None
+        self.known = _KnownOperations(self.open, self.closed)
+        self.events = 0
+        self.malformed = 0
+        self.classes: dict[str, int] = defaultdict(int)
+        self.unhealthy = 0
+        self.finding_count = 0
+
+    def _found(self, finding: Finding) -> None:
+        op_id = finding.operation_id
+        if op_id is not None and op_id in self.open and op_id not in self.closed:  # not judged yet
+            self.pending[op_id].append(finding)
+        else:
+            self.run_findings.append(finding)
+
+    def feed(self, line: int, text: str, read_text: bool = True) -> None:
+        """One line (without its line break); ``read_text=False`` when no run rule might find anything in
+        its text (``RunRules.might_find``)."""
+        try:  # lines.read_line, inlined: this runs for every line
+            record = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            record = None
+        careful = record.__class__ is not dict or not _vouch(record)
+        error = None
+        fmt = "events"
+        if careful:  # what the fast path could not vouch for: pydantic, or the article's format
+            record, error = parse_line_pydantic(text)
+            article = _article_line(text, line) if record is None else None
+            if article is not None:
+                (record, error), fmt = article, "ledger"
+        read_line = self._read_line if read_text else None
+        if error is not None:
+            self.malformed += 1
+            self.run_rules.malformed(line, error)
+            if read_line is not None:
+                read_line(line, text, None)
+            return
+        self.events += 1
+        record["_line"] = line
+        op_id = record["operation_id"]
+        op = self.open.get(op_id)
+        if self.sharded:
+            self._stays_in_shard(op, op_id, record)
+        if op is None:
+            if op_id in self.closed:
+                if read_line is not None:
+                    read_line(line, text, op_id)
+                self.run_rules.late(record, self.window)
+                return
+            op = self.open[op_id] = OperationContext(op_id, fmt=fmt, offline=True)
+            op.peers = self.open
+            op.all_operation_ids = self.known
+        elif fmt == "events":
+            op.format = "events"
+        if careful:
+            self.careful_ops.add(op_id)
+        op.add(record)
+        kind = record["event"]
+        hooks = self._record_hooks.get(kind)
+        if hooks is not None:
+            for hook in hooks:
+                hook(record, op)
+        if read_line is not None:
+            read_line(line, text, op_id)
+        if kind == "resolution":
+            self.resolved.pop(op_id, None)
+            self.resolved[op_id] = None
+            if len(self.resolved) > self.window:
+                oldest, _ = self.resolved.popitem(last=False)
+                self._judge(oldest)
+
+    def _stays_in_shard(self, op: OperationContext | None, op_id: str, record: dict[str, Any]) -> None:
+        if op_id != self.expected_operation:  # the id read from the text was a nested one
+            raise ShardBail(f"line {record['_line']} belongs to {op_id}, not {self.expected_operation}")
+        if (op is not None and op.resolutions) or op_id in self.closed:
+            raise ShardBail(f"line {record['_line']} comes after {op_id} was resolved")
+        if not op_id or record.get("supersedes_operation_id") or record.get("parent_operation_id") \
+                or record.get("correction_operation_id"):
+            raise ShardBail(f"line {record['_line']} refers to another operation")
+
+    def _judge(self, op_id: str, *, drop: bool = True) -> None:
+        """Judge an open operation; ``drop=False`` leaves it among the open ones (``peers``) for the rest."""
+        op = self.open[op_id]
+        for hook in self._done_hooks:  # RunRules.operation_done; what they find goes into this verdict
+            hook(op)
+        if drop:
+            del self.open[op_id]
+        self.closed.add(op_id)
+        careful = op_id in self.careful_ops
+        self.careful_ops.discard(op_id)
+        extra = self.pending.pop(op_id, [])
+        if not extra:
+            summary = clean_summary(op)
+            if summary is not None:
+                self.classes["healthy"] += 1
+                self.sink(op, _json_text(summary, careful=careful) if self.format == "json" else "")
+                return
+        verdict = judge_operation(op, extra, held=False)
+        self.classes[verdict.classification] += 1
+        self.finding_count += len(verdict.findings)
+        problem = verdict.classification != "healthy" or bool(verdict.findings)
+        self.unhealthy += problem
+        if self.format == "json":
+            self.sink(op, _json_text(_op_json(verdict), careful=careful))
+        else:
+            self.sink(op, "\n".join(render_operation(verdict, offline=True)) + "\n\n" if problem else "")
+
+    def finish(self) -> None:
+        """The end of the file: every operation still open is judged beside all the others, as ``check()``
+        judges them (a worker's parent, ``parent_operation_id``, is still a peer), then the run rules end."""
+        for op_id in list(self.open):
+            self._judge(op_id, drop=False)
+        self.open.clear()
+        self.run_rules.finish(None)
+        self.finding_count += len(self.run_findings)
+
+
+def _audit_alone(handle: TextIO, name: str, format: str, window: int,
+                 write: Any) -> tuple[dict[str, Any], list[Finding]]:
+    """One process, one pass: ``write(piece)`` for each operation's output in order; returns (stats, run
+    findings)."""
+    audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
+    # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
+    # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
+    # so reference counting frees it all and the collector is paused for the run.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with handle:
+            feed = audit.feed
+            number = 0
+            for lines, read_text in _blocks(handle, audit.run_rules.might_find):
+                for text in lines:
+                    number += 1
+                    if text[0] == "{" or text.strip():
+                        feed(number, text.rstrip("\r\n"), read_text)  # parse errors point into the line
+            audit.finish()
+    finally:
+        if collecting:
+            gc.enable()
+    return _stats(audit), audit.run_findings
+
+
+def _stats(audit: StreamingAudit) -> dict[str, Any]:
+    return {"events": audit.events, "malformed": audit.malformed, "classes": dict(audit.classes),
+            "unhealthy": audit.unhealthy, "findings": audit.finding_count}
+

@@ -1,0 +1,101 @@
+"""The run-scope rules of one run, fed in line order: the one feed both judges use.
+
+``check()`` feeds them from an ``Evidence`` (``feed_evidence``, while the run's operations are built);
+the streaming audit feeds them line by line as it reads, and tells them when its window judges an
+operation. Either way a rule hears the same calls in the same order, so it finds the same things.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from harness.checker.model import Finding
+from harness.checker.registry import RULES, RunRule, applicable
+
+if TYPE_CHECKING:
+    from harness.checker.context import OperationContext, RunContext
+    from harness.evidence import Evidence
+
+
+def _hears(rule: RunRule, hook: str) -> bool:
+    return getattr(type(rule), hook) is not getattr(RunRule, hook)
+
+
+class RunRules:
+    """The applicable run rules of one run (in code order), each reporting its findings to ``report``."""
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None], *, offline: bool) -> None:
+        self.rules: list[RunRule] = [
+            r.func(evidence, report) for r in sorted(RULES.values(), key=lambda r: r.code)
+            if r.scope == "run" and applicable(r, offline=offline)]
+        # each hook's rules, only those that hear it: looked up once, called per line or per operation
+        self.record_hooks: dict[str, tuple[Callable[[dict[str, Any], OperationContext], None], ...]] = {}
+        for r in self.rules:
+            for kind in r.feeds:
+                self.record_hooks[kind] = (*self.record_hooks.get(kind, ()), r.record)
+        self.line_rules = [r for r in self.rules if _hears(r, "line")]
+        self.done_hooks = tuple(r.operation_done for r in self.rules if _hears(r, "operation_done"))
+        self._malformed = [r for r in self.rules if _hears(r, "malformed")]
+        self._late = [r for r in self.rules if _hears(r, "late")]
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        for hook in self.record_hooks.get(record["event"], ()):
+            hook(record, op)
+
+    def line(self, number: int, text: str, operation_id: str | None) -> None:
+        for r in self.line_rules:
+            r.line(number, text, operation_id)
+
+    def might_find(self, text: str) -> bool:
+        """False when no rule's ``line`` can find anything in ``text`` (or in any line it holds)."""
+        return any(r.might_find(text) for r in self.line_rules)
+
+    def malformed(self, number: int, error: str) -> None:
+        for r in self._malformed:
+            r.malformed(number, error)
+
+    def late(self, record: dict[str, Any], window: int) -> None:
+        for r in self._late:
+            r.late(record, window)
+
+    def operation_done(self, op: OperationContext) -> None:
+        for hook in self.done_hooks:
+            hook(op)
+
+    def finish(self, run: RunContext | None) -> None:
+        for r in self.rules:
+            r.finish(run)
+
+    def shared_values(self) -> dict[str, Iterable[Hashable]]:
+        """code -> the values that rule compares across operations (see ``RunRule.shared_values``)."""
+        return {r.code: r.shared_values() for r in self.rules}
+
+    def feed_evidence(self, evidence: Evidence, add: Callable[[dict[str, Any]], OperationContext]) -> None:
+        """The evidence's log in line order, as the audit reads it: each event once ``add`` has put it into
+        its operation, each malformed line, and every line's raw text after what it held."""
+        errors = sorted(evidence.log_errors, key=lambda e: e["line"])
+        texts = evidence.raw_log  # line n at index n - 1
+        at = 0
+
+        def text_of(number: int | None) -> str:
+            return texts[number - 1] if number is not None and 0 < number <= len(texts) else ""
+
+        def malformed_before(number: float) -> None:
+            nonlocal at
+            while at < len(errors) and errors[at]["line"] < number:
+                error = errors[at]
+                at += 1
+                self.malformed(error["line"], error["error"])
+                if text := text_of(error["line"]):
+                    self.line(error["line"], text, None)
+
+        for record in evidence.events:
+            number = record.get("_line")
+            if number is not None:
+                malformed_before(number)
+            op = add(record)
+            self.record(record, op)
+            if number is not None and (text := text_of(number)):
+                self.line(number, text, op.operation_id)
+        malformed_before(float("inf"))
