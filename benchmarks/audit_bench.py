@@ -26,7 +26,7 @@ from pathlib import Path
 
 CHILD = r"""
 import json, os, resource, sys, time
-from harness.audit import run_audit
+from harness.cli import run_audit
 path, fmt, workers = sys.argv[1], sys.argv[2], (int(sys.argv[3]) if sys.argv[3] != "auto" else None)
 start = time.perf_counter()
 with open(os.devnull, "w") as sink:

@@ -12,6 +12,7 @@ from typing import Any
 
 _EXPORTS = {
     "AgentError": "harness.errors",
+    "AuditSummary": "harness.audit",
     "Evidence": "harness.evidence",
     "EvidenceError": "harness.errors",
     "Finding": "harness.checker",
@@ -21,12 +22,12 @@ _EXPORTS = {
     "ScenarioError": "harness.errors",
     "ScenarioResult": "harness.engine",
     "Verdict": "harness.checker",
+    "audit_file": "harness.audit",
     "check": "harness.checker",
     "fingerprint": "harness.fingerprint",
     "load_evidence": "harness.evidence",
     "load_scenario": "harness.scenario",
     "render_text": "harness.report",
-    "run_audit": "harness.audit",
     "run_scenario": "harness.engine",
     "verify_file": "harness.chain",
 }

@@ -11,8 +11,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
-from harness.errors import HarnessError
+from harness.errors import EvidenceError, HarnessError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,9 +94,28 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _audit(args: argparse.Namespace) -> int:
-    from harness.audit import run_audit
+# `audit`: every operation healthy / a finding or an unhealthy operation / no usable line
+AUDIT_EXIT_STATUS = {"healthy": 0, "unhealthy": 1, "unusable": 2}
 
+
+def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+              window: int = 10_000, workers: int | None = None) -> int:
+    """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``,
+    and the exit status."""
+    from harness.audit import audit_file
+
+    try:
+        summary = audit_file(path, format=format, out=out, window=window, workers=workers)
+    except (EvidenceError, ValueError) as exc:
+        print(f"audit: {exc}", file=err)
+        return 2
+    if summary.outcome == "unusable":
+        print(f"audit: {summary.file} holds no usable audit event ({summary.malformed_lines} malformed line(s)); "
+              f"expected NDJSON with 'event' or 'type' per line", file=err)
+    return AUDIT_EXIT_STATUS[summary.outcome]
+
+
+def _audit(args: argparse.Namespace) -> int:
     return run_audit(args.file, format=args.format)
 
 

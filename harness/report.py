@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from harness.checker.model import Finding, OperationVerdict, Verdict
 
 if TYPE_CHECKING:
+    from harness.audit import AuditSummary
     from harness.engine import ScenarioResult
     from harness.matrix import Matrix
     from harness.scenario import Scenario
@@ -184,3 +185,12 @@ def render_catalogue(scenarios: Iterable[Scenario]) -> str:
         first = re.split(r"(?<=\.)\s", " ".join(scenario.description.split()), maxsplit=1)[0]
         lines.append(f"{scenario.name:34} {first}")
     return "\n".join(lines)
+
+
+def render_audit_summary(summary: AuditSummary) -> str:
+    """The text audit's last lines: the run-wide findings, then one line of counts."""
+    lines = [line for finding in summary.run_findings for line in _finding_lines(finding, "")]
+    counts = ", ".join(f"{n} {c}" for c, n in summary.classifications.items()) or "no operations"
+    lines.append(f"{summary.file}: {summary.events} events, {summary.operations} operations ({counts}); "
+                 f"{summary.findings} finding(s), {summary.malformed_lines} malformed line(s)")
+    return "\n".join(lines) + "\n"

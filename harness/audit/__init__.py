@@ -33,40 +33,39 @@ from typing import TextIO
 from harness.audit.article import article_record
 from harness.audit.fast_path import clean_summary
 from harness.audit.lines import load_log
-from harness.audit.output import _finish_output
+from harness.audit.output import AuditSummary, write_summary
 from harness.audit.shards import SHARD_MIN_BYTES, _audit_sharded, _cores
 from harness.audit.stream import StreamingAudit, _audit_alone
 from harness.contract import AGENT_LOG_FILE
+from harness.errors import EvidenceError
 
-__all__ = ["SHARD_MIN_BYTES", "StreamingAudit", "article_record", "clean_summary", "load_log", "run_audit"]
+__all__ = ["SHARD_MIN_BYTES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary",
+           "load_log"]
+FORMATS = ("json", "text")
 
 
-def _open(path: Path, err: TextIO) -> TextIO | None:
+def _open(path: Path) -> TextIO:
     try:
         return path.open("r", encoding="utf-8", errors="replace")
     except OSError as exc:
-        print(f"audit: cannot read {path}: {exc.strerror or exc}", file=err)
-        return None
+        raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-
-def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-              window: int = 10_000, workers: int | None = None) -> int:
-    """Audit one file; see the module docstring for the exit status.
+def audit_file(path: Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
+               workers: int | None = None) -> AuditSummary:
+    """Audit one file, writing each judged operation to ``out`` as it goes (JSON or text), then the
+    run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when the file
+    cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
     ``workers``: processes sharing the operations (None: one per core, up to 4, for files of at least
     ``SHARD_MIN_BYTES``; 1: this process alone). The output is the same either way.
     """
-    if format not in ("text", "json"):
-        print(f"audit: --format {format!r} is not known; valid: json, text", file=err)
-        return 2
+    if format not in FORMATS:
+        raise ValueError(f"format {format!r} is not known; valid: {', '.join(FORMATS)}")
     path = Path(path)
     if path.is_dir():
-        print(f"audit: {path} is a folder; give the audit log file (e.g. {path / AGENT_LOG_FILE})", file=err)
-        return 2
-    handle = _open(path, err)
-    if handle is None:
-        return 2
+        raise EvidenceError(f"{path} is a folder; give the audit log file (e.g. {path / AGENT_LOG_FILE})")
+    handle = _open(path)
     name = str(path)
     if workers is None:
         try:
@@ -90,10 +89,10 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
         handle.close()
         result = _audit_sharded(path, name, format, window, workers, write)
         if result is None:  # something only one process can judge: start again alone
-            handle = _open(path, err)
-            if handle is None:
-                return 2
+            handle = _open(path)
     if result is None:
         result = _audit_alone(handle, name, format, window, write)
     stats, run_findings = result
-    return _finish_output(name, format, stats, run_findings, out, err)
+    summary = AuditSummary.from_stats(name, stats, run_findings)
+    write_summary(summary, format, out)
+    return summary

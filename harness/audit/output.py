@@ -1,39 +1,58 @@
-"""How the audit writes what it found: one operation's JSON verdict, and the summary at the end."""
+"""What the audit returns and writes: one operation's JSON verdict, and the summary at the end."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import orjson
 from pydantic_core import to_json
 
 from harness.checker import Finding, OperationVerdict
-from harness.report import _finding_lines
+from harness.report import render_audit_summary
 
 
-def _finish_output(name: str, format: str, stats: dict[str, Any], run_findings: list[Finding], out: TextIO,
-                   err: TextIO) -> int:
-    classes = stats["classes"]
-    usable = stats["events"] > 0
-    status = 2 if not usable else (1 if stats["unhealthy"] or run_findings else 0)
-    summary = {"events": stats["events"], "malformed_lines": stats["malformed"],
-               "operations": sum(classes.values()), "classifications": dict(sorted(classes.items())),
-               "findings": stats["findings"], "exit_status": status}
+@dataclass
+class AuditSummary:
+    """What an audit found, as data: counts, the run-wide findings, and its outcome."""
+
+    file: str
+    events: int
+    malformed_lines: int
+    classifications: dict[str, int]
+    findings: int  # every finding, the operations' and the run-wide ones
+    unhealthy: int  # operations not healthy or with a finding
+    run_findings: list[Finding] = field(default_factory=list)
+
+    @classmethod
+    def from_stats(cls, name: str, stats: dict[str, Any], run_findings: list[Finding]) -> AuditSummary:
+        return cls(name, stats["events"], stats["malformed"], dict(sorted(stats["classes"].items())),
+                   stats["findings"], stats["unhealthy"], run_findings)
+
+    @property
+    def operations(self) -> int:
+        return sum(self.classifications.values())
+
+    @property
+    def outcome(self) -> str:
+        """``healthy`` (every operation, no finding), ``unhealthy``, or ``unusable`` (no usable line)."""
+        if self.events == 0:
+            return "unusable"
+        return "unhealthy" if self.unhealthy or self.run_findings else "healthy"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"events": self.events, "malformed_lines": self.malformed_lines, "operations": self.operations,
+                "classifications": self.classifications, "findings": self.findings, "outcome": self.outcome}
+
+
+def write_summary(summary: AuditSummary, format: str, out: TextIO) -> None:
+    """The end of the audit's output: run-wide findings and the counts (closing the JSON document)."""
     if format == "json":
-        out.write("\n  ],\n  \"findings\": " + json.dumps([f.to_dict() for f in run_findings]) +
-                  ",\n  \"summary\": " + json.dumps(summary) + "\n}\n")
+        out.write("\n  ],\n  \"findings\": " + json.dumps([f.to_dict() for f in summary.run_findings]) +
+                  ",\n  \"summary\": " + json.dumps(summary.to_dict()) + "\n}\n")
     else:
-        for finding in run_findings:
-            out.write("\n".join(_finding_lines(finding, "")) + "\n")
-        counts = ", ".join(f"{n} {c}" for c, n in sorted(classes.items())) or "no operations"
-        out.write(f"{name}: {stats['events']} events, {summary['operations']} operations ({counts}); "
-                  f"{stats['findings']} finding(s), {stats['malformed']} malformed line(s)\n")
-    if not usable:
-        print(f"audit: {name} holds no usable audit event "
-              f"({stats['malformed']} malformed line(s)); expected NDJSON with 'event' or 'type' per line", file=err)
-    return status
-
+        out.write(render_audit_summary(summary))
 
 
 def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_json
 
-from harness.audit import run_audit
+from harness.cli import run_audit
 from harness.audit.output import _json_text
 from harness.events import _plain
 from harness.recorder import Recorder

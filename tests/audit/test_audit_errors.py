@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.audit import run_audit
+from harness.cli import run_audit
 
 ERRORS = Path(__file__).parent / "errors"
 

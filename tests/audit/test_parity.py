@@ -21,7 +21,7 @@ from tests.checker.test_rules import STORIES
 from tests.common.evidence_builder import EvidenceBuilder
 
 import harness.audit
-from harness.audit import run_audit
+from harness.cli import run_audit
 from harness.audit.lines import load_log
 from harness.checker import RULES, check
 from harness.recorder import Recorder

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import harness.audit.shards
-from harness.audit import run_audit
 from harness.audit.shards import _audit_sharded
+from harness.cli import run_audit
 
 _real_worker = harness.audit.shards._shard_worker
 
