@@ -51,7 +51,7 @@ class ScenarioResult:
     evidence_kept: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-able data: what verdict.json holds, and what crosses pytest-xdist."""
+        """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist."""
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
