@@ -25,10 +25,10 @@ from harness.contract import (
     env_suffix,
 )
 from harness.errors import ScenarioError
-from harness.proxy.rules import FaultRule
+from harness.events import ResolutionState
+from harness.proxy.rules import FaultRule, ProxyMode
 
 SCENARIO_DIR_NAME = "scenarios"
-ResolutionState = Literal["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
 
 
 class Intent(BaseModel):
@@ -67,7 +67,7 @@ class ProxySettings(BaseModel):
     """How the fault proxy sits between the agent and the HTTP destinations."""
 
     model_config = ConfigDict(extra="forbid")
-    mode: Literal["reverse", "reverse-https", "forward", "forward-https"] = Field(
+    mode: ProxyMode = Field(
         "reverse", description="reverse: the agent gets proxy URLs and needs no settings; forward: "
         "HTTP(S)_PROXY; the -https modes go through mitmproxy's CA (its path handed to the agent as "
         "SSL_CERT_FILE and REQUESTS_CA_BUNDLE).")

@@ -33,9 +33,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness.journal import JournalWriter
-from harness.proxy.rules import FaultRule, RuleBook
+from harness.proxy.rules import MODES, FaultRule, RuleBook
 
-MODES = ("reverse", "reverse-https", "forward", "forward-https")
 START_TIMEOUT = 20.0
 log = logging.getLogger(__name__)
 

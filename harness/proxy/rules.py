@@ -28,6 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from harness.contract import CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEADER
 
 Phase = Literal["request", "response", "connection"]
+# How the proxy sits between the agent and the destinations (the host implements each; docs/proxy.md)
+ProxyMode = Literal["reverse", "reverse-https", "forward", "forward-https"]
+MODES: tuple[str, ...] = get_args(ProxyMode)
 CONNECTION_MATCH = frozenset({"destination"})  # all a rule can know before any request is read
 
 
