@@ -51,11 +51,16 @@ class ScenarioResult:
     evidence_kept: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist."""
+        """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
+
+        ``passed`` is the run's: the checker's verdict *and* the scenario's expectations held; the
+        checker's own is ``verdict_passed``."""
+        verdict = self.verdict.to_dict()
+        verdict["verdict_passed"] = verdict.pop("passed")
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
-                "agent_runs": [asdict(run) for run in self.agent_runs], **self.verdict.to_dict()}
+                "agent_runs": [asdict(run) for run in self.agent_runs], **verdict}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScenarioResult:

@@ -98,3 +98,19 @@ def test_a_scenario_result_renders_the_same_after_a_round_trip_through_json(tmp_
     assert render_result(again) == render_result(result)
     assert json.loads((result.evidence_dir / "verdict.json").read_text()) == json.loads(json.dumps(result.to_dict()))
     assert "H002" in render_result(again)
+
+
+def test_a_run_failed_by_its_expectations_alone_says_failed_everywhere(run_plugin, tmp_path) -> None:
+    # the checker finds nothing (the reference agent is right), but the scenario expects two tickets
+    scenario = tmp_path / "expect_two_tickets.yaml"
+    source = (Path(__file__).resolve().parents[2] / "scenarios" / "response_lost.yaml").read_text()
+    assert "effects: {tickets: 1}" in source
+    scenario.write_text(source.replace("name: response_lost", "name: expect_two_tickets")
+                        .replace("effects: {tickets: 1}", "effects: {tickets: 2}"))
+    result = run_plugin("-n", "2", "--scenario", str(scenario))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*X001 scenario-expectation*tickets holds 1 distinct effect(s)*expected 2*",
+                                 "*scenario expect_two_tickets * FAIL (verdict above)*"])
+    [verdict] = verdict_files(result.evidence_dir)
+    assert verdict["passed"] is False and verdict["verdict_passed"] is True
+    assert verdict["expectation_failures"]
