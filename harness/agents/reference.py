@@ -50,6 +50,9 @@ from harness.recorder import Recorder, new_id
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 1.5
 LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
+# A lookup the destination did not answer (down, restarting: a 502 from a proxy, a refused connect)
+# proves nothing either way: look again, waiting longer each time, for this long at most.
+UNANSWERED_WAITS = (0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0)
 MAX_RETRY_AFTER = 5.0
 WORKER_TIMEOUT = 60.0
 WORKER_FLAG = "--worker"
@@ -266,12 +269,7 @@ class Agent:
         found: list[str] = []
         negatives = 0
         if contract.get("lookup"):
-            for wait in self.lookup_waits(contract["lookup"]):
-                time.sleep(wait)
-                found, answered = self.lookup(op)
-                if found:
-                    break
-                negatives += answered  # a lookup that failed is no negative
+            found, negatives = self.look_up_until_answered(op, contract["lookup"])
         if len(set(found)) > 1:
             self.duplicate_confirmed(op, sorted(set(found)))
             return True
@@ -286,6 +284,31 @@ class Agent:
         self.resolve(op, "unknown", [], [*op["attempts"], *op["observations"]],
                      f"{why}: the effect may exist; escalating to an operator instead of retrying")
         return True
+
+    def look_up_until_answered(self, op: dict[str, Any], lookup: dict[str, Any]) -> tuple[list[str], int]:
+        """Look the effect up until it is found or the index lag has passed (``lookup_waits``); a
+        lookup the destination did not answer counts for nothing and is tried again after a longer
+        wait (``UNANSWERED_WAITS``, a bounded few seconds). Returns what was found and how many
+        answered lookups found nothing."""
+        lag_waits = self.lookup_waits(lookup)
+        unanswered_waits = list(UNANSWERED_WAITS)
+        found: list[str] = []
+        negatives = 0
+        wait = lag_waits.pop(0)
+        while True:
+            time.sleep(wait)
+            found, answered = self.lookup(op)
+            if found:
+                return found, negatives
+            if answered:
+                negatives += 1
+                if not lag_waits:
+                    return found, negatives
+                wait = lag_waits.pop(0)
+            elif unanswered_waits:
+                wait = unanswered_waits.pop(0)
+            else:
+                return found, negatives
 
     def lookup_waits(self, lookup: dict[str, Any]) -> list[float]:
         """Look now, then again until the index lag (with a margin) has passed. A destination that
