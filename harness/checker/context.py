@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import attribute_ledger, bare_path, correlate, ts_value
+from harness.checker.correlation import attribute_ledger, correlate
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 

@@ -18,12 +18,11 @@ from harness.checker.context import (
     SENT_STATES,
     OperationContext,
     RunContext,
-    bare_path,
     effect_ref_row,
     log_ref,
-    ts_value,
     wire_ref,
 )
+from harness.checker.correlation import bare_path, ts_value
 from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
 from harness.events import RETRY_REASONS
