@@ -7,6 +7,7 @@ The run context ties each operation's attempts to the wire and the ledger throug
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 from harness.checker.correlation import attribute_ledger, correlate
@@ -77,7 +78,8 @@ class OperationContext:
         self.ledger_requests: dict[str, list[dict[str, Any]]] = {}
         self.contract: DestinationContract | None = None
         self.spec: dict[str, Any] | None = None
-        self.all_operation_ids: frozenset[str] | set[str] | dict[str, Any] = frozenset()
+        # what ``in`` answers for: the run's operation ids, or the streaming audit's open and judged ones
+        self.all_operation_ids: Container[str] = frozenset()
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
         self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
         self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None
