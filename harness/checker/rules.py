@@ -1,4 +1,4 @@
-"""The rules, registered with ``@rule(code, name)``; a rule's docstring's first line is its one-line
+"""The rules, registered with ``@rule(code, name)``; a rule's docstring's first paragraph is its one-line
 description (used in docs/checker.md and reports).
 
 Operation rules are plain functions that yield ``(message, evidence)``. Run rules are ``RunRule``
