@@ -95,9 +95,10 @@ class OperationContext:
                 self._attempt_index[attempt_id] = len(self.attempts)
                 self.attempts.append(record)
             else:  # the same attempt logged again (e.g. before and after dispatch): last word wins
-                merged = dict(self.attempts[index])
+                earlier = self.attempts[index]
+                merged = dict(earlier)
                 merged.update({k: v for k, v in record.items() if v is not None})
-                merged["_lines"] = self.attempts[index].get("_lines", [self.attempts[index].get("_line")]) + [record.get("_line")]
+                merged["_lines"] = earlier.get("_lines", [earlier.get("_line")]) + [record.get("_line")]
                 self.attempts[index] = merged
         elif kind == "operation":
             self.operations.append(record)
