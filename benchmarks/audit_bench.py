@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         rate = count / result["seconds"]
         base_rate = count / baseline["seconds"]
         print(f"events: {count:,} ({size_mb:.0f} MB, generated in {generated:.1f} s)")
-        print(f"baseline (json.loads of every line, 1 process): {baseline['seconds']:.2f} s -> {base_rate:,.0f} lines/s")
+        print(f"baseline (json.loads of every line, 1 process): {baseline['seconds']:.2f} s "
+              f"-> {base_rate:,.0f} lines/s")
         print(f"audit ({args.format}, workers {args.workers}): {result['seconds']:.2f} s -> {rate:,.0f} events/s "
               f"= {rate / base_rate:.2f}x the baseline; {result['cpu_seconds']:.1f} CPU s "
               f"({count / result['cpu_seconds']:,.0f} events per CPU second); exit status {result['status']}")

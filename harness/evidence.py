@@ -32,9 +32,11 @@ class Evidence:
     journal: list[dict[str, Any]] = field(default_factory=list)
     effects: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
-    destinations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # destinations and secrets as the context file holds them: load_evidence checks that each is an object,
+    # not its entries (a destination's {"spec", "contract"}, a secret's string); their readers check those
+    destinations: dict[str, Any] = field(default_factory=dict)
     intents: list[dict[str, Any]] = field(default_factory=list)
-    secrets: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, Any] = field(default_factory=dict)
     log_errors: list[dict[str, Any]] = field(default_factory=list)
     # Added fields (the contract allows additions): the raw log lines, for the secret search (line n
     # at index n - 1, "" for a blank line), and what the harness knows of the run.

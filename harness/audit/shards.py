@@ -79,8 +79,9 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
             open_file.write(f"{first}\t{text}\n")
 
     audit = StreamingAudit(name, sink, format=format, window=window, sharded=True)
+    owner: str | int | None  # a line's operation id or number; declared here, so the loop's owner = None narrows
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as handle, resolved_file, open_file:
+        with open(path, encoding="utf-8", errors="replace") as handle, resolved_file, open_file:
             feed = audit.feed
             number = 0
             for lines, read_text in _blocks(handle, None):
@@ -88,7 +89,7 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
                     number += 1
                     if text[0] != "{" and not text.strip():
                         continue
-                    owner: str | int | None = None
+                    owner = None
                     for key in _OPERATION_ID_KEYS:
                         start = text.find(key)
                         if start >= 0:
@@ -114,7 +115,7 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
             "shared": {code: _hashes(values) for code, values in audit.run_rules.shared_values().items()}}
 
 
-def _hashes(values: Any) -> array:
+def _hashes(values: Any) -> array[int]:
     """The values' hashes, 8 bytes each, for the parent's overlap check: two workers' hash arrays that
     share no number share no value, and a shared number (a collision, about 1 in 10^9 here) only costs
     a second audit by one process. A set of the values themselves took a hundred MB in the parent."""

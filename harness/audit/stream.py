@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import orjson
@@ -23,7 +23,7 @@ from harness.evidence import Evidence
 from harness.report import render_operation
 
 
-def _blocks(handle: TextIO, might_find: Callable[[str], bool] | None) -> Any:
+def _blocks(handle: TextIO, might_find: Callable[[str], bool] | None) -> Iterator[tuple[list[str], bool]]:
     """The file's lines about a megabyte at a time, each block with whether the run rules that read a
     line's text (H019) might find anything in it: one ``might_find`` of the block instead of one per
     line, a line read on its own only in a block that might. ``might_find=None`` (a shard worker, which

@@ -9,7 +9,8 @@ rules are fed the log in line order (``RunRules``); the streaming audit uses bot
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
+from typing import Any
 
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.context import OperationContext, RunContext, wire_summary
@@ -42,7 +43,7 @@ def _attempt_verdicts(op: OperationContext) -> list[AttemptVerdict]:
     views = []
     for attempt in op.attempts:
         entry = op.wire.get(attempt["attempt_id"])
-        saw = op.ledger_requests.get(entry.get("flow_id"), []) if entry else []
+        saw = op.ledger_requests.get(entry.get("flow_id") or "", []) if entry else []  # no flow_id: no rows
         views.append(AttemptVerdict(
             attempt_id=attempt["attempt_id"], dispatch_state=attempt.get("dispatch_state"),
             key=attempt.get("idempotency_key"), line=attempt.get("_line"),
@@ -52,10 +53,11 @@ def _attempt_verdicts(op: OperationContext) -> list[AttemptVerdict]:
     return views
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rules_for(offline: bool, fmt: str, registered: int) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
     """(operation rules to run, all applicable rules) -- cached: the audit calls this per operation."""
-    checked = tuple(sorted((r for r in RULES.values() if applicable(r, offline=offline, fmt=fmt)), key=lambda r: r.code))
+    checked = tuple(sorted((r for r in RULES.values() if applicable(r, offline=offline, fmt=fmt)),
+                           key=lambda r: r.code))
     return tuple(r for r in checked if r.scope == "operation"), checked
 
 
@@ -80,12 +82,12 @@ def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *,
         resolution=_resolution_view(op.resolution))
 
 
-def _observation_view(obs: dict) -> dict:
+def _observation_view(obs: dict[str, Any]) -> dict[str, Any]:
     return {"observation_id": obs.get("observation_id"), "source": obs.get("source"), "found": obs.get("found"),
             "effect_refs": obs.get("effect_refs"), "lag_possible": obs.get("lag_possible"), "line": obs.get("_line")}
 
 
-def _resolution_view(resolution: dict | None) -> dict | None:
+def _resolution_view(resolution: dict[str, Any] | None) -> dict[str, Any] | None:
     if resolution is None:
         return None
     return {"state": resolution.get("state"), "evidence": resolution.get("evidence"),

@@ -7,9 +7,10 @@ The run context ties each operation's attempts to the wire and the ledger throug
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import attribute_ledger, bare_path, correlate, ts_value
+from harness.checker.correlation import attribute_ledger, correlate
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
@@ -77,7 +78,8 @@ class OperationContext:
         self.ledger_requests: dict[str, list[dict[str, Any]]] = {}
         self.contract: DestinationContract | None = None
         self.spec: dict[str, Any] | None = None
-        self.all_operation_ids: frozenset[str] | set[str] | dict[str, Any] = frozenset()
+        # what ``in`` answers for: the run's operation ids, or the streaming audit's open and judged ones
+        self.all_operation_ids: Container[str] = frozenset()
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
         self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
         self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None
@@ -93,9 +95,10 @@ class OperationContext:
                 self._attempt_index[attempt_id] = len(self.attempts)
                 self.attempts.append(record)
             else:  # the same attempt logged again (e.g. before and after dispatch): last word wins
-                merged = dict(self.attempts[index])
+                earlier = self.attempts[index]
+                merged = dict(earlier)
                 merged.update({k: v for k, v in record.items() if v is not None})
-                merged["_lines"] = self.attempts[index].get("_lines", [self.attempts[index].get("_line")]) + [record.get("_line")]
+                merged["_lines"] = earlier.get("_lines", [earlier.get("_line")]) + [record.get("_line")]
                 self.attempts[index] = merged
         elif kind == "operation":
             self.operations.append(record)

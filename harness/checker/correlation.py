@@ -73,7 +73,8 @@ def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, 
         return bool(a.get("traceparent")) and a.get("traceparent") == e.get("traceparent")
 
     def by_key(a: dict[str, Any], e: dict[str, Any]) -> bool:
-        return bool(a.get("idempotency_key")) and a.get("idempotency_key") == e.get("idempotency_key") and same_route(a, e)
+        return (bool(a.get("idempotency_key")) and a.get("idempotency_key") == e.get("idempotency_key")
+                and same_route(a, e))
 
     def by_fingerprint(a: dict[str, Any], e: dict[str, Any]) -> bool:
         return (bool(a.get("request_fingerprint")) and a.get("request_fingerprint") == e.get("body_fingerprint")
@@ -112,14 +113,14 @@ def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, 
     unattributed: list[dict[str, Any]] = []
     flow_owner: dict[str, OperationContext] = {}
     for op in ops.values():
-        for attempt_id, entry in op.wire.items():
+        for _attempt_id, entry in op.wire.items():
             if entry.get("flow_id"):
                 flow_owner[entry["flow_id"]] = op
     for row in requests:
         flow = row.get("flow_id") or f"ledger:{row.get('seq')}"
-        op = flow_owner.get(flow)
-        if op is not None:
-            op.ledger_requests.setdefault(flow, []).append(row)
+        owner = flow_owner.get(flow)
+        if owner is not None:
+            owner.ledger_requests.setdefault(flow, []).append(row)
     key_owner: dict[tuple[str | None, str], OperationContext] = {}
     ref_owner: dict[str, OperationContext] = {}
     for op in ops.values():
@@ -133,13 +134,14 @@ def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, 
             if candidate:
                 ref_owner.setdefault(candidate, op)
     for row in effects:
-        op = flow_owner.get(row.get("flow_id") or f"ledger:{row.get('request_seq')}")
-        if op is None and row.get("operation_key"):
-            op = key_owner.get((row.get("destination"), row["operation_key"])) or key_owner.get((None, row["operation_key"]))
-        if op is None and row.get("client_reference"):
-            op = ref_owner.get(row["client_reference"])
-        if op is None:
+        owner = flow_owner.get(row.get("flow_id") or f"ledger:{row.get('request_seq')}")
+        if owner is None and row.get("operation_key"):
+            owner = (key_owner.get((row.get("destination"), row["operation_key"]))
+                     or key_owner.get((None, row["operation_key"])))
+        if owner is None and row.get("client_reference"):
+            owner = ref_owner.get(row["client_reference"])
+        if owner is None:
             unattributed.append(row)
         else:
-            op.ledger_effects.append(row)
+            owner.ledger_effects.append(row)
     return unattributed

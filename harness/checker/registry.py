@@ -39,7 +39,13 @@ class Rule:
 
     @property
     def doc(self) -> str:
-        return (self.func.__doc__ or "").strip().splitlines()[0] if self.func.__doc__ else ""
+        """The one-line description: the docstring's first paragraph, its lines joined."""
+        paragraph: list[str] = []
+        for line in (self.func.__doc__ or "").strip().splitlines():
+            if not line.strip():
+                break
+            paragraph.append(line.strip())
+        return " ".join(paragraph)
 
 
 RULES: dict[str, Rule] = {}

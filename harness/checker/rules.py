@@ -1,4 +1,4 @@
-"""The rules, registered with ``@rule(code, name)``; a rule's docstring's first line is its one-line
+"""The rules, registered with ``@rule(code, name)``; a rule's docstring's first paragraph is its one-line
 description (used in docs/checker.md and reports).
 
 Operation rules are plain functions that yield ``(message, evidence)``. Run rules are ``RunRule``
@@ -18,12 +18,11 @@ from harness.checker.context import (
     SENT_STATES,
     OperationContext,
     RunContext,
-    bare_path,
     effect_ref_row,
     log_ref,
-    ts_value,
     wire_ref,
 )
+from harness.checker.correlation import bare_path, ts_value
 from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
 from harness.events import RETRY_REASONS
@@ -111,8 +110,9 @@ def idempotency_key_reused(op: OperationContext) -> OpFindings:
                [log_ref(a) for a in keyed])
     missing = [a for a in attempts if not a.get("idempotency_key")]
     if missing and (keyed or takes):
-        yield (f"attempt(s) {_ids(missing)} of {op.operation_id} sent no idempotency key although "
-               f"{'other attempts did' if keyed else 'the destination ' + str(op.destination) + ' deduplicates on one'}",
+        although = ("other attempts did" if keyed
+                    else "the destination " + str(op.destination) + " deduplicates on one")
+        yield (f"attempt(s) {_ids(missing)} of {op.operation_id} sent no idempotency key although {although}",
                [log_ref(a) for a in missing])
     declared = (op.operation or {}).get("idempotency_key")
     if declared:
@@ -190,7 +190,8 @@ def key_payload_conflict(op: OperationContext) -> OpFindings:
 # --------------------------------------------------------------------------------------------- H005
 @rule("H005", "lost-response-logged-unknown", scope="run", requires=("wire",))
 class LostResponseLoggedUnknown(RunRule):
-    """An attempt whose request reached the destination but whose response never came back is logged sent_no_response."""
+    """An attempt whose request reached the destination but whose response never came back is logged
+    sent_no_response."""
 
     def finish(self, run: RunContext | None) -> None:
         assert run is not None  # a wire rule: never offline
@@ -202,13 +203,16 @@ class LostResponseLoggedUnknown(RunRule):
                 if attempt.get("dispatch_state") != "sent_no_response":
                     self.found(op.operation_id, (
                         f"attempt {attempt['attempt_id']} of {op.operation_id} reached the destination (status "
-                        f"{entry.get('upstream_status')}) but the agent got no response ({entry.get('client_outcome')}); "
-                        f"it was logged {attempt.get('dispatch_state')}, not sent_no_response"), [log_ref(attempt), wire_ref(entry)])
+                        f"{entry.get('upstream_status')}) but the agent got no response "
+                        f"({entry.get('client_outcome')}); it was logged {attempt.get('dispatch_state')}, "
+                        f"not sent_no_response"),
+                        [log_ref(attempt), wire_ref(entry)])
         for entry in run.unmatched_wire:
             if entry.get("forwarded") and entry.get("client_outcome") not in ("response", None) and \
                     str(entry.get("method", "")).upper() not in SAFE_METHODS:
-                self.found(None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) reached the "
-                                  f"destination and its response was lost, but the log holds no attempt for it at all"),
+                self.found(None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) "
+                                  f"reached the destination and its response was lost, but the log holds no "
+                                  f"attempt for it at all"),
                            [wire_ref(entry)])
 
 
@@ -299,7 +303,8 @@ def _between(records: list[dict[str, Any]], start: int, end: int) -> list[dict[s
 
 @rule("H010", "retry-after-unknown-justified")
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
-    """A retry after sent_no_response needs dedup in force (same key, within retention), reconciliation, or an approval."""
+    """A retry after sent_no_response needs dedup in force (same key, within retention), reconciliation, or
+    an approval."""
     for index, attempt in enumerate(op.attempts):
         if index == 0:
             continue
@@ -383,8 +388,9 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
         prior = attempt.get("prior_request_fingerprint")
         parent = op.attempt(attempt.get("retry_of_attempt_id"))
         if prior and parent and parent.get("request_fingerprint") and prior != parent["request_fingerprint"]:
-            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives prior_request_fingerprint {prior}, but "
-                   f"{parent['attempt_id']} logged {parent['request_fingerprint']}", [log_ref(parent), log_ref(attempt)])
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives prior_request_fingerprint {prior}, "
+                   f"but {parent['attempt_id']} logged {parent['request_fingerprint']}",
+                   [log_ref(parent), log_ref(attempt)])
     sup = (op.operation or {}).get("supersedes_operation_id")
     if sup and sup not in op.all_operation_ids:
         yield (f"{op.operation_id} supersedes {sup}, which is not an operation in this log",
@@ -442,24 +448,25 @@ def negative_lookup_not_proof(op: OperationContext) -> OpFindings:
 @rule("H015", "closure-backed-by-evidence", requires=("events",))
 def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
     """A resolution cites existing evidence ids, and its effect refs match the ledger."""
-    for resolution in op.resolutions:
-        state = resolution.get("state")
-        cited = resolution.get("evidence") or []
+    for logged in op.resolutions:
+        state = logged.get("state")
+        cited = logged.get("evidence") or []
         known = op.evidence_ids
         missing = [c for c in cited if c not in known]
         if missing:
             yield (f"resolution of {op.operation_id} ({state}) cites {', '.join(missing)}, which no attempt, "
-                   f"observation or approval of this operation carries", [log_ref(resolution)])
+                   f"observation or approval of this operation carries", [log_ref(logged)])
         if state in ("succeeded", "failed", "duplicate_effect_confirmed", "cancelled") and not cited:
-            yield (f"{op.operation_id} was resolved {state} without citing any evidence id", [log_ref(resolution)])
-    resolution = op.resolution
+            yield (f"{op.operation_id} was resolved {state} without citing any evidence id", [log_ref(logged)])
+    resolution = op.resolution  # the last word
     if not resolution:
         return
     state = resolution.get("state")
     named = list(resolution.get("effect_refs") or [])
     actual = op.effect_refs()
     if state == "succeeded" and not named:
-        yield f"{op.operation_id} was resolved succeeded without naming the effect ref it relies on", [log_ref(resolution)]
+        yield (f"{op.operation_id} was resolved succeeded without naming the effect ref it relies on",
+               [log_ref(resolution)])
     where = "the log's attempts and observations show" if op.offline else "the destination's ledger holds"
     strangers = [r for r in named if r not in actual]
     if strangers:
@@ -478,7 +485,8 @@ def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
 # --------------------------------------------------------------------------------------------- H016
 @rule("H016", "single-effect")
 def single_effect(op: OperationContext) -> OpFindings:
-    """One intended operation yields one distinct effect; more is resolved duplicate_effect_confirmed with a correction."""
+    """One intended operation yields one distinct effect; more is resolved duplicate_effect_confirmed with a
+    correction."""
     refs = op.effect_refs()
     resolution = op.resolution or {}
     if len(refs) > 1:
@@ -488,7 +496,8 @@ def single_effect(op: OperationContext) -> OpFindings:
                 and correction != op.operation_id and correction in op.all_operation_ids):
             return
         evidence = [effect_ref_row(r) for r in op.ledger_effects] or \
-            [log_ref(r) for r in op.log_effects + op.attempts + op.observations if r.get("effect_refs") or r.get("effect_ref")]
+            [log_ref(r) for r in op.log_effects + op.attempts + op.observations
+             if r.get("effect_refs") or r.get("effect_ref")]
         if resolution.get("state") == "duplicate_effect_confirmed":
             why = ("names both refs and a separate correction operation that exists" if correction else
                    "names no correction_operation_id")
@@ -548,7 +557,8 @@ def no_phantom_attempt(op: OperationContext) -> OpFindings:
 # substring tests are ~10x faster than one case-insensitive regex scan of every line.
 SECRET_HINTS = ("bearer", "author", "cook", "private key")
 SECRET_PATTERNS = (
-    ("an Authorization header", re.compile(r"(?i)(proxy-)?authori[sz]ation\W{1,4}(bearer|basic|token|digest)\s+\S{6,}")),
+    ("an Authorization header",
+     re.compile(r"(?i)(proxy-)?authori[sz]ation\W{1,4}(bearer|basic|token|digest)\s+\S{6,}")),
     ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{12,}")),
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
     ("a cookie", re.compile(r"(?i)\"(set-)?cookie\"\s*:\s*\"[^\"]{8,}")),
@@ -566,7 +576,8 @@ def may_hold_secret(text: str) -> bool:
 
 def secret_hits(text: str, canaries: dict[str, str]) -> list[str]:
     """What secret-looking things a log line holds, named without echoing the secret."""
-    hits = [f"the planted secret {name}" for name, value in canaries.items() if value and len(value) >= 6 and value in text]
+    hits = [f"the planted secret {name}" for name, value in canaries.items()
+            if value and len(value) >= 6 and value in text]
     if may_hold_secret(text):
         hits += [label for label, pattern in SECRET_PATTERNS if pattern.search(text)]
     return hits
@@ -595,8 +606,9 @@ class NoSecretInLog(RunRule):
 # --------------------------------------------------------------------------------------------- H020
 @rule("H020", "single-owner")
 def single_owner(op: OperationContext) -> OpFindings:
-    """Delegation keeps one owner per operation; workers carry the owner's operation id; no concurrent retries of one unknown write."""
-    owners = list(dict.fromkeys(o.get("owner") for o in op.operations if o.get("owner")))
+    """Delegation keeps one owner per operation; workers carry the owner's operation id; no concurrent
+    retries of one unknown write."""
+    owners: list[str] = list(dict.fromkeys(o["owner"] for o in op.operations if o.get("owner")))
     if len(owners) > 1:
         yield f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
             log_ref(o) for o in op.operations]
@@ -621,10 +633,10 @@ def single_owner(op: OperationContext) -> OpFindings:
                       if (e := op.wire.get(a["attempt_id"])) and e.get("ts_request") is not None
                       and e.get("ts_done") is not None and str(e.get("method", "")).upper() not in SAFE_METHODS),
                      key=lambda f: f[0])
-    for (start, done, first), (later_start, _, second) in zip(flights, flights[1:]):
-        who = (first.get("worker") or first.get("session_id"), second.get("worker") or second.get("session_id"))
-        if later_start < done and who[0] != who[1]:
-            yield (f"attempts {first['attempt_id']} ({who[0]}) and {second['attempt_id']} ({who[1]}) of "
+    for (_start, done, first), (later_start, _, second) in zip(flights, flights[1:], strict=False):
+        workers = (first.get("worker") or first.get("session_id"), second.get("worker") or second.get("session_id"))
+        if later_start < done and workers[0] != workers[1]:
+            yield (f"attempts {first['attempt_id']} ({workers[0]}) and {second['attempt_id']} ({workers[1]}) of "
                    f"{op.operation_id} were on the wire at the same time: one owner retries, never two"), [
                 log_ref(first), wire_ref(op.wire[first["attempt_id"]]), log_ref(second),
                 wire_ref(op.wire[second["attempt_id"]])]

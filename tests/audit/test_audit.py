@@ -203,7 +203,8 @@ def test_operation_output_is_pydantic_cores_json_byte_for_byte(intent):
 def test_numbers_orjson_cannot_write_come_out_as_before(tmp_path):
     """Infinity (1e999) or a 70-bit integer in an intent: written as pydantic_core did."""
     log = tmp_path / "agent.ndjson"
-    log.write_text('{"event": "operation", "ts": 1, "session_id": "s", "operation_id": "op_1", "intent": {"x": 1e999}}\n'
+    log.write_text('{"event": "operation", "ts": 1, "session_id": "s", "operation_id": "op_1", '
+                   '"intent": {"x": 1e999}}\n'
                    '{"event": "operation", "ts": 1, "session_id": "s", "operation_id": "op_2", '
                    '"intent": {"x": 1180591620717411303424}}\n')
     status, out, _ = audit(log)

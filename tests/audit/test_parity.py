@@ -16,15 +16,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.audit.test_shards import write_log
-from tests.checker.test_rules import STORIES
-from tests.common.evidence_builder import EvidenceBuilder
 
 import harness.audit
 from harness.cli import run_audit
 from harness.audit.lines import load_log
 from harness.checker import RULES, check
 from harness.recorder import Recorder
+from tests.audit.test_shards import write_log
+from tests.checker.test_rules import STORIES
+from tests.common.evidence_builder import EvidenceBuilder
 
 HERE = Path(__file__).parent
 FILES = sorted((HERE / "fixtures").glob("*.ndjson")) + sorted((HERE / "errors").glob("*.ndjson"))

@@ -8,11 +8,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.common.evidence_builder import PAYLOAD, EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
 from harness.checker import RULES
 from harness.fingerprint import fingerprint
 from harness.report import render_text
+from tests.common.evidence_builder import (
+    PAYLOAD,
+    EvidenceBuilder,
+    codes,
+    reference_dedup_retry_run,
+    reference_lookup_run,
+)
 
 FP = fingerprint(PAYLOAD)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
 from harness.checker import RULES, RuleRegistryError, RunRule, check, rule
 from harness.evidence import Evidence, load_evidence
 from harness.report import render_text
+from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
 
 
 @pytest.fixture
@@ -249,8 +249,8 @@ def test_malformed_log_lines_are_h000_with_line_numbers_and_the_rest_is_judged(b
     messages = [f.message for f in verdict.by_code("H000")]
     assert len(messages) == 2
     assert messages[0].startswith("agent.ndjson:5: not JSON")
-    assert messages[1].startswith("agent.ndjson:6: attempt event:") and "'dispatch_state'" in messages[1] and "'lost'" in messages[1] \
-        and "sent_no_response" in messages[1]
+    assert messages[1].startswith("agent.ndjson:6: attempt event:") and "'dispatch_state'" in messages[1] \
+        and "'lost'" in messages[1] and "sent_no_response" in messages[1]
     assert verdict.operation("op_1").classification == "healthy"
 
 
@@ -357,7 +357,8 @@ def test_ssh_rerun_with_operation_marker_is_matched_through_the_ledger_and_passe
     ssh_run(b, "deploy_release", "deploy r42 --operation-id op_1")
     verdict = b.check()
     assert verdict.passed, render_text(verdict)
-    assert "not proxied; the destination received it (ledger request 2): replayed deploy_release:1" in render_text(verdict)
+    assert ("not proxied; the destination received it (ledger request 2): replayed deploy_release:1"
+            in render_text(verdict))
 
 
 def test_ssh_rerun_without_dedup_is_h010_and_h016(b):

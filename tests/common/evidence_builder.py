@@ -83,7 +83,8 @@ class EvidenceBuilder:
             flow_id = f"flow_{len(self.journal) + 1}"
             sent_key = key if wire_key == "same" else wire_key
             if reached:
-                outcome = "replayed" if replay else ("committed" if effect else "read" if method == "GET" else "rejected")
+                outcome = ("replayed" if replay else "committed" if effect else "read" if method == "GET"
+                           else "rejected")
                 self.requests.append({"seq": len(self.requests) + 1, "destination": destination, "method": method,
                                       "path": path, "query": None, "idempotency_key": sent_key,
                                       "client_reference": None, "payload_fingerprint": fp, "flow_id": flow_id,
