@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_json
 
-from harness.cli import run_audit
 from harness.audit.output import _json_text
+from harness.cli import run_audit
 from harness.events import _plain
 from harness.recorder import Recorder
 

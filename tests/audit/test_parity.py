@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import harness.audit
-from harness.cli import run_audit
 from harness.audit.lines import load_log
 from harness.checker import RULES, check
+from harness.cli import run_audit
 from harness.recorder import Recorder
 from tests.audit.test_shards import write_log
 from tests.checker.test_rules import STORIES
