@@ -33,9 +33,6 @@ ObservationSource = Literal["lookup", "status_poll", "callback", "read_after_wri
 ApprovalDecision = Literal["approved", "denied"]
 ApprovalScope = Literal["retry", "compensate", "close"]
 
-DISPATCH_STATES: tuple[str, ...] = DispatchState.__args__  # type: ignore[attr-defined]
-RESOLUTION_STATES: tuple[str, ...] = ResolutionState.__args__  # type: ignore[attr-defined]
-OBSERVATION_SOURCES: tuple[str, ...] = ObservationSource.__args__  # type: ignore[attr-defined]
 # The closed retry vocabulary. Checked by rule H008 (not by the schema gate H000), so that a log
 # with an invented reason is still audited and the finding names the retry that broke the rule.
 RETRY_REASONS = (

@@ -56,7 +56,7 @@ def load_events(path: Path, evidence: Evidence,
             evidence.raw_log.append(text)
             value, error = read(text)
             if value is None:
-                evidence.log_errors.append({"line": number, "file": str(path), "error": error, "raw": text[:300]})
+                evidence.log_errors.append({"line": number, "error": error})
                 continue
             value["_line"] = number
             evidence.events.append(value)
