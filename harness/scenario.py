@@ -30,7 +30,8 @@ from harness.events import ResolutionState
 from harness.proxy.rules import FaultRule, ProxyMode
 
 SCENARIO_DIR_NAME = "scenarios"
-# the evidence folder is NAME-YYYYmmdd-HHMMSS-xxxxxx: stay well under the 255-byte file name limit
+# names become file names (the evidence folder NAME-YYYYmmdd-HHMMSS-xxxxxx, a destination's
+# NAME.ssh_host_key) and variable names: stay well under the 255-byte file name limit
 MAX_NAME_LENGTH = 100
 
 
@@ -38,7 +39,8 @@ class Intent(BaseModel):
     """One external effect the agent is asked to bring about."""
 
     model_config = ConfigDict(extra="forbid")
-    intent_id: str = Field(pattern=NAME_PATTERN, description="Stable name of the intent, unique in the scenario.")
+    intent_id: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
+                           description="Stable name of the intent, unique in the scenario.")
     kind: str = Field(description="Operation kind offered by the destination, e.g. create_ticket.")
     destination: str = Field(description="Name of a destination declared under `destinations`.")
     params: dict[str, Any] = Field(default_factory=dict, description="Payload of the operation.")
@@ -94,10 +96,13 @@ class Expectation(BaseModel):
 
 def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     """pydantic publishes constrained dict keys as ``patternProperties``, which lets any other key
-    through unchecked; ``propertyNames`` rejects it, as loading does."""
+    through unchecked (and drops their length limit); ``propertyNames`` rejects it, as loading does."""
     (pattern, value), = schema.pop("patternProperties").items()
-    schema["propertyNames"] = {"pattern": pattern}
+    schema["propertyNames"] = {"pattern": pattern, "maxLength": MAX_NAME_LENGTH}
     schema["additionalProperties"] = value
+
+
+DestinationName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
 class Scenario(BaseModel):
@@ -107,7 +112,7 @@ class Scenario(BaseModel):
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                       description="Scenario name; `pytest --scenario NAME` selects it.")
     description: str = Field(min_length=1, description="What happens and what a correct agent does, for a person.")
-    destinations: dict[Annotated[str, Field(pattern=NAME_PATTERN)], DestinationSpec] = Field(
+    destinations: dict[DestinationName, DestinationSpec] = Field(
         min_length=1, json_schema_extra=_pattern_as_property_names,
         description="The fake destinations, by name. A name also makes the agent's "
         f"{DESTINATION_ENV_PREFIX}<NAME> variable, so it uses the same characters as other ids.")
