@@ -35,7 +35,15 @@ class AgentRun:
 
 
 def argv_for(command: str) -> list[str]:
-    argv = shlex.split(command)
+    """The argv of an agent command given as shell words; an AgentError when it cannot be one."""
+    if "\0" in command:
+        raise AgentError(f"the agent command {command!r} holds a NUL character, which no program "
+                         "argument can carry")
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise AgentError(f"the agent command {command!r} is not valid shell words ({exc}); "
+                         "quote it as a shell would") from None
     if not argv:
         raise AgentError("the agent command is empty; give a command such as "
                          f"{REFERENCE_AGENT!r}")

@@ -10,11 +10,12 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import (
@@ -29,13 +30,17 @@ from harness.events import ResolutionState
 from harness.proxy.rules import FaultRule, ProxyMode
 
 SCENARIO_DIR_NAME = "scenarios"
+# names become file names (the evidence folder NAME-YYYYmmdd-HHMMSS-xxxxxx, a destination's
+# NAME.ssh_host_key) and variable names: stay well under the 255-byte file name limit
+MAX_NAME_LENGTH = 100
 
 
 class Intent(BaseModel):
     """One external effect the agent is asked to bring about."""
 
     model_config = ConfigDict(extra="forbid")
-    intent_id: str = Field(pattern=NAME_PATTERN, description="Stable name of the intent, unique in the scenario.")
+    intent_id: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
+                           description="Stable name of the intent, unique in the scenario.")
     kind: str = Field(description="Operation kind offered by the destination, e.g. create_ticket.")
     destination: str = Field(description="Name of a destination declared under `destinations`.")
     params: dict[str, Any] = Field(default_factory=dict, description="Payload of the operation.")
@@ -79,7 +84,7 @@ class Expectation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     verdict: Literal["pass", "fail"] = Field("pass", description="Verdict of the bundled reference agent.")
-    effects: dict[str, int] = Field(
+    effects: dict[str, Annotated[int, Field(ge=0)]] = Field(
         default_factory=dict, description="Distinct effects each destination must hold at the end.")
     states: dict[str, ResolutionState | list[ResolutionState]] = Field(
         default_factory=dict,
@@ -91,19 +96,23 @@ class Expectation(BaseModel):
 
 def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     """pydantic publishes constrained dict keys as ``patternProperties``, which lets any other key
-    through unchecked; ``propertyNames`` rejects it, as loading does."""
+    through unchecked (and drops their length limit); ``propertyNames`` rejects it, as loading does."""
     (pattern, value), = schema.pop("patternProperties").items()
-    schema["propertyNames"] = {"pattern": pattern}
+    schema["propertyNames"] = {"pattern": pattern, "maxLength": MAX_NAME_LENGTH}
     schema["additionalProperties"] = value
+
+
+DestinationName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
 class Scenario(BaseModel):
     """A fault-injection scenario, as written in `scenarios/NAME.yaml`."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=NAME_PATTERN, description="Scenario name; `pytest --scenario NAME` selects it.")
+    name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
+                      description="Scenario name; `pytest --scenario NAME` selects it.")
     description: str = Field(min_length=1, description="What happens and what a correct agent does, for a person.")
-    destinations: dict[Annotated[str, Field(pattern=NAME_PATTERN)], DestinationSpec] = Field(
+    destinations: dict[DestinationName, DestinationSpec] = Field(
         min_length=1, json_schema_extra=_pattern_as_property_names,
         description="The fake destinations, by name. A name also makes the agent's "
         f"{DESTINATION_ENV_PREFIX}<NAME> variable, so it uses the same characters as other ids.")
@@ -117,6 +126,24 @@ class Scenario(BaseModel):
     expect: Expectation = Field(default_factory=Expectation)
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_command(cls, v: str | None) -> str | None:
+        # the checks of harness.agent_process.argv_for, which this layer may not import: fail at load,
+        # naming the line, rather than after the destinations and the proxy started
+        if v is None:
+            return v
+        if "\0" in v:
+            raise ValueError("the agent command holds a NUL character, which no program argument can carry")
+        try:
+            argv = shlex.split(v)
+        except ValueError as exc:
+            raise ValueError(f"the agent command is not valid shell words ({exc}); quote it as a shell would") from None
+        if not argv:
+            raise ValueError("the agent command is empty; give a command such as "
+                             "'python -m harness.agents.reference'")
+        return v
 
     def contracts(self) -> dict[str, DestinationContract]:
         """The agent-facing contract of each destination."""
@@ -177,17 +204,19 @@ def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
 def load(path: str | Path) -> Scenario:
     """Load and validate one scenario file."""
     path = Path(path)
+    text = _read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario file: {exc.strerror}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _BoundedLoader(text)  # the reader rejects non-printable characters here
+        try:
+            root = loader.get_single_node()
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except _LimitExceeded as exc:
+        raise ScenarioError(f"{path}:{exc.line}: {exc.where}: {exc.problem}") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        problem = getattr(exc, "problem", None) or str(exc).split("\n", 1)[0]
+        raise ScenarioError(f"{_where(path, text, exc)}: not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}:1: a scenario is a mapping with keys name, description, "
                             f"destinations, intents (got {type(data).__name__})")
@@ -197,6 +226,161 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(_format_validation(path, root, exc)) from None
     _check_references(path, root, scenario)
     return scenario
+
+
+# Limits of a scenario file. Scenarios are a few hundred nodes, a handful of levels deep; the limits
+# sit far above that and far below what hurts: Python's recursion limit (~1000 frames, a few per
+# level in the composer, pydantic and json), memory and time (an alias bomb of 1.3 KB expands to
+# 10**9 nodes), and the 4300-digit limit of int().
+MAX_FILE_BYTES = 1_000_000
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+MAX_INT_DIGITS = 100
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario file: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}: scenario file larger than {MAX_FILE_BYTES:,} bytes; "
+                            "a scenario is a short YAML file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ScenarioError(f"{path}:{line}: not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column} "
+                            "cannot be decoded; save the file as UTF-8") from None
+
+
+def _where(path: Path, text: str, exc: yaml.YAMLError) -> str:
+    """``file:line`` of a YAML error (a reader error knows only its character position)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return f"{path}:{mark.line + 1}"
+    position = getattr(exc, "position", None)
+    if isinstance(position, int):
+        return f"{path}:{text.count(chr(10), 0, position) + 1}"
+    return str(path)
+
+
+class _LimitExceeded(yaml.YAMLError):
+    """Raised while composing when the document breaks a limit of scenario files, or holds what no
+    scenario can mean (a duplicate key, a circular alias, a lone surrogate)."""
+
+    def __init__(self, mark: Any, path: list[Any], problem: str) -> None:
+        super().__init__(problem)
+        self.line = mark.line + 1
+        self.where = _dotted(tuple(path[:8])) + ("..." if len(path) > 8 else "") or "(top level)"
+        self.problem = problem
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A SafeLoader that checks each node as it is composed, before anything is built from it:
+    nesting depth, the number of nodes after alias expansion (each alias counts the whole subtree it
+    repeats), integer length, duplicate keys, circular aliases and lone surrogates. The cost of the
+    checks is linear in the file, so a hostile file fails in the time it takes to read it."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._measure: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
+        self._open_anchors: set[str] = set()
+        self._path: list[Any] = []
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> Any:
+        pushed = isinstance(parent, yaml.SequenceNode) or isinstance(index, yaml.ScalarNode)
+        if pushed:
+            self._path.append(index if isinstance(parent, yaml.SequenceNode) else index.value)
+        try:
+            return self._compose_checked(parent, index)
+        finally:
+            if pushed:
+                self._path.pop()
+
+    def _compose_checked(self, parent: yaml.Node | None, index: Any) -> Any:
+        event: Any = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open_anchors:
+                self._fail(event.start_mark, f"alias *{event.anchor} is inside the node it names: a "
+                           "circular reference has no value; repeat the content instead")
+            target = super().compose_node(parent, index)
+            nodes, depth = self._measure.get(id(target), (1, 0))
+            self._count(nodes, event.start_mark, f"alias *{event.anchor}")
+            if self._depth + depth > MAX_DEPTH:
+                self._fail(event.start_mark, f"alias *{event.anchor} nests the document deeper than "
+                           f"{MAX_DEPTH} levels (the limit of a scenario)")
+            return target
+        collection = isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent))
+        if collection:
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                self._fail(event.start_mark, f"nested deeper than {MAX_DEPTH} levels (the limit of a scenario)")
+        anchor = getattr(event, "anchor", None)
+        if collection and anchor is not None:
+            self._open_anchors.add(anchor)
+        try:
+            node: Any = super().compose_node(parent, index)
+        finally:
+            if collection:
+                self._depth -= 1
+                self._open_anchors.discard(anchor)
+        self._count(1, node.start_mark, "this node")
+        if isinstance(node, yaml.ScalarNode):
+            self._check_scalar(node)
+        else:
+            children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                        else node.value)
+            measures = [self._measure.get(id(child), (1, 0)) for child in children]
+            self._measure[id(node)] = (1 + sum(m[0] for m in measures), 1 + max((m[1] for m in measures), default=0))
+            if isinstance(node, yaml.MappingNode):
+                self._check_keys(node)
+        return node
+
+    def _count(self, nodes: int, mark: Any, what: str) -> None:
+        self._nodes += nodes
+        if self._nodes > MAX_NODES:
+            self._fail(mark, f"the document grows past {MAX_NODES:,} nodes at {what} (aliases count every "
+                       "node they repeat); a scenario needs a few hundred: is this an alias bomb?")
+
+    def _check_scalar(self, node: yaml.ScalarNode) -> None:
+        if node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
+            self._fail(node.start_mark, f"an integer of {len(node.value):,} characters; the limit is "
+                       f"{MAX_INT_DIGITS} digits")
+        found = _SURROGATE.search(node.value)
+        if found:
+            self._fail(node.start_mark, f"not valid Unicode text: lone surrogate \\u{ord(found.group()):04x} "
+                       "(a string must be encodable as UTF-8 to reach an agent or a destination)")
+
+    def _check_keys(self, node: yaml.MappingNode) -> None:
+        first: dict[tuple[str, str], yaml.Node] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == _MERGE_TAG:
+                continue
+            earlier = first.setdefault((key.tag, key.value), key)
+            if earlier is not key:
+                self._path.append(key.value)
+                self._fail(key.start_mark, f"duplicate key {key.value!r}, first at line "
+                           f"{earlier.start_mark.line + 1}: YAML would keep only the last; remove one")
+
+    def _fail(self, mark: Any, problem: str) -> None:
+        raise _LimitExceeded(mark, self._path, problem)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError, KeyError, TypeError, IndexError) as exc:  # !!timestamp 2001-13-45
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {node.tag.rsplit(':', 1)[-1]} value: {exc}", node.start_mark) from None
 
 
 def _check_references(path: Path, root: yaml.Node | None, scenario: Scenario) -> None:
@@ -216,10 +400,13 @@ def _check_references(path: Path, root: yaml.Node | None, scenario: Scenario) ->
         loc: tuple[Any, ...] = ("intents", i)
         if intent.intent_id in seen:
             problems.append((loc + ("intent_id",), f"duplicate intent id {intent.intent_id!r}"))
-        seen.add(intent.intent_id)
-        if intent.supersedes is not None and intent.supersedes not in seen:
+        if intent.supersedes is not None and intent.supersedes == intent.intent_id:
+            problems.append((loc + ("supersedes",), f"intent {intent.intent_id!r} supersedes itself; "
+                             "supersedes names an earlier intent whose payload this one changes"))
+        elif intent.supersedes is not None and intent.supersedes not in seen:
             problems.append((loc + ("supersedes",), _unknown(
-                "earlier intent id", intent.supersedes, sorted(seen - {intent.intent_id}))))
+                "earlier intent id", intent.supersedes, sorted(seen))))
+        seen.add(intent.intent_id)
         if intent.destination not in scenario.destinations:
             problems.append((loc + ("destination",), _unknown("destination", intent.destination, names)))
             continue

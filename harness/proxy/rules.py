@@ -214,7 +214,7 @@ class FaultRule(BaseModel):
     action: Action = Field(
         ..., description="What to do: " + "; ".join(f"{a.name}: {a.doc}" for a in ACTIONS.values()))
     status: int | None = Field(
-        None, ge=100, le=599, description="Status for synthetic_status / replace_status (e.g. 503, 429, 500).")
+        None, ge=200, le=599, description="Status for synthetic_status / replace_status (e.g. 503, 429, 500).")
     retry_after: int | None = Field(
         None, ge=0, description="Retry-After seconds sent with synthetic_status / replace_status.")
     body: str | None = Field(
@@ -229,6 +229,15 @@ class FaultRule(BaseModel):
     delay_ms: int = Field(0, ge=0, description="latency: fixed delay before forwarding (ms).")
     jitter_ms: int = Field(
         0, ge=0, description="latency: extra uniform delay of up to this many ms, from the seeded stream.")
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _final_status(cls, v: Any) -> Any:
+        # a 1xx is not an answer: the client waits for the final one, which the proxy never sends
+        if isinstance(v, int) and not isinstance(v, bool) and not 200 <= v <= 599:
+            raise ValueError("the status of an answer the proxy gives must be a final status, 200-599 "
+                             f"({_STATUS_HINT}); 1xx are informational, the client waits past them")
+        return v
 
     @model_validator(mode="after")
     def _parameters_fit_action(self) -> FaultRule:
