@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mitmproxy import http
+from mitmproxy.flow import Error
 
 from harness.contract import FLOW_HEADER, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint_body
@@ -147,6 +148,18 @@ class FaultInjector:
         if meta is None or meta.get("done"):
             return
         if flow.response is None and meta["forwarded"] and flow.server_conn.timestamp_start is None:
-            meta["forwarded"] = False  # the destination could not be reached
-        self._finish(flow, "connection_closed")
+            meta["forwarded"], meta["forward_count"] = False, 0  # the destination could not be reached
+        if _client_gets_502(flow):
+            self._finish(flow, "response", 502)
+        else:
+            self._finish(flow, "connection_closed")
+
+
+def _client_gets_502(flow: http.HTTPFlow) -> bool:
+    """Whether mitmproxy answers the client 502 for this error (its http layer sends a ResponseProtocolError
+    as ``502 Bad Gateway`` when no response was sent yet): the destination was down or failed, the
+    flow was not killed by us, and the client is still there to read it."""
+    message = flow.error.msg if flow.error else ""
+    return (message != Error.KILLED_MESSAGE and not message.startswith("Client disconnected")
+            and flow.client_conn.timestamp_end is None)
 
