@@ -20,7 +20,7 @@ from mitmproxy.flow import Error
 
 from harness.contract import FLOW_HEADER, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint_body
-from harness.journal import JournalWriter, redact_headers
+from harness.journal import IN_FLIGHT_AT_END, JournalWriter, redact_headers
 from harness.proxy.faults import REQUEST_HANDLERS, RESPONSE_HANDLERS
 from harness.proxy.rules import FaultRule, RequestFacts, RuleBook
 
@@ -39,6 +39,7 @@ class ScenarioState:
     secrets: tuple[str, ...] = ()
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    flows: dict[str, http.HTTPFlow] = field(default_factory=dict)  # flow_id -> flow still in flight
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -84,9 +85,19 @@ class FaultInjector:
                     "forward_count": meta["forward_count"],
                 })
         finally:
+            state.flows.pop(meta["flow_id"], None)
             state.in_flight -= 1
             if state.in_flight == 0:
                 state.idle.set()
+
+    def journal_in_flight(self, state: ScenarioState) -> list[str]:
+        """At the scenario's end, journal every flow still in flight as ``in_flight_at_end`` (what is
+        known of it: forwarded, the destination's status if it answered) so no request the
+        destination saw is missing from the journal. Returns their flow ids."""
+        left = list(state.flows.values())
+        for flow in left:
+            self._finish(flow, IN_FLIGHT_AT_END)
+        return [flow.metadata[META]["flow_id"] for flow in left]
 
     # -- hooks --------------------------------------------------------------------------------
 
@@ -115,6 +126,7 @@ class FaultInjector:
         }
         flow.metadata[META] = meta
         state.in_flight += 1
+        state.flows[flow_id] = flow
         state.idle.clear()
         req.headers[FLOW_HEADER] = flow_id
         handler = REQUEST_HANDLERS.get(rule.action) if rule is not None else None
