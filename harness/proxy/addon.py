@@ -93,10 +93,13 @@ class FaultInjector:
     def journal_in_flight(self, state: ScenarioState) -> list[str]:
         """At the scenario's end, journal every flow still in flight as ``in_flight_at_end`` (what is
         known of it: forwarded, the destination's status if it answered) so no request the
-        destination saw is missing from the journal. Returns their flow ids."""
+        destination saw is missing from the journal, then kill it: after its scenario nothing more
+        reaches a (pooled) destination or the agent. Returns their flow ids."""
         left = list(state.flows.values())
         for flow in left:
             self._finish(flow, IN_FLIGHT_AT_END)
+            if flow.killable:
+                flow.kill()
         return [flow.metadata[META]["flow_id"] for flow in left]
 
     # -- hooks --------------------------------------------------------------------------------
