@@ -76,12 +76,25 @@ def test_check_help_documents_exit_status_3() -> None:
     assert "3 incomplete evidence" in harness("--help").stdout
 
 
-def test_plugin_fails_an_incomplete_run_with_the_incomplete_message_not_findings(run_plugin, tmp_path: Path) -> None:
+def never_answers(tmp_path: Path) -> Path:
     """The destination takes longer than the agent's patience and the proxy's bounded drain: when the
     run ends it has the request but has not answered, so whether it commits is unknown."""
-    path = variant(tmp_path, "destination_never_answers", faults=[], destinations={"tickets": {
+    return variant(tmp_path, "destination_never_answers", faults=[], destinations={"tickets": {
         "service": "tickets", "idempotency": "stripe", "lookup": "client_reference",
         "processing_delay_seconds": 40}})
+
+
+def test_run_says_incomplete_with_exit_3_when_a_destination_was_still_writing(tmp_path: Path) -> None:
+    run = harness("run", str(never_answers(tmp_path)), "--evidence-dir", str(tmp_path / "ev"))
+    assert run.returncode == EXIT_INCOMPLETE, run.stdout + run.stderr
+    assert "destination_never_answers with agent 'python -m harness.agents.reference': INCOMPLETE" in run.stdout
+    assert "destination tickets was still processing 1 write(s)" in run.stdout and "X001" not in run.stdout
+    folder = Path(run.stdout.split("evidence: ")[-1].strip())
+    assert harness("check", str(folder)).returncode == EXIT_INCOMPLETE  # check says what the run said
+
+
+def test_plugin_fails_an_incomplete_run_with_the_incomplete_message_not_findings(run_plugin, tmp_path: Path) -> None:
+    path = never_answers(tmp_path)
     result = run_plugin("--scenario", str(path), timeout=150)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
