@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -24,13 +26,26 @@ from fake_destinations.ledger import Ledger
 from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
 
 
-async def _stop_when_orphaned(stop: asyncio.Event, every: float = 0.5) -> None:
+async def _stop_when_orphaned(stop: asyncio.Event, orphaned: asyncio.Event, every: float = 0.5) -> None:
     """Stop if the harness that started us died without stopping us (SIGKILL, OOM): no leaked servers."""
     parent = os.getppid()
     while not stop.is_set():
         await asyncio.sleep(every)
         if os.getppid() != parent:
+            orphaned.set()
             stop.set()
+
+
+def remove_orphaned_folders(config: dict[str, Any]) -> None:
+    """After an orphaned stop, remove the folder the dead harness left to us (``owned_dir``: this
+    process's ledger, config and log) and its parent if that is now empty (the pool's temp root: the
+    last of its processes to go removes it). Nobody else would: no leaked temp folder."""
+    owned = config.get("owned_dir")
+    if not owned:
+        return
+    shutil.rmtree(owned, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: another process of the pool still runs
+        os.rmdir(Path(owned).parent)
 
 
 def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime]) -> web.Application:
@@ -59,7 +74,8 @@ def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRunti
     return app
 
 
-async def serve(config: dict[str, Any]) -> None:
+async def serve(config: dict[str, Any]) -> bool:
+    """Serve until SIGTERM/SIGINT or until orphaned; returns whether it was orphaned."""
     ledger = Ledger(config["ledger"])
     clock = Clock(ledger)
     ports: dict[str, int] = config.get("ports") or {}
@@ -90,11 +106,11 @@ async def serve(config: dict[str, Any]) -> None:
         runtimes[name] = runtime
     admin_port = await start_app(admin_app(ledger, clock, runtimes), config.get("admin_port") or 0)
 
-    stop = asyncio.Event()
+    stop, orphaned = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    watch = asyncio.create_task(_stop_when_orphaned(stop))
+    watch = asyncio.create_task(_stop_when_orphaned(stop, orphaned))
     sys.stdout.write(READY_PREFIX + json.dumps({"admin": admin_port, "destinations": bound}) + "\n")
     sys.stdout.flush()
     await stop.wait()
@@ -104,21 +120,31 @@ async def serve(config: dict[str, Any]) -> None:
     for runner in runners:
         await runner.cleanup()
     ledger.close()
+    return orphaned.is_set()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fake_destinations")
     parser.add_argument("--config", required=True, help="JSON file written by DestinationHost")
     args = parser.parse_args(argv)
+    parent = os.getppid()
+    config: dict[str, Any] = {}
+    orphaned = False
     try:
         config = json.loads(Path(args.config).read_text())
-        asyncio.run(serve(config))
+        orphaned = asyncio.run(serve(config))
+    except BrokenPipeError:  # the READY line: the harness died while we started (its fds close before
+        orphaned = True      # we are reparented, so getppid() may not show it yet)
+        return 2
     except OSError as exc:
         print(f"fake_destinations: cannot start: {exc}", file=sys.stderr)
         return 2
     except (KeyError, ValueError) as exc:
         print(f"fake_destinations: bad config {args.config}: {exc!r}", file=sys.stderr)
         return 2
+    finally:
+        if orphaned or os.getppid() != parent:  # however we stopped: nobody else will clean up
+            remove_orphaned_folders(config)
     return 0
 
 

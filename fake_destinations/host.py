@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +53,7 @@ class DestinationStartError(DestinationError):
 
 class DestinationHost:
     def __init__(self, specs: Mapping[str, DestinationSpec | dict[str, Any]], ledger_path: Path, *,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, owned_dir: Path | None = None) -> None:
         self.specs = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
                       for name, spec in specs.items()}
         self.ledger_path = Path(ledger_path)
@@ -60,6 +61,8 @@ class DestinationHost:
             log_path = self.ledger_path.with_name(self.ledger_path.name + ".destinations.log")
         self.log_path = Path(log_path)
         self.state_dir = self.ledger_path.parent
+        # a folder the process removes itself if the harness dies without stopping it (a pool's temp folder)
+        self.owned_dir = owned_dir
         self.process: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, int] = {}
         self.admin_port: int | None = None
@@ -72,7 +75,8 @@ class DestinationHost:
             raise DestinationError("destinations already started")
         config = {"ledger": str(self.ledger_path), "state_dir": str(self.state_dir),
                   "destinations": {n: s.model_dump(mode="json") for n, s in self.specs.items()},
-                  "ports": self.ports, "admin_port": self.admin_port}
+                  "ports": self.ports, "admin_port": self.admin_port,
+                  "owned_dir": str(self.owned_dir) if self.owned_dir else None}
         self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
         config_path = self.ledger_path.with_name(self.ledger_path.name + ".destinations.json")
         config_path.write_text(json.dumps(config))
@@ -206,6 +210,25 @@ class DestinationHost:
         return read_requests(self.ledger_path)
 
 
+POOL_PREFIX = "destination-pool-"
+
+
+def _remove_dead_pools(tmp: Path) -> None:
+    """Remove pool folders whose harness (the pid in the name) is dead. Its destination processes
+    remove their own folders when they notice they are orphaned; this covers a harness killed
+    between creating a folder and starting the process that would have cleaned it."""
+    for folder in tmp.glob(f"{POOL_PREFIX}*-*"):
+        pid = folder.name[len(POOL_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # another user's live harness
+            pass
+
+
 class DestinationPool:
     """Warm destination processes reused across scenarios of one process.
 
@@ -218,7 +241,8 @@ class DestinationPool:
     def __init__(self, root: Path | None = None, *, max_hosts: int = 4) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if root is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="destination-pool-")
+            _remove_dead_pools(Path(tempfile.gettempdir()))
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
             root = Path(self._tmp.name)
         self.root = Path(root)
         self.max_hosts = max_hosts
@@ -245,7 +269,8 @@ class DestinationPool:
             self.root.mkdir(parents=True, exist_ok=True)
             # a folder of its own: a ledger left there earlier would survive into this host
             folder = Path(tempfile.mkdtemp(prefix=f"host-{self._started}-", dir=self.root))
-            host = DestinationHost(validated, folder / LEDGER_DB_FILE, log_path=folder / "destinations.log")
+            host = DestinationHost(validated, folder / LEDGER_DB_FILE, log_path=folder / "destinations.log",
+                                   owned_dir=folder if self._tmp is not None else None)
             host.start()
         self._hosts[key] = host  # most recently used last
         while len(self._hosts) > self.max_hosts:

@@ -1,8 +1,9 @@
 """Runs the agent command under the harness contract, with a timeout and a clean teardown.
 
 The agent runs in its own process group so that a timeout or a planned crash takes down everything
-it started. A command starting with `python` runs with the harness's own interpreter, so that
-`--agent "python -m mypkg.agent"` sees the same virtual environment as the harness.
+it started; that group is led by ``agent_supervisor``, which kills it when the harness disappears
+(even by SIGKILL), so no agent outlives the harness. A command starting with `python` runs with the
+harness's own interpreter, so that `--agent "python -m mypkg.agent"` sees the same virtual environment.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 from harness.errors import AgentError
 
 REFERENCE_AGENT = "python -m harness.agents.reference"
+SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
 KILL_GRACE_SECONDS = 2.0
+GROUP_GONE_SECONDS = 5.0  # how long the harness waits for a SIGKILLed agent group to be reaped
 
 
 @dataclass
@@ -58,12 +61,15 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     argv = argv_for(command)
     full_env = {**os.environ, **env}
     start = time.monotonic()
-    with stdout.open("ab") as out, stderr.open("ab") as err:
-        try:
-            proc = subprocess.Popen(argv, env=full_env, stdout=out, stderr=err, cwd=cwd,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as exc:
-            raise AgentError(f"cannot start agent {command!r}: {exc.strerror} ({argv[0]})") from None
+    with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch:
+        proc = subprocess.Popen([sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
+                                 "--", *argv], env=full_env, stdout=out, stderr=err, cwd=cwd,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                pass_fds=(watch.read_end, watch.status_write))
+        problem = watch.started()
+        if problem:
+            proc.wait()
+            raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]})")
         timed_out = killed = False
         try:
             while True:
@@ -84,8 +90,37 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                 _terminate(proc)
             else:
                 _kill_group(proc, signal.SIGKILL)  # children the agent left behind
+            _wait_group_gone(proc.pid)  # a planned crash restarts the agent only once nothing of it is left
     return AgentRun(command, None if (timed_out or killed) else proc.returncode,
                     timed_out, killed, time.monotonic() - start)
+
+
+class _OrphanWatch:
+    """The two pipes of ``agent_supervisor``: the watch pipe (only this process holds its write end,
+    so the supervisor reads end of file when the harness dies, however it dies) and the start-up
+    status pipe."""
+
+    def __init__(self) -> None:
+        self.read_end, self._write_end = os.pipe()  # non-inheritable: no other child holds the write end
+        self._status_read, self.status_write = os.pipe()
+
+    def started(self) -> str:
+        """Wait for the supervisor to start the agent: "" when it runs, else why it could not start."""
+        os.close(self.status_write)
+        self.status_write = -1
+        chunks = []
+        while chunk := os.read(self._status_read, 4096):
+            chunks.append(chunk)
+        text = b"".join(chunks).decode(errors="replace").strip()
+        return text.removeprefix("cannot start: ")
+
+    def __enter__(self) -> _OrphanWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in (self.read_end, self._write_end, self._status_read, self.status_write):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _terminate(proc: subprocess.Popen[bytes]) -> None:
@@ -96,6 +131,47 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
         pass
     _kill_group(proc, signal.SIGKILL)
     proc.wait()
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs. A zombie (dead, waiting for whoever inherited it to
+    reap it; some container inits take a second) does not count: it holds nothing and does nothing."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, group = stat[stat.rindex(")") + 2:].split()[:3]  # after "pid (comm) "
+        if int(group) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
+def _wait_group_gone(pgid: int, timeout: float = GROUP_GONE_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while group_alive(pgid):
+        if time.monotonic() >= deadline:
+            raise AgentError(f"the agent's process group {pgid} survived SIGKILL for {timeout:g} s")
+        _kill_group_id(pgid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def _kill_group_id(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -1,7 +1,9 @@
 """Command line: `python -m harness {run,audit,verify,check,matrix,scenarios,schema}`.
 
-A thin front end over the engine, the checker and the offline audit. Exit status: 0 all healthy /
-passed, 1 a verdict failed, 2 unusable input or usage (with a message naming the file and line).
+A thin front end over the engine, the checker and the offline audit. Exit status (``EXIT_STATUS_HELP``):
+0 all healthy / passed, 1 a verdict failed (the agent is wrong), 2 unusable input or usage (with a
+message naming the file and line), 3 incomplete evidence (``run``, ``check``: the harness lost
+evidence of a run, so it gives no verdict on the agent).
 """
 
 from __future__ import annotations
@@ -15,14 +17,21 @@ from typing import TextIO
 
 from harness.errors import EvidenceError, HarnessError
 
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+EXIT_STATUS_HELP = ("exit status: 0 passed / healthy; 1 a verdict failed (the agent is wrong); 2 unusable input "
+                    "or usage; 3 incomplete evidence (run, check: the harness lost evidence of a run, e.g. it was "
+                    "killed, so the agent is not judged)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m harness",
-        description="Fault-injection harness for agent retry behaviour.")
+        description="Fault-injection harness for agent retry behaviour.", epilog=EXIT_STATUS_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run scenarios against an agent and print the verdict")
+    run = sub.add_parser("run", help="run scenarios against an agent and print the verdict",
+                         epilog="exit status: 0 every run passed; 1 a run failed; 2 usage or a bad scenario; "
+                                "3 no run failed but the harness lost evidence of one (INCOMPLETE)")
     run.add_argument("scenario", nargs="+", help="scenario name, glob, 'all', or path to a .yaml file")
     run.add_argument("--agent", help="agent command (default: the scenario's, else the reference agent)")
     run.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
@@ -39,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("file", type=Path)
     verify.add_argument("--head", help="last known head hash, to detect truncation")
 
-    check = sub.add_parser("check", help="judge an evidence folder again (after a run)")
+    check = sub.add_parser("check", help="judge an evidence folder again (after a run)",
+                           epilog="exit status: 0 passed (the verdict and the scenario's expectations); "
+                                  "1 failed; 2 not a usable evidence folder; 3 INCOMPLETE: the harness lost "
+                                  "evidence of that run (which source and why is printed), so no verdict")
     check.add_argument("folder", type=Path)
     check.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -81,17 +93,18 @@ def _run(args: argparse.Namespace) -> int:
     dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
-    failed = 0
+    failed = incomplete = 0
     for scenario in scenarios:
         result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence)
-        failed += not result.passed
+        incomplete += bool(result.incomplete)
+        failed += not result.passed and not result.incomplete
         if args.format == "json":
             print(json.dumps({"scenario": result.scenario, "passed": result.passed,
-                              "evidence": str(result.evidence_dir)}))
+                              "incomplete": result.incomplete, "evidence": str(result.evidence_dir)}))
         else:
             print(render_result(result), end="\n\n")
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_INCOMPLETE if incomplete else EXIT_PASSED
 
 
 # `audit`: every operation healthy / a finding or an unhealthy operation / no usable line
@@ -128,16 +141,31 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from harness.agent_process import AgentRun
     from harness.checker import check
+    from harness.engine import expectation_failures
     from harness.evidence import load_evidence
-    from harness.report import render_text
+    from harness.report import render_check, render_incomplete
 
-    verdict = check(load_evidence(args.folder))
+    evidence = load_evidence(args.folder)
+    if evidence.incomplete:  # never judge what the harness lost as if it were whole
+        if args.format == "json":
+            print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": evidence.incomplete}, indent=2))
+        else:
+            print(render_incomplete(evidence.incomplete))
+        return EXIT_INCOMPLETE
+    verdict = check(evidence)
+    runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
+    failures = expectation_failures(evidence.expect, verdict, runs, evidence.effects) if evidence.expect else []
+    passed = verdict.passed and not failures
     if args.format == "json":
-        print(json.dumps(verdict.to_dict(), indent=2, default=str))
+        data = verdict.to_dict()
+        data["verdict_passed"] = data.pop("passed")
+        print(json.dumps({"outcome": "passed" if passed else "failed", "passed": passed,
+                          "expectation_failures": failures, **data}, indent=2, default=str))
     else:
-        print(render_text(verdict))
-    return 0 if verdict.passed else 1
+        print(render_check(verdict, failures))
+    return EXIT_PASSED if passed else EXIT_FAILED
 
 
 def _matrix(args: argparse.Namespace) -> int:

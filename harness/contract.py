@@ -67,6 +67,9 @@ JOURNAL_FILE = "journal.ndjson"
 LEDGER_DUMP_FILE = "ledger.json"
 LEDGER_DB_FILE = "ledger.sqlite"
 CONTEXT_FILE = "context.json"
+# context.json key {"complete": bool}: false from the run's first write, true only once every source
+# (agent log, proxy journal, ledger, context) is closed and written; a folder without it is not trusted whole
+COMPLETENESS_KEY = "evidence"
 INTENTS_FILE = "intents.json"
 VERDICT_JSON_FILE = "verdict.json"
 VERDICT_TEXT_FILE = "verdict.txt"

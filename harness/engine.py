@@ -18,13 +18,13 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
-from harness.contract import AGENT_STDERR_FILE, EvidenceLayout, agent_env, env_suffix
+from harness.contract import AGENT_STDERR_FILE, COMPLETENESS_KEY, EvidenceLayout, agent_env, env_suffix
 from harness.errors import HarnessError
 from harness.report import render_result
 from harness.scenario import Scenario
@@ -49,6 +49,8 @@ class ScenarioResult:
     timings: dict[str, float] = field(default_factory=dict)
     expectation_failures: list[str] = field(default_factory=list)
     evidence_kept: bool = True
+    # why the harness lost evidence of this run; when not empty the agent is not judged (``verdict`` is empty)
+    incomplete: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
@@ -60,6 +62,7 @@ class ScenarioResult:
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
+                "incomplete": list(self.incomplete),
                 "agent_runs": [asdict(run) for run in self.agent_runs], **verdict}
 
     @classmethod
@@ -69,7 +72,7 @@ class ScenarioResult:
         return cls(data["scenario"], data["agent"], data["passed"], Verdict.from_dict(data),
                    Path(data["evidence_dir"]), [AgentRun(**run) for run in data.get("agent_runs", [])],
                    dict(data.get("timings", {})), list(data.get("expectation_failures", [])),
-                   data.get("evidence_kept", True))
+                   data.get("evidence_kept", True), list(data.get("incomplete", [])))
 
 
 def new_evidence_dir(root: Path, scenario: str) -> Path:
@@ -90,22 +93,23 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     """
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import copy_ledger, count_effects, read_effects, read_requests
-    from harness.checker import check
+    from harness.checker import Verdict, check
     from harness.evidence import load_evidence
     from harness.proxy.host import ProxyHost, ProxyHostError
 
     command = agent or scenario.agent or REFERENCE_AGENT
     evidence_dir = new_evidence_dir(Path(evidence_root), scenario.name)
     layout = EvidenceLayout(evidence_dir)
-    layout.state_dir.mkdir()
     timings: dict[str, float] = {}
     effects: list[dict[str, Any]] = []
     runs: list[AgentRun] = []
     contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
     canaries = {name: f"hsk_canary_{secrets_module.token_hex(12)}" for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]
-    _write_json(layout.intents, {"intents": intents, "destinations": contracts})
     context: dict[str, Any] = {
+        # written first and marked complete last: a run stopped in between (killed, crashed) is known
+        # incomplete, and is never judged as if its evidence were whole
+        COMPLETENESS_KEY: {"complete": False},
         "scenario": scenario.name,
         "scenario_file": str(scenario.source) if scenario.source else None,
         "destinations": {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
@@ -113,8 +117,11 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "intents": intents,
         "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
         "agent": {"command": command, "exit_status": None, "timed_out": False},
+        "expect": expectations_of(scenario),
     }
     _write_json(layout.context, context)
+    _write_json(layout.intents, {"intents": intents, "destinations": contracts})
+    layout.state_dir.mkdir()
 
     t0 = time.perf_counter()
     try:
@@ -155,19 +162,30 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                                     timed_out=any(r.timed_out for r in runs),
                                     runs=[r.__dict__ for r in runs])
             _write_json(layout.context, context)
+            busy = _writes_in_progress(host)  # before the copy: what the ledger cannot hold yet
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
             copy_ledger(live_ledger, layout.ledger_db)
+            if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
+                host.stop()
             effects = read_effects(layout.ledger_db)
             _write_json(layout.ledger_dump,
                         {"effects": effects, "requests": read_requests(layout.ledger_db)})
+            # the very last write: every source (log, journal, ledger, context) is closed and on disk
+            context[COMPLETENESS_KEY] = {"complete": True, "destination_writes_in_progress": busy}
+            _write_json(layout.context, context)
         timings["teardown"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
-    verdict = check(load_evidence(evidence_dir))
-    failures = expectation_failures(scenario, verdict, runs, effects)
+    evidence = load_evidence(evidence_dir)
+    if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
+        verdict, failures = Verdict(), []
+    else:
+        verdict = check(evidence)
+        failures = expectation_failures(context["expect"], verdict, runs, effects)
     timings["check"] = time.perf_counter() - t3
-    passed = verdict.passed and not failures
-    result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures)
+    passed = verdict.passed and not failures and not evidence.incomplete
+    result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures,
+                            incomplete=list(evidence.incomplete))
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
@@ -198,26 +216,33 @@ def close_destination_pool() -> None:
         _POOL = None
 
 
-def expectation_failures(scenario: Scenario, verdict: Any, runs: list[AgentRun],
+def expectations_of(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's own expectations as data (kept in context.json, so ``check`` applies them too)."""
+    return {"states": scenario.expect.allowed_states(), "effects": dict(scenario.expect.effects),
+            "agent_timeout_seconds": scenario.agent_timeout_seconds}
+
+
+def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
                          effects: list[dict[str, Any]]) -> list[str]:
-    """What the scenario itself demands beyond the generic rules: final states and effect counts."""
+    """What the scenario itself demands beyond the generic rules (``expectations_of``): final states
+    and effect counts, and an agent that finished in time with status 0."""
     failures = []
     last = runs[-1] if runs else None
     if last is not None and last.timed_out:
-        failures.append(f"the agent did not finish within {scenario.agent_timeout_seconds:g} s "
+        failures.append(f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
                         "(it was stopped; its evidence so far was judged)")
     elif last is not None and last.exit_status not in (0, None):
         failures.append(f"the agent exited with status {last.exit_status} (the contract asks for 0 "
                         f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}")
     by_intent = {op.intent_id: op for op in verdict.operations}
-    for intent_id, allowed in scenario.expect.allowed_states().items():
+    for intent_id, allowed in expect.get("states", {}).items():
         op = by_intent.get(intent_id)
         state = getattr(op, "state", None)
         if state not in allowed:
             failures.append(f"intent {intent_id} ended {state or 'without an operation'}"
                             f"{' (' + op.operation_id + ')' if op else ''}; a correct agent ends it "
                             f"{' or '.join(allowed)} in this scenario")
-    for destination, expected in scenario.expect.effects.items():
+    for destination, expected in expect.get("effects", {}).items():
         refs = sorted({e["effect_ref"] for e in effects
                        if e.get("destination") == destination and not e.get("replay")})
         if len(refs) != expected:
@@ -252,6 +277,18 @@ def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]
     finally:
         done.set()
         watcher.join(timeout=30)
+
+
+def _writes_in_progress(host: Any) -> dict[str, list[str]]:
+    """Per destination, the keys of writes it was still processing when the run ended (their effects,
+    if any, come after the ledger copy: that evidence is incomplete)."""
+    from fake_destinations.host import DestinationError
+
+    try:
+        in_flight = host.state().get("in_flight", {})
+    except DestinationError as exc:
+        return {"(destinations)": [f"cannot ask: {exc}".splitlines()[0]]}
+    return {name: list(keys) for name, keys in in_flight.items() if keys}
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -17,10 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.contract import AGENT_LOG_FILE, ContractError, DestinationContract, EvidenceLayout
+from harness.contract import (
+    AGENT_LOG_FILE,
+    COMPLETENESS_KEY,
+    LEDGER_DUMP_FILE,
+    ContractError,
+    DestinationContract,
+    EvidenceLayout,
+)
 from harness.errors import EvidenceError
 from harness.events import parse_line
-from harness.journal import JournalError, read_journal
+from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
 from harness.ndjson import numbered_lines
 
 
@@ -45,6 +52,10 @@ class Evidence:
     agent: dict[str, Any] = field(default_factory=dict)
     folder: Path | None = None
     log_name: str = AGENT_LOG_FILE  # how findings name the log (FILE:LINE); the offline audit names the file as given
+    # Why the harness lost evidence of this run (empty when it is whole): which source, and why. A front
+    # end never judges incomplete evidence: it reports INCOMPLETE instead.
+    incomplete: list[str] = field(default_factory=list)
+    expect: dict[str, Any] | None = None  # the scenario's own expectations, as the run kept them
 
 
 def load_events(path: Path, evidence: Evidence,
@@ -103,7 +114,8 @@ def load_evidence(folder: Path) -> Evidence:
             raise EvidenceError(f"{context}: expected an object with keys scenario, destinations, intents, "
                                 f"secrets, agent")
         evidence.scenario = data.get("scenario")
-        for key, kind in (("destinations", dict), ("intents", list), ("secrets", dict), ("agent", dict)):
+        for key, kind in (("destinations", dict), ("intents", list), ("secrets", dict), ("agent", dict),
+                          ("expect", dict)):
             value = data.get(key)
             if value is None:
                 continue
@@ -111,7 +123,40 @@ def load_evidence(folder: Path) -> Evidence:
                 raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
             setattr(evidence, key, value)
         _check_contracts(context, evidence.destinations)
+        evidence.incomplete = evidence_gaps(layout, data, evidence.journal)
     return evidence
+
+
+def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]]) -> list[str]:
+    """What the harness lost of one run, each as "which source: why"; empty when the evidence is whole.
+
+    A folder whose context has no completeness mark at all was not written by a run of the harness
+    (hand-built, or older): it is judged as it is."""
+    mark = context.get(COMPLETENESS_KEY)
+    if mark is None:
+        return []
+    gaps = []
+    if not (isinstance(mark, dict) and mark.get("complete") is True):
+        gaps.append("the run never marked its evidence complete: the harness stopped (killed, or crashed) "
+                    "before its teardown had written every source")
+        if not layout.ledger_dump.exists():
+            gaps.append(f"effect ledger: {LEDGER_DUMP_FILE} is missing (the destinations' ground truth was "
+                        "never copied into the folder)")
+        if not layout.journal.exists():
+            gaps.append(f"proxy journal: {layout.journal.name} is missing")
+        else:
+            gaps.append("proxy journal: a flow still in flight when the harness stopped may have no line")
+    busy = mark.get("destination_writes_in_progress") if isinstance(mark, dict) else None
+    for name, keys in (busy or {}).items():
+        gaps.append(f"effect ledger: destination {name} was still processing {len(keys)} write(s) ({', '.join(keys)}) "
+                    "when the run ended: whether and what they committed is not in the copied ledger")
+    for entry in journal:
+        if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \
+                and entry.get("upstream_status") is None:
+            gaps.append(f"proxy journal line {entry.get('_line')}: flow {entry.get('flow_id')} "
+                        f"({entry.get('method')} {entry.get('path')}) was still waiting for the destination "
+                        f"when the run ended: whether and what it committed is unknown")
+    return gaps
 
 
 def _check_contracts(path: Path, destinations: dict[str, Any]) -> None:

@@ -25,7 +25,9 @@ from harness.ndjson import NdjsonError, read_objects
 FIELDS = ("seq", "flow_id", "ts_request", "ts_done", "destination", "method", "path", "query",
           "headers", "body_fingerprint", "idempotency_key", "traceparent", "rule_id", "fault",
           "forwarded", "upstream_status", "client_outcome", "client_status", "client_retry_after", "forward_count")
-CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused", "timeout")
+# in_flight_at_end: the scenario ended (the agent had exited) while the flow was still in flight
+IN_FLIGHT_AT_END = "in_flight_at_end"
+CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused", "timeout", IN_FLIGHT_AT_END)
 SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "set-cookie"})
 
 

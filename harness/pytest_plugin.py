@@ -99,7 +99,8 @@ class ScenarioFile(pytest.File):
 
 
 class ScenarioFailed(Exception):
-    """Raised when the checker's verdict or the scenario's expectations do not hold."""
+    """Raised when the checker's verdict or the scenario's expectations do not hold, or when the harness
+    lost evidence of the run (INCOMPLETE: the message says which source and why; no rule findings)."""
 
     def __init__(self, result: ScenarioResult) -> None:
         from harness.report import render_result

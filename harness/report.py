@@ -119,7 +119,26 @@ def _agent_run_text(run: Any) -> str:
 
 
 def render_headline(result: ScenarioResult) -> str:
-    return f"scenario {result.scenario} with agent {result.agent!r}: {'PASS' if result.passed else 'FAIL'}"
+    outcome = "INCOMPLETE" if result.incomplete else "PASS" if result.passed else "FAIL"
+    return f"scenario {result.scenario} with agent {result.agent!r}: {outcome}"
+
+
+def render_incomplete(gaps: list[str]) -> str:
+    """Evidence the harness lost: no verdict is given, the agent is neither passed nor blamed."""
+    lines = ["INCOMPLETE: the harness lost evidence, so the agent was not judged:"]
+    lines += [f"  - {gap}" for gap in gaps]
+    return "\n".join(lines) + "\n"
+
+
+def render_check(verdict: Verdict, expectation_failures: list[str]) -> str:
+    """``python -m harness check``: the verdict, then the scenario's own expectations that failed."""
+    from harness.engine import EXPECTATION_CODE, EXPECTATION_RULE
+
+    lines = [render_text(verdict)]
+    lines += [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in expectation_failures]
+    if expectation_failures:
+        lines.append(f"expectations: FAILED ({len(expectation_failures)} of the scenario's own failed)")
+    return "\n".join(lines)
 
 
 def render_evidence_line(result: ScenarioResult) -> str:
@@ -134,8 +153,11 @@ def render_result(result: ScenarioResult) -> str:
 
     lines = [render_headline(result)]
     lines += [_agent_run_text(run) for run in result.agent_runs]
-    lines.append(render_text(result.verdict))
-    lines += [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in result.expectation_failures]
+    if result.incomplete:
+        lines.append(render_incomplete(result.incomplete))
+    else:
+        lines.append(render_text(result.verdict))
+        lines += [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in result.expectation_failures]
     lines.append(render_evidence_line(result))
     return "\n".join(lines)
 

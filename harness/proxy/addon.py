@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mitmproxy import http
+from mitmproxy.flow import Error
 
 from harness.contract import FLOW_HEADER, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint_body
-from harness.journal import JournalWriter, redact_headers
+from harness.journal import IN_FLIGHT_AT_END, JournalWriter, redact_headers
 from harness.proxy.faults import REQUEST_HANDLERS, RESPONSE_HANDLERS
 from harness.proxy.rules import FaultRule, RequestFacts, RuleBook
 
@@ -38,6 +39,7 @@ class ScenarioState:
     secrets: tuple[str, ...] = ()
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    flows: dict[str, http.HTTPFlow] = field(default_factory=dict)  # flow_id -> flow still in flight
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -83,9 +85,22 @@ class FaultInjector:
                     "forward_count": meta["forward_count"],
                 })
         finally:
+            state.flows.pop(meta["flow_id"], None)
             state.in_flight -= 1
             if state.in_flight == 0:
                 state.idle.set()
+
+    def journal_in_flight(self, state: ScenarioState) -> list[str]:
+        """At the scenario's end, journal every flow still in flight as ``in_flight_at_end`` (what is
+        known of it: forwarded, the destination's status if it answered) so no request the
+        destination saw is missing from the journal, then kill it: after its scenario nothing more
+        reaches a (pooled) destination or the agent. Returns their flow ids."""
+        left = list(state.flows.values())
+        for flow in left:
+            self._finish(flow, IN_FLIGHT_AT_END)
+            if flow.killable:
+                flow.kill()
+        return [flow.metadata[META]["flow_id"] for flow in left]
 
     # -- hooks --------------------------------------------------------------------------------
 
@@ -114,6 +129,7 @@ class FaultInjector:
         }
         flow.metadata[META] = meta
         state.in_flight += 1
+        state.flows[flow_id] = flow
         state.idle.clear()
         req.headers[FLOW_HEADER] = flow_id
         handler = REQUEST_HANDLERS.get(rule.action) if rule is not None else None
@@ -147,6 +163,18 @@ class FaultInjector:
         if meta is None or meta.get("done"):
             return
         if flow.response is None and meta["forwarded"] and flow.server_conn.timestamp_start is None:
-            meta["forwarded"] = False  # the destination could not be reached
-        self._finish(flow, "connection_closed")
+            meta["forwarded"], meta["forward_count"] = False, 0  # the destination could not be reached
+        if _client_gets_502(flow):
+            self._finish(flow, "response", 502)
+        else:
+            self._finish(flow, "connection_closed")
+
+
+def _client_gets_502(flow: http.HTTPFlow) -> bool:
+    """Whether mitmproxy answers the client 502 for this error (its http layer sends a ResponseProtocolError
+    as ``502 Bad Gateway`` when no response was sent yet): the destination was down or failed, the
+    flow was not killed by us, and the client is still there to read it."""
+    message = flow.error.msg if flow.error else ""
+    return (message != Error.KILLED_MESSAGE and not message.startswith("Client disconnected")
+            and flow.client_conn.timestamp_end is None)
 

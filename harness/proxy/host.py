@@ -313,9 +313,10 @@ class ProxyHost:
             raise ProxyHostError(f"proxy listener(s) failed to start: {errors}")
 
     def finish(self, timeout: float = 10.0) -> int:
-        """End the scenario: wait (bounded) for flows in flight, close the journal.
+        """End the scenario: wait (bounded) for flows in flight, journal those still in flight at the
+        deadline as ``in_flight_at_end``, close the journal.
 
-        Returns how many flows were still in flight at the deadline (0 when all were journaled).
+        Returns how many flows were still in flight at the deadline (0 when all ended on their own).
         """
         if not self.running or self._injector is None or self._injector.scenario is None:
             return 0
@@ -329,6 +330,7 @@ class ProxyHost:
             except TimeoutError:
                 pass
             left = state.in_flight
+            self._injector.journal_in_flight(state)  # their lines, so no request the destination saw is missing
             state.journal.close()
             self._injector.scenario = None
             return left

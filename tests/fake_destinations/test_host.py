@@ -203,3 +203,20 @@ def test_pool_reuses_a_reset_process_for_identical_specs_and_starts_one_for_othe
     finally:
         pool.close()
     assert other.process is None
+
+
+def test_a_new_pool_removes_the_folders_of_dead_harnesses_only(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from fake_destinations.host import POOL_PREFIX, _remove_dead_pools
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"{POOL_PREFIX}{gone.pid}-abc"
+    (dead / "host-1-x").mkdir(parents=True)
+    live = tmp_path / f"{POOL_PREFIX}{os.getppid()}-def"
+    live.mkdir()
+    _remove_dead_pools(tmp_path)
+    assert not dead.exists() and live.exists()

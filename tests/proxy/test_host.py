@@ -62,6 +62,8 @@ def test_finish_is_bounded(scenario, destination):
         assert scenario.host.finish(timeout=0.05) == 1  # one flow still held at the deadline
     finally:
         t.join(15)
+    (entry,) = read_journal(scenario.journal_path)  # journaled, not dropped: the destination saw it
+    assert (entry["client_outcome"], entry["forwarded"], entry["fault"]) == ("in_flight_at_end", True, "hold_response")
 
 
 def _quiet_get(url):

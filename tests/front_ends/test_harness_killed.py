@@ -1,0 +1,117 @@
+"""`kill -9` of `python -m harness run` at several moments of a run leaves no process and no temp
+folder behind, and its evidence is never judged as if it were whole: `check` says INCOMPLETE (3).
+
+Real processes throughout. Each moment is recognised from the outside (files, processes), never
+by sleeping; every wait has a deadline, and whatever the test started is killed by pid at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.contract import EvidenceLayout
+
+SCENARIO = Path(__file__).parents[1] / "engine" / "scenarios" / "hold_15s_deliver.yaml"
+EXIT_INCOMPLETE = 3
+DEADLINE = 20.0
+
+
+def _proc_entries() -> Iterator[tuple[int, str, str, str]]:
+    """(pid, state, cmdline, cwd) of every process we may read."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        yield int(entry.name), stat[stat.rindex(")") + 2], cmdline, cwd
+
+
+def processes_of(root: Path) -> list[int]:
+    """Running (not zombie) processes whose command line or working folder lies under ``root``: the
+    agent and its supervisor run in the evidence folder, the destinations read their config from
+    the pool's folder under the run's TMPDIR."""
+    here = str(root)
+    return [pid for pid, state, cmdline, cwd in _proc_entries()
+            if state not in "ZX" and pid != os.getpid() and (here in cmdline or cwd.startswith(here))]
+
+
+def wait_for(condition: Callable[[], object], what: str, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"the harness exited ({process.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {DEADLINE:g} s: {what}")
+        time.sleep(0.01)
+
+
+def evidence_folder(root: Path) -> Path | None:
+    found = [p for p in root.glob("*/") if p.is_dir()]
+    return found[0] if found else None
+
+
+def before_the_agent_starts(root: Path, tmp: Path) -> bool:
+    """The destination process runs (it reads its config from the pool's folder); no agent yet.
+
+    (A kill in the few instructions between creating the pool's folder and starting that process
+    leaves the folder to the next pool of the machine, which removes folders of dead harnesses.)"""
+    folder = evidence_folder(root)
+    return (folder is not None and EvidenceLayout(folder).context.exists() and bool(processes_of(tmp))
+            and not EvidenceLayout(folder).agent_stdout.exists())
+
+
+def while_the_agent_runs(root: Path, tmp: Path) -> bool:
+    folder = evidence_folder(root)
+    return folder is not None and EvidenceLayout(folder).agent_log.exists() and bool(processes_of(folder))
+
+
+def during_teardown(root: Path, tmp: Path) -> bool:
+    """The agent resolved its operation and exited; the proxy is draining the held flow (up to 10 s)."""
+    folder = evidence_folder(root)
+    if folder is None or not EvidenceLayout(folder).agent_log.exists():
+        return False
+    return '"resolution"' in EvidenceLayout(folder).agent_log.read_text() and not processes_of(folder)
+
+
+@pytest.mark.parametrize("moment", [before_the_agent_starts, while_the_agent_runs, during_teardown],
+                         ids=lambda m: m.__name__)
+def test_kill_9_of_the_harness_leaves_nothing_behind_and_check_says_incomplete(
+        tmp_path: Path, moment: Callable[[Path, Path], bool]) -> None:
+    tmp, evidence = tmp_path / "tmp", tmp_path / "evidence"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    harness = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SCENARIO), "--evidence-dir", str(evidence)],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: moment(evidence, tmp), moment.__name__, harness)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(10)
+        wait_for(lambda: not processes_of(tmp_path), "every process of the run is gone")
+        wait_for(lambda: not any(tmp.iterdir()), "the run's temp folders are removed")
+        folder = evidence_folder(evidence)
+        assert folder is not None
+        check = subprocess.run([sys.executable, "-m", "harness", "check", str(folder)], capture_output=True,
+                               text=True, timeout=60)
+        assert check.returncode == EXIT_INCOMPLETE, check.stdout + check.stderr
+        assert check.stdout.startswith("INCOMPLETE: the harness lost evidence") and "FAIL" not in check.stdout
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait(10)
+        for pid in processes_of(tmp_path):  # only what this test started, by pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
