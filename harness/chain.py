@@ -10,7 +10,6 @@ against a head recorded earlier (``seq:hash`` printed by ``verify`` or ``Recorde
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +47,8 @@ def last_link(path: Path) -> tuple[int, str]:
         handle.seek(max(0, size - 65536))
         tail = handle.read().splitlines()
     for raw in reversed(tail):
-        try:
-            record = json.loads(raw)
-        except ValueError:
+        record, error = decode(raw)
+        if error is not None:
             continue
         if isinstance(record, dict) and isinstance(record.get("seq"), int) and isinstance(record.get("hash"), str):
             return record["seq"], record["hash"]
