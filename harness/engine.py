@@ -155,6 +155,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                                     timed_out=any(r.timed_out for r in runs),
                                     runs=[r.__dict__ for r in runs])
             _write_json(layout.context, context)
+            from harness.chain import record_checkpoint  # the agent has exited: its log is complete
+
+            record_checkpoint(evidence_dir, layout.agent_log.name)
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
             copy_ledger(live_ledger, layout.ledger_db)
             effects = read_effects(layout.ledger_db)
