@@ -126,7 +126,8 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
 
 
 def _audit(args: argparse.Namespace) -> int:
-    return run_audit(args.file, format=args.format)
+    # the streams as they are now, not as run_audit's defaults bound them at import (redirect_stdout)
+    return run_audit(args.file, format=args.format, out=sys.stdout, err=sys.stderr)
 
 
 def _verify(args: argparse.Namespace) -> int:
