@@ -1,16 +1,24 @@
-"""Tamper evidence for audit logs: a hash chain over the events, and ``verify``.
+"""Tamper evidence for audit logs: a hash chain over the events, ``verify``, and signed checkpoints.
 
 Each chained event carries ``seq`` (1, 2, 3, ...), ``prev_hash`` (the previous event's ``hash``; the
 first event uses ``GENESIS``) and ``hash``: ``sha256:`` + SHA-256 of the event's canonical JSON
 (``harness.fingerprint.canonical_json``) without its own ``hash`` field. Editing a line breaks its
-hash, deleting or reordering lines breaks ``seq``/``prev_hash``; cutting the tail is only visible
-against a head recorded earlier (``seq:hash`` printed by ``verify`` or ``Recorder.head``).
+hash, deleting or reordering lines breaks ``seq``/``prev_hash``. Whoever can write the file can also
+write a whole new consistent chain, so a chain alone proves only that its lines agree with each other;
+what it is checked against says the rest: a head recorded earlier (``--head``: the log may have grown
+since), the head of the finished log (``--final-head``: nothing may follow it), or a checkpoint
+(``checkpoint``: the log's bytes with an HMAC-SHA256 under a key the agent never holds). The table of
+attacks x modes is in docs/checker.md, "Tamper evidence: what verify proves".
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +56,8 @@ def last_link(path: Path) -> tuple[int, str]:
         handle.seek(max(0, size - 65536))
         tail = handle.read().splitlines()
     for raw in reversed(tail):
-        try:
-            record = json.loads(raw)
-        except ValueError:
+        record, error = decode(raw)
+        if error is not None:
             continue
         if isinstance(record, dict) and isinstance(record.get("seq"), int) and isinstance(record.get("hash"), str):
             return record["seq"], record["hash"]
@@ -67,12 +74,19 @@ def parse_head(head: str) -> tuple[int | None, str]:
     raise ValueError(f"head {head!r} is neither 'SEQ:sha256:HEX' nor 'sha256:HEX' (as printed by verify)")
 
 
-def verify_lines(lines: Any, *, head: str | None = None) -> tuple[bool, str, int, str]:
-    """Check a stream of raw lines. Returns (intact, message, count, last 'seq:hash')."""
+def verify_lines(lines: Any, *, head: str | None = None,
+                 final: bool = False) -> tuple[bool, str, int, str]:
+    """Check a stream of raw lines. Returns (intact, message, count, last 'seq:hash').
+
+    ``head`` is a head recorded earlier (``seq:hash``). Not ``final``: the last *known* head, the log may
+    have grown since, and events after it are reported as not covered by it. ``final``: the head of the
+    finished log (recorded at the end of a run), so any event after it was appended later: not intact.
+    Without a head only the lines' consistency with each other is proven (see docs/checker.md)."""
     want_seq, want_hash = parse_head(head) if head else (None, None)
     prev = GENESIS
     expected_seq = 1
     head_seen = head is None
+    head_line = 0
     count = 0
     for number, raw in numbered_lines(lines):
         record, error = decode(raw)
@@ -81,7 +95,7 @@ def verify_lines(lines: Any, *, head: str | None = None) -> tuple[bool, str, int
         if not isinstance(record, dict) or "hash" not in record:
             return False, f"line {number}: event has no chain fields (seq, prev_hash, hash)", count, ""
         if record.get("seq") != expected_seq:
-            return False, (f"line {number}: seq is {record.get('seq')!r}, expected {expected_seq}: "
+            return False, (f"line {number}: seq is {_short(record.get('seq'))}, expected {expected_seq}: "
                            f"a line was deleted, inserted or moved before it"), count, ""
         if record.get("prev_hash") != prev:
             return False, (f"line {number}: prev_hash does not match the hash of the event before it: "
@@ -91,17 +105,58 @@ def verify_lines(lines: Any, *, head: str | None = None) -> tuple[bool, str, int
         prev = record["hash"]
         count += 1
         expected_seq += 1
-        if not head_seen and record["hash"] == want_hash and want_seq in (None, record["seq"]):
-            head_seen = True
+        if not head_seen:
+            if record["hash"] == want_hash and want_seq in (None, record["seq"]):
+                head_seen, head_line, want_seq = True, number, record["seq"]
+            elif want_seq == record["seq"]:
+                return False, (f"line {number}: seq {want_seq} has hash {record['hash']}, not the known head's "
+                               f"{want_hash}: the log was rewritten up to here (its chain is consistent, but "
+                               f"it is not the chain the head was recorded from)"), count, ""
     last = f"{count}:{prev}"
     if not head_seen:
-        where = f"seq {want_seq}" if want_seq is not None else "the known head"
-        return False, (f"the log ends at seq {count} without reaching {where} ({want_hash}): "
-                       f"events were cut from the end"), count, last
+        if want_seq is None:
+            return False, (f"the known head {want_hash} is nowhere in the log ({count} events): events were cut "
+                           f"from the end, or the log was rewritten"), count, last
+        return False, (f"the log ends at seq {count} without reaching seq {want_seq} of the known head: events "
+                       f"were cut from the end (or the log was rewritten shorter)"), count, last
+    if head is None:
+        return True, (f"chain intact: {count} events, head {last} (no known head: this proves the lines agree "
+                      f"with each other, not that they are the lines written; a log rewritten, cut or emptied "
+                      f"as a whole passes too: give --final-head or --checkpoint)"), count, last
+    after = count - (want_seq or 0)
+    if after and final:
+        return False, (f"{after} event(s) after the final head seq {want_seq} (line {head_line}), from seq "
+                       f"{want_seq + 1 if want_seq else 1} on: appended after the head was recorded"), count, last
+    if after:
+        return True, (f"chain intact: {count} events, head {last}; the known head seq {want_seq} (line "
+                      f"{head_line}) is in it, and the {after} event(s) after it are not covered by it (they "
+                      f"agree with it, no more: use --final-head when the log was complete)"), count, last
     return True, f"chain intact: {count} events, head {last}", count, last
 
 
-def verify_file(path: Path, *, head: str | None = None) -> tuple[bool, str]:
+def _short(value: Any) -> str:
+    """A value from the log, for a message: bounded, whatever it is."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _utf8_lines(handle: Any, path: Path) -> Iterator[str]:
+    """The file's lines as text; a line that is not UTF-8 is an ``EvidenceError`` naming it."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EvidenceError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _open(path: Path) -> Any:
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def verify_file(path: Path, *, head: str | None = None, final: bool = False) -> tuple[bool, str]:
     """``(intact, message)`` for the chain of one log file. Raises ``EvidenceError`` when the file
     or the head cannot be used at all (the CLI's exit status 2)."""
     path = Path(path)
@@ -110,13 +165,121 @@ def verify_file(path: Path, *, head: str | None = None) -> tuple[bool, str]:
             parse_head(head)
         except ValueError as exc:
             raise EvidenceError(str(exc)) from None
-    try:
-        handle = path.open("r", encoding="utf-8")
-    except OSError as exc:
-        raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with handle:
-        try:
-            intact, message, _, _ = verify_lines(handle, head=head)
-        except UnicodeDecodeError as exc:
-            raise EvidenceError(f"{path} is not UTF-8 text ({exc.reason})") from None
+    with _open(path) as handle:
+        intact, message, _, _ = verify_lines(_utf8_lines(handle, path), head=head, final=final)
     return intact, message
+
+
+# Signed checkpoints: what the harness saw at the end of a run, with an HMAC the agent cannot make.
+CHECKPOINT_FILE = "agent.checkpoint.json"  # in the evidence folder, beside the agent log
+RUN_KEY_FILE = "checkpoint.key"  # the per-run key, when the operator gave none
+KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"  # the operator's key file: the stronger mode
+_FIELDS = ("log", "bytes", "sha256", "head", "key")
+
+
+def load_key(path: str | Path) -> bytes:
+    """The key in a key file (its bytes, surrounding whitespace stripped); at least 16 bytes."""
+    try:
+        key = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise EvidenceError(f"cannot read the key file {path}: {exc.strerror or exc}") from None
+    if len(key) < 16:
+        raise EvidenceError(f"the key file {path} holds {len(key)} bytes; a checkpoint key needs at least 16")
+    return key
+
+
+def _digest(path: Path, limit: int | None = None) -> tuple[int, str]:
+    """``(size, sha256:hex)`` of the file (of its first ``limit`` bytes), read in blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with _open(path) as handle:
+        while limit is None or size < limit:
+            block = handle.read(1 << 20 if limit is None else min(1 << 20, limit - size))
+            if not block:
+                break
+            digest.update(block)
+            size += len(block)
+    return size, "sha256:" + digest.hexdigest()
+
+
+def _mac(body: dict[str, Any], key: bytes) -> str:
+    return hmac.new(key, canonical_json({k: body.get(k) for k in _FIELDS}), hashlib.sha256).hexdigest()
+
+
+def checkpoint(log_path: str | Path, key: bytes, *, key_kind: str = "operator") -> dict[str, Any]:
+    """The log as it stands now: its size, the SHA-256 of its bytes, its chain head (``seq:hash``, None
+    when it holds no intact chain) and an HMAC-SHA256 of these under ``key``, which the agent must not hold.
+    The engine records one at the end of a run; ``verify_checkpoint`` later proves the log unchanged."""
+    path = Path(log_path)
+    size, sha = _digest(path) if path.exists() else (0, "sha256:" + hashlib.sha256(b"").hexdigest())
+    head = None
+    if size:
+        with _open(path) as handle:
+            try:
+                intact, _, count, last = verify_lines(_utf8_lines(handle, path))
+            except EvidenceError:
+                intact, count, last = False, 0, ""
+        head = last if intact and count else None
+    body: dict[str, Any] = {"log": path.name, "bytes": size, "sha256": sha, "head": head, "key": key_kind}
+    body["hmac"] = _mac(body, key)
+    return body
+
+
+def verify_checkpoint(log_path: str | Path, recorded: Any, key: bytes) -> tuple[bool, str]:
+    """``(unchanged, message)``: is the log byte for byte what ``checkpoint`` recorded (and is the
+    checkpoint itself one made with ``key``)?"""
+    path = Path(log_path)
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("hmac"), str) \
+            or not isinstance(recorded.get("bytes"), int) or recorded["bytes"] < 0:
+        raise EvidenceError("the checkpoint is not one harness.chain.checkpoint wrote (fields: "
+                            + ", ".join((*_FIELDS, "hmac")) + ")")
+    if not hmac.compare_digest(_mac(recorded, key), recorded["hmac"]):
+        return False, ("the checkpoint's HMAC does not match: the checkpoint was forged or edited, "
+                       "or this is not the key it was made with")
+    want = recorded["bytes"]
+    size, sha = _digest(path, want) if path.exists() else (0, "sha256:" + hashlib.sha256(b"").hexdigest())
+    total = path.stat().st_size if path.exists() else 0
+    if size < want:
+        return False, (f"the log holds {total} of the {want} bytes checkpointed: it was cut"
+                       + (" or emptied" if total == 0 else " or rewritten shorter"))
+    if sha != recorded.get("sha256"):
+        return False, ("the log's first " + f"{want} bytes differ from the checkpointed ones: it was edited or "
+                       f"rewritten{_first_bad_line(path)}")
+    if total > want:
+        with _open(path) as handle:
+            handle.seek(want)
+            lines = sum(1 for raw in handle if raw.strip())
+        return False, (f"{total - want} bytes ({lines} line(s)) after the checkpointed {want}: appended after "
+                       f"the checkpoint was made, not covered by it")
+    head = recorded.get("head")
+    return True, (f"log unchanged since its checkpoint: {want} bytes, {recorded['sha256']}"
+                  + (f", chain head {head}" if head else ", no intact chain in it") + " (HMAC-SHA256 verified)")
+
+
+def _first_bad_line(path: Path) -> str:
+    """Where the chain itself says the log was changed, when it is chained."""
+    try:
+        with _open(path) as handle:
+            intact, message, _, _ = verify_lines(_utf8_lines(handle, path))
+    except EvidenceError as exc:
+        return f"; {exc}"
+    return "" if intact else f"; the chain says: {message}"
+
+
+def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson") -> Path:
+    """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with the operator's key
+    (``KEY_FILE_ENV``) or else a new per-run key kept in ``RUN_KEY_FILE``; returns the checkpoint's path.
+    The engine calls this once the agent has exited, so the agent never sees a per-run key."""
+    folder = Path(folder)
+    key_file = os.environ.get(KEY_FILE_ENV)
+    if key_file:
+        key, kind = load_key(key_file), "operator"
+    else:
+        key, kind = secrets.token_hex(32).encode(), "run"
+        run_key = folder / RUN_KEY_FILE
+        run_key.write_bytes(key)
+        run_key.chmod(0o600)
+    target = folder / CHECKPOINT_FILE
+    target.write_text(json.dumps(checkpoint(folder / log_name, key, key_kind=kind), indent=2) + "\n",
+                      encoding="utf-8")
+    return target

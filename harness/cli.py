@@ -44,9 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("file", type=Path)
     audit.add_argument("--format", choices=("text", "json"), default="text")
 
-    verify = sub.add_parser("verify", help="verify the hash chain of an audit log")
-    verify.add_argument("file", type=Path)
-    verify.add_argument("--head", help="last known head hash, to detect truncation")
+    verify = sub.add_parser("verify", help="verify the hash chain of an audit log (or an evidence folder's)",
+                            description="What each mode proves: docs/checker.md, 'Tamper evidence'.")
+    verify.add_argument("file", type=Path, help="an audit log, or an evidence folder (uses its checkpoint)")
+    heads = verify.add_mutually_exclusive_group()
+    heads.add_argument("--head", metavar="SEQ:HASH",
+                       help="last known head: the log may have grown since; later events are reported uncovered")
+    heads.add_argument("--final-head", metavar="SEQ:HASH",
+                       help="head of the finished log: any event after it is reported as appended")
+    heads.add_argument("--checkpoint", type=Path, metavar="FILE",
+                       help="a signed checkpoint (harness.chain.checkpoint); needs --key-file")
+    verify.add_argument("--key-file", type=Path, metavar="K",
+                        help="the checkpoint's key (default for a folder: $HARNESS_CHECKPOINT_KEY_FILE, "
+                             "else the folder's per-run key)")
 
     check = sub.add_parser("check", help="judge an evidence folder again (after a run)",
                            epilog="exit status: 0 passed (the verdict and the scenario's expectations); "
@@ -129,15 +139,54 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
 
 
 def _audit(args: argparse.Namespace) -> int:
-    return run_audit(args.file, format=args.format)
+    # the streams as they are now, not as run_audit's defaults bound them at import (redirect_stdout)
+    return run_audit(args.file, format=args.format, out=sys.stdout, err=sys.stderr)
 
 
 def _verify(args: argparse.Namespace) -> int:
     from harness.chain import verify_file
 
-    intact, message = verify_file(args.file, head=args.head)
-    print(f"{args.file}: {message}")
+    path, checkpoint = args.file, args.checkpoint
+    if path.is_dir():  # an evidence folder: its agent log against the checkpoint the engine recorded
+        from harness.chain import CHECKPOINT_FILE
+        from harness.contract import EvidenceLayout
+
+        path = EvidenceLayout(args.file).agent_log
+        if checkpoint is None and args.head is None and args.final_head is None:
+            checkpoint = args.file / CHECKPOINT_FILE
+            if not checkpoint.exists():
+                raise EvidenceError(f"{args.file} holds no {CHECKPOINT_FILE} (a run before checkpoints?); "
+                                    f"verify {path} itself, with --final-head if you kept its head")
+    if checkpoint is not None:
+        intact, message = _verify_checkpoint(path, checkpoint, args.key_file, folder=args.file.is_dir())
+    elif args.final_head is not None:
+        intact, message = verify_file(path, head=args.final_head, final=True)
+    else:
+        intact, message = verify_file(path, head=args.head)
+    print(f"{path}: {message}")
     return 0 if intact else 1
+
+
+def _verify_checkpoint(path: Path, checkpoint: Path, key_file: Path | None, *, folder: bool) -> tuple[bool, str]:
+    from harness.chain import KEY_FILE_ENV, RUN_KEY_FILE, load_key, verify_checkpoint
+
+    try:
+        recorded = json.loads(checkpoint.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvidenceError(f"cannot read the checkpoint {checkpoint}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
+    if key_file is None and os.environ.get(KEY_FILE_ENV) and isinstance(recorded, dict) \
+            and recorded.get("key") == "operator":
+        key_file = Path(os.environ[KEY_FILE_ENV])
+    if key_file is None and folder:
+        key_file = checkpoint.parent / RUN_KEY_FILE
+    if key_file is None:
+        raise EvidenceError(f"verifying {checkpoint} needs its key: give --key-file (or set {KEY_FILE_ENV})")
+    intact, message = verify_checkpoint(path, recorded, load_key(key_file))
+    if intact and isinstance(recorded, dict) and recorded.get("key") == "run":
+        message += ("; a per-run key kept in the evidence folder: this proves the log is the one the harness "
+                    "saw at the end of the run against the agent, not against whoever can write the folder")
+    return intact, message
 
 
 def _check(args: argparse.Namespace) -> int:

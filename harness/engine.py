@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
+from harness.chain import record_checkpoint
 from harness.contract import AGENT_STDERR_FILE, COMPLETENESS_KEY, EvidenceLayout, agent_env, env_suffix
 from harness.errors import HarnessError
 from harness.report import render_result
@@ -163,6 +164,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                                     runs=[r.__dict__ for r in runs])
             _write_json(layout.context, context)
             busy = _writes_in_progress(host)  # before the copy: what the ledger cannot hold yet
+            record_checkpoint(evidence_dir, layout.agent_log.name)  # the agent has exited: its log is complete
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
             copy_ledger(live_ledger, layout.ledger_db)
             if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one

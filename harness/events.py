@@ -25,6 +25,7 @@ from pydantic_core import from_json
 from typing_extensions import TypedDict  # pydantic wants typing_extensions' TypedDict before Python 3.12
 
 from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
+from harness.ndjson import MAX_DEPTH, limit_error
 
 DispatchState = Literal["not_sent", "sent_no_response", "response_received", "execution_error"]
 OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
@@ -171,7 +172,12 @@ def parse_line(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def parse_line_pydantic(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """``parse_line`` through pydantic alone: the reference the fast path is tested against."""
+    """``parse_line`` through pydantic alone: the reference the fast path is tested against. A line
+    beyond the limits (``harness.ndjson.limit_error``: nesting, integer size, lone surrogates) is
+    malformed before pydantic sees it."""
+    beyond = limit_error(text)
+    if beyond is not None:
+        return None, beyond
     try:
         return RECORD_ADAPTER.validate_json(text), None
     except ValidationError:
@@ -226,17 +232,23 @@ def _vouch_plan(model: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]
     return plan, required
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: Any, depth: int = 1) -> bool:
     """True when an arbitrary JSON value holds no float: orjson turns an integer beyond 64 bits into a
-    float where pydantic keeps the int, so a float in free-form data is left to pydantic."""
+    float where pydantic keeps the int, so a float in free-form data is left to pydantic. Nor is a value
+    nested deeper than ``MAX_DEPTH`` levels (orjson decodes up to 1024): ``parse_line_pydantic`` applies
+    the limits and says so, and the recursion here stays bounded."""
     kind = type(value)
     if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
         for item in value.values():
-            if not _plain(item):
+            if not _plain(item, depth + 1):
                 return False
     elif kind is list:
+        if depth >= MAX_DEPTH:
+            return False
         for item in value:
-            if not _plain(item):
+            if not _plain(item, depth + 1):
                 return False
     elif kind is float:
         return False

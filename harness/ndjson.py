@@ -1,12 +1,19 @@
 """NDJSON, one JSON value a line: the one line loop every reader of a log or a journal uses.
 
 Line numbers are 1-based and count blank lines, so a message names the line an editor shows.
+
+Limits, applied to every line before a decoder sees it (``limit_error``), so that a hostile line is a
+malformed line naming its number instead of a RecursionError, a slow int conversion or a text that
+cannot be hashed: nesting deeper than ``MAX_DEPTH`` levels, an integer of more than ``MAX_INT_DIGITS``
+digits, and a lone UTF-16 surrogate escape (``"\\ud800"``: valid JSON, but no Unicode text, so no UTF-8
+byte string to hash or write back; orjson rejects it too).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +31,45 @@ def numbered_lines(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
             yield number, text
 
 
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 400  # beyond a double's range, so orjson (the audit's fast path) rejects these too
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')  # a JSON string, also one cut short by the line's end
+_BRACKET = re.compile(r"[\[\]{}]")
+# an integer part: not the digits of a fraction or an exponent, which are harmless
+_LONG_INT = re.compile(r"(?:^|[^.\deE+\-])-?\d{" + str(MAX_INT_DIGITS + 1) + "}")
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
+
+
+def limit_error(text: str | bytes) -> str | None:
+    """Why a line is beyond the limits (see the module's docstring), or None.
+
+    Cheap on an ordinary line: a count of brackets and a scan for long digit runs and surrogate escapes,
+    in C; the strings are stripped (so a bracket or digits inside one do not count) only when one hits."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        depth = 0
+        for bracket in _BRACKET.findall(_STRING.sub("", text)):
+            depth += 1 if bracket in "[{" else -1
+            if depth > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels"
+    if _LONG_INT.search(text) and _LONG_INT.search(_STRING.sub('""', text)):
+        return f"an integer of more than {MAX_INT_DIGITS} digits"
+    if _SURROGATE.search(text):
+        try:
+            json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate escape (\\ud800-\\udfff): not Unicode text"
+        except (ValueError, RecursionError):
+            pass  # not JSON: the decoder says why
+    return None
+
+
 def decode(text: str | bytes) -> tuple[Any, str | None]:
-    """``(value, None)``, or ``(None, why)`` when the text is not JSON."""
+    """``(value, None)``, or ``(None, why)`` when the text is not JSON or beyond the limits."""
+    beyond = limit_error(text)
+    if beyond is not None:
+        return None, beyond
     try:
         return json.loads(text), None
     except ValueError as exc:

@@ -42,7 +42,8 @@ class Recorder:
 
     @property
     def head(self) -> str | None:
-        """``seq:hash`` of the last chained event: keep it elsewhere to detect a cut tail later."""
+        """``seq:hash`` of the last chained event: keep it where the agent cannot write, to verify the log
+        later with ``--head`` (the log may grow) or, once the log is complete, ``--final-head``."""
         return f"{self._seq}:{self._prev_hash}" if self.chain else None
 
     @classmethod

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from harness.ndjson import limit_error
+
 # Transport results of the article's format, mapped to dispatch states.
 _NOT_SENT = frozenset({"not_sent", "refused", "connection_refused", "blocked"})
 _UNKNOWN = frozenset({"timeout", "timed_out", "no_response", "lost", "unknown", "ambiguous", "sent_no_response"})
@@ -47,7 +49,7 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
 def _article_line(text: str, line: int) -> tuple[dict[str, Any] | None, str | None] | None:
     """`article_record` of a line in the article's format (`type: attempt|effect`), or None when the
     line is not in that format at all."""
-    if '"type"' not in text:
+    if '"type"' not in text or limit_error(text) is not None:  # beyond the limits: parse_line said why
         return None
     try:
         raw = from_json(text)

@@ -133,3 +133,22 @@ def test_fast_parse_equals_pydantic_for_every_field_and_tricky_value():
                     assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True), text
                     checked += 1
     assert checked > 2000
+
+
+def test_limits_make_a_hostile_line_malformed_not_a_crash():
+    from harness.ndjson import MAX_DEPTH, decode, limit_error
+
+    base = '{"event":"operation","ts":1.0,"session_id":"s","operation_id":"op_1","x":'
+    at_limit = base + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}"
+    assert limit_error(at_limit) is None
+    assert parse_line(at_limit)[0] is not None
+    for text, why in [(base + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}", "nested deeper than 64 levels"),
+                      (base + "[" * 1000 + "]" * 1000 + "}", "nested deeper than 64 levels"),
+                      (base + "9" * 401 + "}", "an integer of more than 400 digits"),
+                      (base + '"\\udc00"}', "a lone surrogate escape (\\ud800-\\udfff): not Unicode text")]:
+        assert parse_line(text) == (None, why)
+        assert parse_line_pydantic(text) == (None, why)
+        assert decode(text) == (None, why)
+    # not beyond them: brackets and digits inside a string, a long fraction, a surrogate pair
+    for text in [base + '"' + "[" * 100 + "9" * 500 + '"}', base + "0." + "1" * 500 + "}", base + '"\\ud83d\\ude00"}']:
+        assert limit_error(text) is None, text
