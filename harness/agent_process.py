@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.contract import CHECKPOINT_KEY_FILE_ENV
 from harness.errors import AgentError
 
 REFERENCE_AGENT = "python -m harness.agents.reference"
@@ -59,7 +60,8 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
               cwd: Path | None = None, kill_when: Callable[[], bool] | None = None) -> AgentRun:
     """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL)."""
     argv = argv_for(command)
-    full_env = {**os.environ, **env}
+    # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
+    full_env = {k: v for k, v in os.environ.items() if k != CHECKPOINT_KEY_FILE_ENV} | dict(env)
     start = time.monotonic()
     with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch:
         proc = subprocess.Popen([sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),

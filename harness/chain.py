@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, RUN_KEY_FILE
 from harness.errors import EvidenceError
 from harness.fingerprint import canonical_json
 from harness.ndjson import decode, numbered_lines
@@ -171,9 +172,6 @@ def verify_file(path: Path, *, head: str | None = None, final: bool = False) -> 
 
 
 # Signed checkpoints: what the harness saw at the end of a run, with an HMAC the agent cannot make.
-CHECKPOINT_FILE = "agent.checkpoint.json"  # in the evidence folder, beside the agent log
-RUN_KEY_FILE = "checkpoint.key"  # the per-run key, when the operator gave none
-KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"  # the operator's key file: the stronger mode
 _FIELDS = ("log", "bytes", "sha256", "head", "key")
 
 
@@ -268,10 +266,10 @@ def _first_bad_line(path: Path) -> str:
 
 def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson") -> Path:
     """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with the operator's key
-    (``KEY_FILE_ENV``) or else a new per-run key kept in ``RUN_KEY_FILE``; returns the checkpoint's path.
+    (``CHECKPOINT_KEY_FILE_ENV``) or else a new per-run key kept in ``RUN_KEY_FILE``; returns the checkpoint's path.
     The engine calls this once the agent has exited, so the agent never sees a per-run key."""
     folder = Path(folder)
-    key_file = os.environ.get(KEY_FILE_ENV)
+    key_file = os.environ.get(CHECKPOINT_KEY_FILE_ENV)
     if key_file:
         key, kind = load_key(key_file), "operator"
     else:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, RUN_KEY_FILE
 from harness.errors import EvidenceError, HarnessError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--checkpoint", type=Path, metavar="FILE",
                        help="a signed checkpoint (harness.chain.checkpoint); needs --key-file")
     verify.add_argument("--key-file", type=Path, metavar="K",
-                        help="the checkpoint's key (default for a folder: $HARNESS_CHECKPOINT_KEY_FILE, "
+                        help=f"the checkpoint's key (default for a folder: ${CHECKPOINT_KEY_FILE_ENV}, "
                              "else the folder's per-run key)")
 
     check = sub.add_parser("check", help="judge an evidence folder again (after a run)",
@@ -148,7 +149,6 @@ def _verify(args: argparse.Namespace) -> int:
 
     path, checkpoint = args.file, args.checkpoint
     if path.is_dir():  # an evidence folder: its agent log against the checkpoint the engine recorded
-        from harness.chain import CHECKPOINT_FILE
         from harness.contract import EvidenceLayout
 
         path = EvidenceLayout(args.file).agent_log
@@ -168,20 +168,20 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_checkpoint(path: Path, checkpoint: Path, key_file: Path | None, *, folder: bool) -> tuple[bool, str]:
-    from harness.chain import KEY_FILE_ENV, RUN_KEY_FILE, load_key, verify_checkpoint
+    from harness.chain import load_key, verify_checkpoint
 
     try:
         recorded = json.loads(checkpoint.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise EvidenceError(f"cannot read the checkpoint {checkpoint}: {getattr(exc, 'strerror', None) or exc}") \
             from None
-    if key_file is None and os.environ.get(KEY_FILE_ENV) and isinstance(recorded, dict) \
+    if key_file is None and os.environ.get(CHECKPOINT_KEY_FILE_ENV) and isinstance(recorded, dict) \
             and recorded.get("key") == "operator":
-        key_file = Path(os.environ[KEY_FILE_ENV])
+        key_file = Path(os.environ[CHECKPOINT_KEY_FILE_ENV])
     if key_file is None and folder:
         key_file = checkpoint.parent / RUN_KEY_FILE
     if key_file is None:
-        raise EvidenceError(f"verifying {checkpoint} needs its key: give --key-file (or set {KEY_FILE_ENV})")
+        raise EvidenceError(f"verifying {checkpoint} needs its key: give --key-file (or set {CHECKPOINT_KEY_FILE_ENV})")
     intact, message = verify_checkpoint(path, recorded, load_key(key_file))
     if intact and isinstance(recorded, dict) and recorded.get("key") == "run":
         message += ("; a per-run key kept in the evidence folder: this proves the log is the one the harness "

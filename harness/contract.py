@@ -35,6 +35,8 @@ AUDIT_LOG_ENV = "HARNESS_AUDIT_LOG"  # path of the NDJSON audit log the agent ap
 STATE_DIR_ENV = "HARNESS_STATE_DIR"  # a folder that survives the agent's restarts within one run
 DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL of a destination
 SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
+# The operator's checkpoint key file (harness.chain): read by the harness, never given to the agent
+CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
 
 _NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
 
@@ -76,6 +78,8 @@ VERDICT_TEXT_FILE = "verdict.txt"
 AGENT_STDOUT_FILE = "agent.stdout"
 AGENT_STDERR_FILE = "agent.stderr"
 STATE_DIR_NAME = "agent-state"
+CHECKPOINT_FILE = "agent.checkpoint.json"  # the agent log's signed checkpoint (harness.chain)
+RUN_KEY_FILE = "checkpoint.key"  # the per-run checkpoint key, when the operator gave none
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent_process import argv_for, run_agent
+from harness.contract import CHECKPOINT_KEY_FILE_ENV
 from harness.errors import AgentError
 
 
@@ -36,6 +37,15 @@ def test_exit_status_and_environment_are_passed(tmp_path: Path) -> None:
                     stdout=tmp_path / "out", stderr=tmp_path / "err")
     assert run.exit_status == 3 and not run.timed_out
     assert (tmp_path / "out").read_text().strip() == "/x/log"
+
+
+def test_the_operators_checkpoint_key_never_reaches_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CHECKPOINT_KEY_FILE_ENV, str(tmp_path / "operator.key"))
+    monkeypatch.setenv("SOME_OTHER_SETTING", "kept")
+    code = f"import os; print(os.environ.get({CHECKPOINT_KEY_FILE_ENV!r}), os.environ.get('SOME_OTHER_SETTING'))"
+    run = run_agent(f"python -c \"{code}\"", {}, timeout=20, stdout=tmp_path / "out", stderr=tmp_path / "err")
+    assert run.exit_status == 0, (tmp_path / "err").read_text()
+    assert (tmp_path / "out").read_text().split() == ["None", "kept"]
 
 
 def test_python_means_the_harness_interpreter() -> None:
