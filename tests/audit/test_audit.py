@@ -15,6 +15,7 @@ from harness.audit.output import _json_text
 from harness.cli import run_audit
 from harness.events import _plain
 from harness.recorder import Recorder
+from tests.common.logs import late_observation_log
 
 ARTICLE = Path(__file__).parent / "fixtures" / "article_four_operations.ndjson"
 
@@ -141,13 +142,7 @@ def test_a_worker_operation_is_judged_beside_its_owner_at_the_end_of_the_file(tm
 
 
 def test_streaming_judges_early_and_reports_a_too_late_event(tmp_path):
-    log = tmp_path / "agent.ndjson"
-    with Recorder(log, session_id="ses_1") as rec:
-        for n in range(5):
-            rec.operation(f"op_{n}", intent_id=f"int_{n}")
-            rec.attempt(f"op_{n}", f"att_{n}", "response_received", effect_refs=[f"tkt_{n}"])
-            rec.resolution(f"op_{n}", "succeeded", effect_refs=[f"tkt_{n}"], evidence=[f"att_{n}"])
-        rec.observation("op_0", "obs_late", source="callback", found=True, effect_refs=["tkt_0"])
+    log = late_observation_log(tmp_path / "agent.ndjson", operations=5)
     status, out, _ = audit(log, window=2)
     data = json.loads(out)
     assert [o["operation_id"] for o in data["operations"]][:2] == ["op_0", "op_1"]

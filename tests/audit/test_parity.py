@@ -21,10 +21,10 @@ import harness.audit
 from harness.audit.lines import load_log
 from harness.checker import RULES, check
 from harness.cli import run_audit
-from harness.recorder import Recorder
 from tests.audit.test_shards import write_log
 from tests.checker.test_rules import STORIES
 from tests.common.evidence_builder import EvidenceBuilder
+from tests.common.logs import late_observation_log
 
 HERE = Path(__file__).parent
 FILES = sorted((HERE / "fixtures").glob("*.ndjson")) + sorted((HERE / "errors").glob("*.ndjson"))
@@ -93,13 +93,7 @@ def test_the_audit_names_no_rule_of_its_own():
 def test_the_window_is_the_one_difference(tmp_path):
     """A line for an operation the window already judged: the audit reports it (H000) and judged the
     operation without it; check(), which holds the whole log, judges it in place."""
-    log = tmp_path / "agent.ndjson"
-    with Recorder(log, session_id="ses_1") as rec:
-        for n in range(4):
-            rec.operation(f"op_{n}", intent_id=f"int_{n}")
-            rec.attempt(f"op_{n}", f"att_{n}", "response_received", effect_refs=[f"tkt_{n}"])
-            rec.resolution(f"op_{n}", "succeeded", effect_refs=[f"tkt_{n}"], evidence=[f"att_{n}"])
-        rec.observation("op_0", "obs_late", source="callback", found=True, effect_refs=["tkt_0"])
+    log = late_observation_log(tmp_path / "agent.ndjson", operations=4)
     audit, verdict = audited(log, window=2), checked(log)
     extra = findings_of(audit) - findings_of(verdict)
     assert [json.loads(f)["message"] for f in extra] == [
