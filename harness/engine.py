@@ -99,7 +99,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     from harness.proxy.host import ProxyHost, ProxyHostError
 
     command = agent or scenario.agent or REFERENCE_AGENT
-    evidence_dir = new_evidence_dir(Path(evidence_root), scenario.name)
+    # absolute: the agent runs inside the evidence folder, so a path relative to our cwd would not reach it
+    evidence_dir = new_evidence_dir(Path(evidence_root).resolve(), scenario.name)
     layout = EvidenceLayout(evidence_dir)
     timings: dict[str, float] = {}
     effects: list[dict[str, Any]] = []

@@ -26,6 +26,22 @@ def test_run_passes_with_the_reference_agent_and_fails_with_a_wrong_one(tmp_path
     assert again.returncode == 1 and "FAIL H005" in again.stdout
 
 
+def test_runs_at_once_with_the_default_relative_evidence_dir_all_pass(tmp_path: Path) -> None:
+    """`python -m harness run NAME` from a fresh folder: ./evidence is relative to the caller, and the
+    agent (which runs inside the evidence folder) must still find its intents file and log."""
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", "response_lost"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    try:
+        results = [(p.returncode, out) for p in procs for out in [p.communicate(timeout=120)[0]]]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert [code for code, _ in results] == [0, 0, 0], "\n\n".join(out for _, out in results)
+    assert len(list((tmp_path / "evidence").iterdir())) == 3
+
+
 def test_bad_scenario_file_is_exit_2_with_file_line_and_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: bad\ndescription: x\ndestinations:\n  t:\n    service: tickets\n"
