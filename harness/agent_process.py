@@ -9,7 +9,6 @@ harness's own interpreter, so that `--agent "python -m mypkg.agent"` sees the sa
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -18,10 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import CHECKPOINT_KEY_FILE_ENV
+from harness.contract import CHECKPOINT_KEY_FILE_ENV, agent_words
 from harness.errors import AgentError
 
-REFERENCE_AGENT = "python -m harness.agents.reference"
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
 KILL_GRACE_SECONDS = 2.0
 GROUP_GONE_SECONDS = 5.0  # how long the harness waits for a SIGKILLed agent group to be reaped
@@ -40,17 +38,10 @@ class AgentRun:
 
 def argv_for(command: str) -> list[str]:
     """The argv of an agent command given as shell words; an AgentError when it cannot be one."""
-    if "\0" in command:
-        raise AgentError(f"the agent command {command!r} holds a NUL character, which no program "
-                         "argument can carry")
     try:
-        argv = shlex.split(command)
+        argv = agent_words(command)
     except ValueError as exc:
-        raise AgentError(f"the agent command {command!r} is not valid shell words ({exc}); "
-                         "quote it as a shell would") from None
-    if not argv:
-        raise AgentError("the agent command is empty; give a command such as "
-                         f"{REFERENCE_AGENT!r}")
+        raise AgentError(f"the agent command {command!r} {exc}") from None
     if argv[0] in ("python", "python3"):
         argv[0] = sys.executable
     return argv

@@ -17,6 +17,7 @@ this module, and their start-up is on every scenario's critical path.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,25 @@ from typing import Any
 # Scenario names, intent ids and destination names. A destination name must stay usable in an
 # environment variable name, hence no spaces and nothing outside ASCII.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+# -- the agent command -----------------------------------------------------------------------------
+
+REFERENCE_AGENT = "python -m harness.agents.reference"  # what runs when no agent is named anywhere
+
+
+def agent_words(command: str) -> list[str]:
+    """The words of an agent command, split as a shell would; a ``ValueError`` that completes the
+    sentence "the agent command ..." when it cannot be one."""
+    if "\0" in command:
+        raise ValueError("holds a NUL character, which no program argument can carry")
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise ValueError(f"is not valid shell words ({exc}); quote it as a shell would") from None
+    if not words:
+        raise ValueError(f"is empty; give a command such as {REFERENCE_AGENT!r}")
+    return words
+
 
 # -- the agent's environment ----------------------------------------------------------------------
 

@@ -23,9 +23,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.agent_process import REFERENCE_AGENT, AgentRun, run_agent
+from harness.agent_process import AgentRun, run_agent
 from harness.chain import record_checkpoint
-from harness.contract import AGENT_STDERR_FILE, COMPLETENESS_KEY, EvidenceLayout, agent_env, env_suffix
+from harness.contract import (
+    AGENT_STDERR_FILE,
+    COMPLETENESS_KEY,
+    REFERENCE_AGENT,
+    EvidenceLayout,
+    agent_env,
+    env_suffix,
+)
 from harness.errors import HarnessError
 from harness.report import render_result
 from harness.scenario import Scenario

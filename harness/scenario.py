@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +21,7 @@ from harness.contract import (
     DESTINATION_ENV_PREFIX,
     NAME_PATTERN,
     DestinationContract,
+    agent_words,
     destination_env_name,
     env_suffix,
 )
@@ -130,19 +130,12 @@ class Scenario(BaseModel):
     @field_validator("agent")
     @classmethod
     def _agent_command(cls, v: str | None) -> str | None:
-        # the checks of harness.agent_process.argv_for, which this layer may not import: fail at load,
-        # naming the line, rather than after the destinations and the proxy started
-        if v is None:
-            return v
-        if "\0" in v:
-            raise ValueError("the agent command holds a NUL character, which no program argument can carry")
-        try:
-            argv = shlex.split(v)
-        except ValueError as exc:
-            raise ValueError(f"the agent command is not valid shell words ({exc}); quote it as a shell would") from None
-        if not argv:
-            raise ValueError("the agent command is empty; give a command such as "
-                             "'python -m harness.agents.reference'")
+        # fail at load, naming the line, rather than after the destinations and the proxy started
+        if v is not None:
+            try:
+                agent_words(v)
+            except ValueError as exc:
+                raise ValueError(f"the agent command {exc}") from None
         return v
 
     def contracts(self) -> dict[str, DestinationContract]:

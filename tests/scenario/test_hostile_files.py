@@ -32,7 +32,7 @@ def test_run_refuses_the_file_with_exit_2_and_its_message(
     ("\\", "not valid shell words (No escaped character)"),
     ("python -m 'harness.agents.reference", "not valid shell words (No closing quotation)"),
     ("python\0 -m x", "holds a NUL character"),
-    ("   ", "the agent command is empty"),
+    ("   ", "the agent command '   ' is empty; give a command such as"),
 ])
 def test_an_agent_command_that_is_not_an_argv_is_an_agent_error(command: str, why: str) -> None:
     with pytest.raises(AgentError, match=why.replace("(", r"\(").replace(")", r"\)")):
