@@ -119,20 +119,21 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # `audit`: every operation healthy / a finding or an unhealthy operation / no usable line
-AUDIT_EXIT_STATUS = {"healthy": 0, "unhealthy": 1, "unusable": 2}
+AUDIT_EXIT_STATUS = {"healthy": EXIT_PASSED, "unhealthy": EXIT_FAILED, "unusable": EXIT_USAGE}
 
 
-def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
               window: int = 10_000, workers: int | None = None) -> int:
-    """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``,
-    and the exit status."""
+    """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
+    (default: the streams of the moment, so that redirect_stdout works), and the exit status."""
     from harness.audit import audit_file
 
+    out, err = out or sys.stdout, err or sys.stderr
     try:
         summary = audit_file(path, format=format, out=out, window=window, workers=workers)
     except (EvidenceError, ValueError) as exc:
         print(f"audit: {exc}", file=err)
-        return 2
+        return EXIT_USAGE
     if summary.outcome == "unusable":
         print(f"audit: {summary.file} holds no usable audit event ({summary.malformed_lines} malformed line(s)); "
               f"expected NDJSON with 'event' or 'type' per line", file=err)
@@ -140,8 +141,7 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO = sys.stdout, err
 
 
 def _audit(args: argparse.Namespace) -> int:
-    # the streams as they are now, not as run_audit's defaults bound them at import (redirect_stdout)
-    return run_audit(args.file, format=args.format, out=sys.stdout, err=sys.stderr)
+    return run_audit(args.file, format=args.format)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -164,7 +164,7 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         intact, message = verify_file(path, head=args.head)
     print(f"{path}: {message}")
-    return 0 if intact else 1
+    return EXIT_PASSED if intact else EXIT_FAILED
 
 
 def _verify_checkpoint(path: Path, checkpoint: Path, key_file: Path | None, *, folder: bool) -> tuple[bool, str]:

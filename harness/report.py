@@ -130,12 +130,16 @@ def render_incomplete(gaps: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_check(verdict: Verdict, expectation_failures: list[str]) -> str:
-    """``python -m harness check``: the verdict, then the scenario's own expectations that failed."""
+def _expectation_lines(failures: list[str]) -> list[str]:
+    """The scenario's own expectations that failed, each under the expectation's code."""
     from harness.engine import EXPECTATION_CODE, EXPECTATION_RULE
 
-    lines = [render_text(verdict)]
-    lines += [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in expectation_failures]
+    return [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in failures]
+
+
+def render_check(verdict: Verdict, expectation_failures: list[str]) -> str:
+    """``python -m harness check``: the verdict, then the scenario's own expectations that failed."""
+    lines = [render_text(verdict), *_expectation_lines(expectation_failures)]
     if expectation_failures:
         lines.append(f"expectations: FAILED ({len(expectation_failures)} of the scenario's own failed)")
     return "\n".join(lines)
@@ -149,15 +153,13 @@ def render_evidence_line(result: ScenarioResult) -> str:
 def render_result(result: ScenarioResult) -> str:
     """One scenario run: the headline, how each agent run ended, the verdict, the scenario's own
     expectations that failed, and where the evidence is."""
-    from harness.engine import EXPECTATION_CODE, EXPECTATION_RULE
-
     lines = [render_headline(result)]
     lines += [_agent_run_text(run) for run in result.agent_runs]
     if result.incomplete:
         lines.append(render_incomplete(result.incomplete))
     else:
         lines.append(render_text(result.verdict))
-        lines += [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in result.expectation_failures]
+        lines += _expectation_lines(result.expectation_failures)
     lines.append(render_evidence_line(result))
     return "\n".join(lines)
 
