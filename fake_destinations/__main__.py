@@ -16,14 +16,16 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from fake_destinations.ledger import Ledger
+from fake_destinations.ledger import Ledger, save_run_ledger
 from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
+from harness.contract import LEDGER_DUMP_FILE
 
 
 async def _stop_when_orphaned(stop: asyncio.Event, orphaned: asyncio.Event, every: float = 0.5) -> None:
@@ -48,7 +50,21 @@ def remove_orphaned_folders(config: dict[str, Any]) -> None:
         os.rmdir(Path(owned).parent)
 
 
-def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime]) -> web.Application:
+def save_ledger_if_orphaned(config: dict[str, Any], run: dict[str, Any]) -> None:
+    """After an orphaned stop, save the ledger into the evidence folder of the run we served, unless the
+    harness got that far itself: the ground truth stays with the evidence (marked as recovered)."""
+    folder = run.get("evidence_folder")
+    if not folder or not Path(folder).is_dir() or (Path(folder) / LEDGER_DUMP_FILE).exists():
+        return
+    try:
+        save_run_ledger(config["ledger"], folder,
+                        recovered="the destination process, after the harness stopped before saving it")
+    except (OSError, sqlite3.Error) as exc:
+        print(f"fake_destinations: could not save the ledger into {folder}: {exc}", file=sys.stderr)
+
+
+def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime],
+              run: dict[str, Any]) -> web.Application:
     async def reset(request: web.Request) -> web.Response:
         ledger.clear()
         clock.reset()
@@ -67,15 +83,25 @@ def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRunti
         return web.json_response({"now": clock.now(), "in_flight": {
             name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}})
 
+    async def serve_run(request: web.Request) -> web.Response:
+        body = await request.json()
+        folder = body.get("evidence_folder") if isinstance(body, dict) else None
+        if not isinstance(folder, str):
+            return web.json_response({"error": f"'evidence_folder' must be a path, got {folder!r}"}, status=400)
+        run["evidence_folder"] = folder
+        return web.json_response(run)
+
     app = web.Application()
+    app.router.add_post("/run", serve_run)
     app.router.add_post("/reset", reset)
     app.router.add_post("/clock", advance)
     app.router.add_get("/state", state)
     return app
 
 
-async def serve(config: dict[str, Any]) -> bool:
-    """Serve until SIGTERM/SIGINT or until orphaned; returns whether it was orphaned."""
+async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
+    """Serve until SIGTERM/SIGINT or until orphaned; returns whether it was orphaned. ``run`` holds the
+    evidence folder of the run being served (the admin port's ``/run`` changes it)."""
     ledger = Ledger(config["ledger"])
     clock = Clock(ledger)
     ports: dict[str, int] = config.get("ports") or {}
@@ -104,7 +130,7 @@ async def serve(config: dict[str, Any]) -> bool:
             runtime = HttpDestination(name, spec, ledger, clock)
             bound[name] = await start_app(runtime.app(), ports.get(name, 0))
         runtimes[name] = runtime
-    admin_port = await start_app(admin_app(ledger, clock, runtimes), config.get("admin_port") or 0)
+    admin_port = await start_app(admin_app(ledger, clock, runtimes, run), config.get("admin_port") or 0)
 
     stop, orphaned = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -130,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()
     config: dict[str, Any] = {}
     orphaned = False
+    run: dict[str, Any] = {}
     try:
         config = json.loads(Path(args.config).read_text())
-        orphaned = asyncio.run(serve(config))
+        run["evidence_folder"] = config.get("evidence_folder")
+        orphaned = asyncio.run(serve(config, run))
     except BrokenPipeError:  # the READY line: the harness died while we started (its fds close before
         orphaned = True      # we are reparented, so getppid() may not show it yet)
         return 2
@@ -144,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         if orphaned or os.getppid() != parent:  # however we stopped: nobody else will clean up
+            save_ledger_if_orphaned(config, run)
             remove_orphaned_folders(config)
     return 0
 

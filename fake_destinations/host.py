@@ -63,6 +63,9 @@ class DestinationHost:
         self.state_dir = self.ledger_path.parent
         # a folder the process removes itself if the harness dies without stopping it (a pool's temp folder)
         self.owned_dir = owned_dir
+        # the evidence folder of the run being served: the process saves its ledger there itself if the
+        # harness dies before its teardown did (so a kill -9 leaves the ground truth with the evidence)
+        self.evidence_folder: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, int] = {}
         self.admin_port: int | None = None
@@ -76,7 +79,8 @@ class DestinationHost:
         config = {"ledger": str(self.ledger_path), "state_dir": str(self.state_dir),
                   "destinations": {n: s.model_dump(mode="json") for n, s in self.specs.items()},
                   "ports": self.ports, "admin_port": self.admin_port,
-                  "owned_dir": str(self.owned_dir) if self.owned_dir else None}
+                  "owned_dir": str(self.owned_dir) if self.owned_dir else None,
+                  "evidence_folder": str(self.evidence_folder) if self.evidence_folder else None}
         self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
         config_path = self.ledger_path.with_name(self.ledger_path.name + ".destinations.json")
         config_path.write_text(json.dumps(config))
@@ -194,6 +198,12 @@ class DestinationHost:
     def reset(self) -> None:
         """Forget keys, resources, counters, the clock offset and the ledger rows, without restarting."""
         self._admin("POST", "/reset", {})
+
+    def serve_run(self, evidence_folder: Path) -> None:
+        """Tell the process which run it now serves: if the harness dies before saving that run's
+        ledger into ``evidence_folder``, the process saves it there before it stops."""
+        self.evidence_folder = Path(evidence_folder)
+        self._admin("POST", "/run", {"evidence_folder": str(self.evidence_folder)})
 
     def advance_clock(self, seconds: float) -> float:
         """Move the destination clock forward (key retention, lookup lag, async completion)."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.contract import CLIENT_REFERENCE_FIELD
+from harness.contract import CLIENT_REFERENCE_FIELD, LEDGER_DB_FILE, LEDGER_DUMP_FILE
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -245,3 +245,21 @@ def copy_ledger(source: str | os.PathLike[str], target: str | os.PathLike[str]) 
             dst.close()
     finally:
         src.close()
+
+
+def save_run_ledger(source: str | os.PathLike[str], folder: str | os.PathLike[str], *,
+                    recovered: str | None = None) -> list[dict[str, Any]]:
+    """Put a run's ledger into its evidence ``folder``: a consistent copy of the live SQLite file and
+    its rows as JSON (the checker reads those), written last and atomically. ``recovered`` says who
+    saved it when the harness could not (kept in the JSON, so the evidence says so). Returns the effects."""
+    folder = Path(folder)
+    copy_ledger(source, folder / LEDGER_DB_FILE)
+    effects = read_effects(folder / LEDGER_DB_FILE)
+    dump: dict[str, Any] = {"effects": effects, "requests": read_requests(folder / LEDGER_DB_FILE)}
+    if recovered:
+        dump["recovered_by"] = recovered
+    target = folder / LEDGER_DUMP_FILE
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(dump, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(target)
+    return effects

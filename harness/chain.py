@@ -141,13 +141,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _utf8_lines(handle: Any, path: Path) -> Iterator[str]:
-    """The file's lines as text; a line that is not UTF-8 is an ``EvidenceError`` naming it."""
-    for number, raw in enumerate(handle, start=1):
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise EvidenceError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+def _utf8_lines(handle: Any) -> Iterator[str]:
+    """The file's lines as text, bad bytes kept as ``ndjson.open_text`` keeps them: a line that is not
+    UTF-8 breaks the chain there, as it is a malformed line for ``check`` and ``audit``."""
+    for raw in handle:
+        yield raw.decode("utf-8", "surrogateescape")
 
 
 def _open(path: Path) -> Any:
@@ -167,7 +165,7 @@ def verify_file(path: Path, *, head: str | None = None, final: bool = False) -> 
         except ValueError as exc:
             raise EvidenceError(str(exc)) from None
     with _open(path) as handle:
-        intact, message, _, _ = verify_lines(_utf8_lines(handle, path), head=head, final=final)
+        intact, message, _, _ = verify_lines(_utf8_lines(handle), head=head, final=final)
     return intact, message
 
 
@@ -214,7 +212,7 @@ def checkpoint(log_path: str | Path, key: bytes, *, key_kind: str = "operator") 
     if size:
         with _open(path) as handle:
             try:
-                intact, _, count, last = verify_lines(_utf8_lines(handle, path))
+                intact, _, count, last = verify_lines(_utf8_lines(handle))
             except EvidenceError:
                 intact, count, last = False, 0, ""
         head = last if intact and count else None
@@ -254,11 +252,35 @@ def verify_checkpoint(log_path: str | Path, recorded: Any, key: bytes) -> tuple[
                   + (f", chain head {head}" if head else ", no intact chain in it") + " (HMAC-SHA256 verified)")
 
 
+def verify_checkpoint_file(log_path: Path, checkpoint: Path, key_file: Path | None = None, *,
+                           folder: bool) -> tuple[bool, str]:
+    """``verify_checkpoint`` of a checkpoint file, with its key: ``key_file``, else the operator's
+    (``CHECKPOINT_KEY_FILE_ENV``) for an operator checkpoint, else (``folder``: the checkpoint is an
+    evidence folder's) the per-run key beside it. Raises ``EvidenceError`` when it cannot be checked."""
+    try:
+        recorded = json.loads(checkpoint.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvidenceError(f"cannot read the checkpoint {checkpoint}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
+    operator = isinstance(recorded, dict) and recorded.get("key") == "operator"
+    if key_file is None and operator and os.environ.get(CHECKPOINT_KEY_FILE_ENV):
+        key_file = Path(os.environ[CHECKPOINT_KEY_FILE_ENV])
+    if key_file is None and folder and not operator:
+        key_file = checkpoint.parent / RUN_KEY_FILE
+    if key_file is None:
+        raise EvidenceError(f"verifying {checkpoint} needs its key: give --key-file (or set {CHECKPOINT_KEY_FILE_ENV})")
+    intact, message = verify_checkpoint(log_path, recorded, load_key(key_file))
+    if intact and isinstance(recorded, dict) and recorded.get("key") == "run":
+        message += ("; a per-run key kept in the evidence folder: this proves the log is the one the harness "
+                    "saw at the end of the run against the agent, not against whoever can write the folder")
+    return intact, message
+
+
 def _first_bad_line(path: Path) -> str:
     """Where the chain itself says the log was changed, when it is chained."""
     try:
         with _open(path) as handle:
-            intact, message, _, _ = verify_lines(_utf8_lines(handle, path))
+            intact, message, _, _ = verify_lines(_utf8_lines(handle))
     except EvidenceError as exc:
         return f"; {exc}"
     return "" if intact else f"; the chain says: {message}"

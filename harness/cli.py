@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, RUN_KEY_FILE
+from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV
 from harness.errors import EvidenceError, HarnessError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "evidence of that run (which source and why is printed), so no verdict")
     check.add_argument("folder", type=Path)
     check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument("--key-file", type=Path, metavar="K",
+                       help="the key of the agent log's checkpoint, when the run used the operator's (default: "
+                            f"${CHECKPOINT_KEY_FILE_ENV}); a log changed since its checkpoint is INCOMPLETE")
 
     sub.add_parser("scenarios", help="list the scenarios of the catalogue")
 
@@ -145,7 +148,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from harness.chain import verify_file
+    from harness.chain import verify_checkpoint_file, verify_file
 
     path, checkpoint = args.file, args.checkpoint
     if path.is_dir():  # an evidence folder: its agent log against the checkpoint the engine recorded
@@ -153,40 +156,18 @@ def _verify(args: argparse.Namespace) -> int:
 
         path = EvidenceLayout(args.file).agent_log
         if checkpoint is None and args.head is None and args.final_head is None:
-            checkpoint = args.file / CHECKPOINT_FILE
+            checkpoint = EvidenceLayout(args.file).checkpoint
             if not checkpoint.exists():
                 raise EvidenceError(f"{args.file} holds no {CHECKPOINT_FILE} (a run before checkpoints?); "
                                     f"verify {path} itself, with --final-head if you kept its head")
     if checkpoint is not None:
-        intact, message = _verify_checkpoint(path, checkpoint, args.key_file, folder=args.file.is_dir())
+        intact, message = verify_checkpoint_file(path, checkpoint, args.key_file, folder=args.file.is_dir())
     elif args.final_head is not None:
         intact, message = verify_file(path, head=args.final_head, final=True)
     else:
         intact, message = verify_file(path, head=args.head)
     print(f"{path}: {message}")
     return EXIT_PASSED if intact else EXIT_FAILED
-
-
-def _verify_checkpoint(path: Path, checkpoint: Path, key_file: Path | None, *, folder: bool) -> tuple[bool, str]:
-    from harness.chain import load_key, verify_checkpoint
-
-    try:
-        recorded = json.loads(checkpoint.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvidenceError(f"cannot read the checkpoint {checkpoint}: {getattr(exc, 'strerror', None) or exc}") \
-            from None
-    if key_file is None and os.environ.get(CHECKPOINT_KEY_FILE_ENV) and isinstance(recorded, dict) \
-            and recorded.get("key") == "operator":
-        key_file = Path(os.environ[CHECKPOINT_KEY_FILE_ENV])
-    if key_file is None and folder:
-        key_file = checkpoint.parent / RUN_KEY_FILE
-    if key_file is None:
-        raise EvidenceError(f"verifying {checkpoint} needs its key: give --key-file (or set {CHECKPOINT_KEY_FILE_ENV})")
-    intact, message = verify_checkpoint(path, recorded, load_key(key_file))
-    if intact and isinstance(recorded, dict) and recorded.get("key") == "run":
-        message += ("; a per-run key kept in the evidence folder: this proves the log is the one the harness "
-                    "saw at the end of the run against the agent, not against whoever can write the folder")
-    return intact, message
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -196,7 +177,7 @@ def _check(args: argparse.Namespace) -> int:
     from harness.evidence import load_evidence
     from harness.report import render_check, render_incomplete
 
-    evidence = load_evidence(args.folder)
+    evidence = load_evidence(args.folder, key_file=args.key_file)
     if evidence.incomplete:  # never judge what the harness lost as if it were whole
         if args.format == "json":
             print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": evidence.incomplete}, indent=2))

@@ -156,6 +156,11 @@ class EvidenceLayout:
         return self.folder / AGENT_STDERR_FILE
 
     @property
+    def checkpoint(self) -> Path:
+        """The agent log's signed checkpoint, recorded once the agent exited (``harness.chain``)."""
+        return self.folder / CHECKPOINT_FILE
+
+    @property
     def state_dir(self) -> Path:
         """The agent's state dir (``STATE_DIR_ENV``)."""
         return self.folder / STATE_DIR_NAME

@@ -100,7 +100,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     (default: this process's shared embedded mitmproxy): start-up is paid once per process.
     """
     from fake_destinations.host import DestinationError
-    from fake_destinations.ledger import copy_ledger, count_effects, read_effects, read_requests
+    from fake_destinations.ledger import count_effects, save_run_ledger
     from harness.checker import Verdict, check
     from harness.evidence import load_evidence
     from harness.proxy.host import ProxyHost, ProxyHostError
@@ -141,6 +141,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                            f"evidence so far: {evidence_dir}") from None
     live_ledger = host.ledger_path
     try:
+        host.serve_run(evidence_dir)
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
@@ -174,12 +175,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             busy = _writes_in_progress(host)  # before the copy: what the ledger cannot hold yet
             record_checkpoint(evidence_dir, layout.agent_log.name)  # the agent has exited: its log is complete
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
-            copy_ledger(live_ledger, layout.ledger_db)
+            effects = save_run_ledger(live_ledger, evidence_dir)
             if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
                 host.stop()
-            effects = read_effects(layout.ledger_db)
-            _write_json(layout.ledger_dump,
-                        {"effects": effects, "requests": read_requests(layout.ledger_db)})
             # the very last write: every source (log, journal, ledger, context) is closed and on disk
             context[COMPLETENESS_KEY] = {"complete": True, "destination_writes_in_progress": busy}
             _write_json(layout.context, context)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.chain import verify_checkpoint_file
 from harness.contract import (
     AGENT_LOG_FILE,
     COMPLETENESS_KEY,
@@ -28,7 +29,7 @@ from harness.contract import (
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
-from harness.ndjson import numbered_lines
+from harness.ndjson import numbered_lines, open_text
 
 
 @dataclass
@@ -61,7 +62,7 @@ class Evidence:
 def load_events(path: Path, evidence: Evidence,
                 read: Callable[[str], tuple[dict[str, Any] | None, str | None]] = parse_line) -> None:
     """The log's lines into ``evidence``; ``read`` parses one (the offline audit's also reads the article's)."""
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
+    with open_text(path) as handle:
         for number, text in numbered_lines(handle):
             evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
             evidence.raw_log.append(text)
@@ -83,8 +84,9 @@ def _load_json(path: Path) -> Any:
         raise EvidenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
 
 
-def load_evidence(folder: Path) -> Evidence:
-    """Read an evidence folder. Raises ``EvidenceError`` only when the folder itself is unusable."""
+def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
+    """Read an evidence folder. Raises ``EvidenceError`` only when the folder itself is unusable.
+    ``key_file``: the key of the agent log's checkpoint, when the operator's (see ``evidence_gaps``)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise EvidenceError(f"evidence folder {folder} does not exist or is not a folder")
@@ -98,6 +100,7 @@ def load_evidence(folder: Path) -> Evidence:
     except JournalError as exc:
         raise EvidenceError(str(exc)) from None
     ledger = layout.ledger_dump
+    recovered_by = None
     if ledger.exists():
         data = _load_json(ledger)
         if not isinstance(data, dict):
@@ -107,6 +110,7 @@ def load_evidence(folder: Path) -> Evidence:
             if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                 raise EvidenceError(f"{ledger}: key {key!r} must be a list of row objects")
             setattr(evidence, key, rows)
+        recovered_by = data.get("recovered_by")
     context = layout.context
     if context.exists():
         data = _load_json(context)
@@ -123,12 +127,15 @@ def load_evidence(folder: Path) -> Evidence:
                 raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
             setattr(evidence, key, value)
         _check_contracts(context, evidence.destinations)
-        evidence.incomplete = evidence_gaps(layout, data, evidence.journal)
+        evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file)
     return evidence
 
 
-def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]]) -> list[str]:
+def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]],
+                  ledger_recovered_by: Any = None, key_file: Path | None = None) -> list[str]:
     """What the harness lost of one run, each as "which source: why"; empty when the evidence is whole.
+    An agent log that is no longer the one checkpointed at the end of the run is lost too: judging it
+    would judge whoever changed it, not the agent.
 
     A folder whose context has no completeness mark at all was not written by a run of the harness
     (hand-built, or older): it is judged as it is."""
@@ -142,6 +149,9 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
         if not layout.ledger_dump.exists():
             gaps.append(f"effect ledger: {LEDGER_DUMP_FILE} is missing (the destinations' ground truth was "
                         "never copied into the folder)")
+        elif ledger_recovered_by:
+            gaps.append(f"effect ledger: saved by {ledger_recovered_by}; it holds what was committed "
+                        "until then, and nothing was judged")
         if not layout.journal.exists():
             gaps.append(f"proxy journal: {layout.journal.name} is missing")
         else:
@@ -150,6 +160,14 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     for name, keys in (busy or {}).items():
         gaps.append(f"effect ledger: destination {name} was still processing {len(keys)} write(s) ({', '.join(keys)}) "
                     "when the run ended: whether and what they committed is not in the copied ledger")
+    if layout.checkpoint.exists():
+        try:
+            unchanged, message = verify_checkpoint_file(layout.agent_log, layout.checkpoint, key_file, folder=True)
+        except EvidenceError as exc:
+            gaps.append(f"agent log: its checkpoint cannot be checked: {exc}")
+        else:
+            if not unchanged:
+                gaps.append(f"agent log: not the log the harness checkpointed when the agent exited: {message}")
     for entry in journal:
         if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \
                 and entry.get("upstream_status") is None:

@@ -7,6 +7,10 @@ malformed line naming its number instead of a RecursionError, a slow int convers
 cannot be hashed: nesting deeper than ``MAX_DEPTH`` levels, an integer of more than ``MAX_INT_DIGITS``
 digits, and a lone UTF-16 surrogate escape (``"\\ud800"``: valid JSON, but no Unicode text, so no UTF-8
 byte string to hash or write back; orjson rejects it too).
+
+Bytes that are not UTF-8 make a line malformed too, never text with U+FFFD in it: every reader opens a
+log with ``open_text`` (``surrogateescape``: each bad byte becomes one lone surrogate character), and
+``limit_error`` names the first bad byte. So ``check``, ``audit`` and ``verify`` judge such a line alike.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 class NdjsonError(ValueError):
@@ -38,6 +42,12 @@ _BRACKET = re.compile(r"[\[\]{}]")
 # an integer part: not the digits of a fraction or an exponent, which are harmless
 _LONG_INT = re.compile(r"(?:^|[^.\deE+\-])-?\d{" + str(MAX_INT_DIGITS + 1) + "}")
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
+_UNDECODED = re.compile("[\udc80-\udcff]")  # a byte ``surrogateescape`` could not decode
+
+
+def open_text(path: str | os.PathLike[str]) -> TextIO:
+    """A log opened for reading lines, its bad bytes kept (as lone surrogates) for ``limit_error`` to name."""
+    return open(path, encoding="utf-8", errors="surrogateescape")
 
 
 def limit_error(text: str | bytes) -> str | None:
@@ -46,7 +56,15 @@ def limit_error(text: str | bytes) -> str | None:
     Cheap on an ordinary line: a count of brackets and a scan for long digit runs and surrogate escapes,
     in C; the strings are stripped (so a bracket or digits inside one do not count) only when one hits."""
     if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not UTF-8 text (byte 0x{text[exc.start]:02x} at byte {exc.start + 1})"
+    elif not text.isascii():  # O(1): the common line never pays for the search
+        bad = _UNDECODED.search(text)
+        if bad is not None:
+            offset = len(text[:bad.start()].encode("utf-8", "surrogateescape"))
+            return f"not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at byte {offset + 1})"
     if text.count("[") + text.count("{") > MAX_DEPTH:
         depth = 0
         for bracket in _BRACKET.findall(_STRING.sub("", text)):
@@ -87,7 +105,7 @@ def read_objects(path: str | os.PathLike[str], *, what: str) -> list[dict[str, A
     if not path.exists():
         return []
     records = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    with open_text(path) as handle:
         for number, text in numbered_lines(handle):
             value, error = decode(text)
             if error is None and not isinstance(value, dict):

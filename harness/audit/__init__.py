@@ -38,6 +38,7 @@ from harness.audit.shards import SHARD_MIN_BYTES, _audit_sharded, _cores
 from harness.audit.stream import StreamingAudit, _audit_alone
 from harness.contract import AGENT_LOG_FILE
 from harness.errors import EvidenceError
+from harness.ndjson import open_text
 
 __all__ = ["SHARD_MIN_BYTES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary",
            "load_log"]
@@ -46,7 +47,7 @@ FORMATS = ("json", "text")
 
 def _open(path: Path) -> TextIO:
     try:
-        return path.open("r", encoding="utf-8", errors="replace")
+        return open_text(path)
     except OSError as exc:
         raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
 

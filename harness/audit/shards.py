@@ -32,6 +32,7 @@ from harness.audit.article import _article_line
 from harness.audit.stream import ShardBail, StreamingAudit, _blocks, _stats
 from harness.checker import Finding, OperationContext
 from harness.events import parse_line
+from harness.ndjson import open_text
 
 # Below this size one process audits the file: forking workers costs more than it saves.
 SHARD_MIN_BYTES = 16_000_000
@@ -81,7 +82,7 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
     audit = StreamingAudit(name, sink, format=format, window=window, sharded=True)
     owner: str | int | None  # a line's operation id or number; declared here, so the loop's owner = None narrows
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle, resolved_file, open_file:
+        with open_text(path) as handle, resolved_file, open_file:
             feed = audit.feed
             number = 0
             for lines, read_text in _blocks(handle, None):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import errno
 import logging
 import socket
 import threading
@@ -36,11 +37,20 @@ from harness.journal import JournalWriter
 from harness.proxy.rules import MODES, FaultRule, RuleBook
 
 START_TIMEOUT = 20.0
+LISTEN_ATTEMPTS = 5  # fresh ports chosen when one was taken before mitmproxy bound it
 log = logging.getLogger(__name__)
 
 
 class ProxyHostError(RuntimeError):
     """Raised when the embedded proxy cannot start, or a listener cannot be opened."""
+
+
+class _PortTaken(ProxyHostError):
+    """A listener's port was bound by someone else first; ``specs`` are the listeners that failed."""
+
+    def __init__(self, specs: list[str], message: str) -> None:
+        super().__init__(message)
+        self.specs = specs
 
 
 @dataclass(frozen=True)
@@ -252,7 +262,28 @@ class ProxyHost:
         # own test helper `taddons.context` does): take it back before each scenario
         ctx.master, ctx.options, ctx.log = self._master, self._master.options, self._master.log
         tls = mode.endswith("https")
-        scheme = "https" if tls else "http"
+        for attempt in range(1, LISTEN_ATTEMPTS + 1):
+            specs, urls, env, by_listener, by_address = self._plan_listeners(upstreams, mode, refused)
+            self._injector.scenario = ScenarioState(
+                book=book, journal=journal, by_listener=by_listener, by_address=by_address,
+                upstreams=upstreams, secrets=tuple(secrets.values()))
+            try:
+                await self._update_listeners(specs)
+            except _PortTaken as taken:
+                # another process bound a port between free_port() choosing it and mitmproxy binding
+                # it (2 parallel workers, many ephemeral client ports): choose again, a few times
+                if attempt == LISTEN_ATTEMPTS:
+                    raise ProxyHostError(str(taken)) from None
+                self._forget_ports(taken.specs)
+                continue
+            return ProxyRoutes(urls=urls, env=env, ca_cert=self.ca_cert if tls else None)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _plan_listeners(self, upstreams: dict[str, tuple[str, int]], mode: str, refused: set[str | None]) \
+            -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str], dict[tuple[str, int], str]]:
+        """The listener specs of a scenario and the agent's URLs and environment: (specs, urls, env,
+        by_listener, by_address). Listeners of an unchanged upstream keep their port (mitmproxy keeps them open)."""
+        scheme = "https" if mode.endswith("https") else "http"
         specs: list[str] = []
         urls: dict[str, str] = {}
         env: dict[str, str] = {}
@@ -285,15 +316,19 @@ class ProxyHost:
                 urls[name] = f"{scheme}://{host}:{port}"
                 if name in refused or None in refused:  # nothing listens there: the connect is refused
                     urls[name] = f"{scheme}://{self.listen_host}:{free_port(self.listen_host)}"
-        if tls:
+        if scheme == "https":
             env.update(SSL_CERT_FILE=str(self.ca_cert), REQUESTS_CA_BUNDLE=str(self.ca_cert),
                        CURL_CA_BUNDLE=str(self.ca_cert))
+        return specs, urls, env, by_listener, by_address
 
-        self._injector.scenario = ScenarioState(
-            book=book, journal=journal, by_listener=by_listener, by_address=by_address,
-            upstreams=upstreams, secrets=tuple(secrets.values()))
-        await self._update_listeners(specs)
-        return ProxyRoutes(urls=urls, env=env, ca_cert=self.ca_cert if tls else None)
+    def _forget_ports(self, specs: Sequence[str]) -> None:
+        """Let the next plan choose new ports for these listeners."""
+        for spec in specs:
+            base, _, port = spec.rpartition(":")
+            if self._listen_ports.get(base) == int(port):
+                del self._listen_ports[base]
+            if spec.startswith("regular@"):
+                self._forward_port = None
 
     async def _update_listeners(self, specs: list[str]) -> None:
         ps = self._master.addons.get("proxyserver")
@@ -310,6 +345,9 @@ class ProxyHost:
         down = [s for s in specs if not ps.servers[s].is_running]
         if down:
             errors = "; ".join(f"{s}: {ps.servers[s].last_exception}" for s in down)
+            in_use = [s for s in down if getattr(ps.servers[s].last_exception, "errno", None) == errno.EADDRINUSE]
+            if in_use:
+                raise _PortTaken(in_use, f"proxy listener(s) failed to start: {errors}")
             raise ProxyHostError(f"proxy listener(s) failed to start: {errors}")
 
     def finish(self, timeout: float = 10.0) -> int:

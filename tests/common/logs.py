@@ -7,10 +7,10 @@ from pathlib import Path
 from harness.recorder import Recorder
 
 
-def late_observation_log(path: Path, operations: int) -> Path:
+def late_observation_log(path: Path, operations: int, *, chain: bool = False) -> Path:
     """``operations`` clean ticket operations, then a late observation for the first one: the line a
     streaming window may already have judged its operation without."""
-    with Recorder(path, session_id="ses_1") as rec:
+    with Recorder(path, session_id="ses_1", chain=chain) as rec:
         for n in range(operations):
             rec.operation(f"op_{n}", intent_id=f"int_{n}")
             rec.attempt(f"op_{n}", f"att_{n}", "response_received", effect_refs=[f"tkt_{n}"])

@@ -34,10 +34,10 @@ def test_stop_ends_the_process_group(tmp_path):
     host = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite").start()
     pid = host.process.pid
     host.stop()
-    with pytest.raises(ProcessLookupError):
+    with pytest.raises(ProcessLookupError):  # nobody of the group is left to serve its ports
         os.killpg(pid, 0)
-    with pytest.raises(requests.ConnectionError):
-        requests.get(f"http://127.0.0.1:{host.ports['tickets']}/tickets", timeout=5)
+    # (not "connecting to its port now fails": under parallel tests another worker's destination may
+    # bind that freed ephemeral port at once, which once failed this test on a loaded machine)
 
 
 def test_crash_at_start_reports_the_child_stderr(tmp_path):

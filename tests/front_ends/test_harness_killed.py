@@ -1,5 +1,7 @@
 """`kill -9` of `python -m harness run` at several moments of a run leaves no process and no temp
 folder behind, and its evidence is never judged as if it were whole: `check` says INCOMPLETE (3).
+Once the run is being served, the orphaned destination process saves its ledger into the evidence
+folder (marked as recovered) before it goes.
 
 Real processes throughout. Each moment is recognised from the outside (files, processes), never
 by sleeping; every wait has a deadline, and whatever the test started is killed by pid at the end.
@@ -7,6 +9,7 @@ by sleeping; every wait has a deadline, and whatever the test started is killed 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -106,6 +109,10 @@ def test_kill_9_of_the_harness_leaves_nothing_behind_and_check_says_incomplete(
                                text=True, timeout=60)
         assert check.returncode == EXIT_INCOMPLETE, check.stdout + check.stderr
         assert check.stdout.startswith("INCOMPLETE: the harness lost evidence") and "FAIL" not in check.stdout
+        if moment is not before_the_agent_starts:  # the run was being served: its ground truth was kept
+            ledger = json.loads(EvidenceLayout(folder).ledger_dump.read_text())
+            assert ledger["recovered_by"].startswith("the destination process"), ledger
+            assert "effect ledger: saved by the destination process" in check.stdout, check.stdout
     finally:
         if harness.poll() is None:
             harness.kill()

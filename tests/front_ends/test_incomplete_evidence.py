@@ -100,3 +100,36 @@ def test_plugin_fails_an_incomplete_run_with_the_incomplete_message_not_findings
     out = result.stdout.str()
     assert "INCOMPLETE: the harness lost evidence" in out and "destination tickets was still processing" in out
     assert "FAIL H0" not in out and "X001" not in out
+
+
+def test_check_of_a_log_changed_since_its_checkpoint_is_incomplete(tmp_path: Path) -> None:
+    """The harness checkpoints the agent log when the agent exits. A log edited afterwards (here one
+    event cut, as someone hiding a second attempt would) is not the agent's record any more: `check`
+    says INCOMPLETE and names the checkpoint, instead of judging the edited log."""
+    run = harness("run", "response_lost", "--evidence-dir", str(tmp_path), "--format", "json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    layout = EvidenceLayout(evidence_folder(run))
+    lines = layout.agent_log.read_text().splitlines(keepends=True)
+    layout.agent_log.write_text("".join(lines[:-2] + lines[-1:]))
+    again = harness("check", str(layout.folder))
+    assert again.returncode == EXIT_INCOMPLETE, again.stdout + again.stderr
+    assert "agent log: not the log the harness checkpointed when the agent exited" in again.stdout
+    assert "bytes differ from the checkpointed ones" in again.stdout or "it was cut" in again.stdout
+
+
+def test_check_needs_the_operators_key_for_an_operator_checkpoint(tmp_path: Path) -> None:
+    """With the operator's key (HARNESS_CHECKPOINT_KEY_FILE at run time) no key is left in the folder:
+    `check` without it cannot vouch for the log (INCOMPLETE, saying how to give it); with it, it judges."""
+    import os
+
+    key = tmp_path / "operator.key"
+    key.write_text("k" * 32)
+    run = subprocess.run([sys.executable, "-m", "harness", "run", "response_lost", "--evidence-dir",
+                          str(tmp_path / "ev"), "--format", "json"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HARNESS_CHECKPOINT_KEY_FILE": str(key)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    folder = evidence_folder(run)
+    without = harness("check", str(folder))
+    assert without.returncode == EXIT_INCOMPLETE, without.stdout + without.stderr
+    assert "its checkpoint cannot be checked" in without.stdout and "--key-file" in without.stdout
+    assert harness("check", str(folder), "--key-file", str(key)).returncode == 0

@@ -1,14 +1,19 @@
-"""The embedded proxy host: one per process, cheap per-scenario reuse, bounded finish."""
+"""The embedded proxy host: one per process, cheap per-scenario reuse, bounded finish, and listener
+ports re-chosen when another process takes one between its choice and mitmproxy's bind."""
 
 from __future__ import annotations
 
+import socket
 import threading
+from urllib.parse import urlsplit
 
 import pytest
 import requests
 
+import harness.proxy.host as proxy_host_module
 from harness.journal import read_journal
 from harness.proxy import ProxyHost
+from harness.proxy.host import LISTEN_ATTEMPTS, ProxyHostError
 
 
 def test_shared_is_one_host_per_process(proxy_host):
@@ -113,3 +118,42 @@ def test_a_later_mitmproxy_test_context_does_not_break_the_shared_proxy(scenario
     with pytest.raises(requests.ConnectionError):
         requests.post(routes.urls["tickets"] + "/tickets", json={"title": "x", "project": "P"}, timeout=5)
     assert [e["client_outcome"] for e in scenario.journal()] == ["connection_closed"]
+
+
+def squat() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def test_a_listener_port_taken_before_the_proxy_binds_it_is_chosen_again(scenario, proxy_host, monkeypatch):
+    real, chosen = proxy_host_module.free_port, []
+    with squat() as squatter:
+        taken = squatter.getsockname()[1]
+
+        def first_one_taken(host: str = "127.0.0.1") -> int:
+            chosen.append(taken if not chosen else real(host))
+            return chosen[-1]
+
+        monkeypatch.setattr(proxy_host_module, "free_port", first_one_taken)
+        proxy_host._listen_ports.clear()  # a new listener for the tickets destination
+        routes = scenario.configure([])
+        port = urlsplit(routes.urls["tickets"]).port
+        assert chosen[0] == taken and port == chosen[-1] != taken
+        answer = requests.post(routes.urls["tickets"] + "/tickets", json={"title": "x"}, timeout=10)
+        assert answer.status_code == 201
+    assert [e["upstream_status"] for e in scenario.journal()] == [201]
+
+
+def test_a_port_taken_at_every_attempt_is_a_clear_error(scenario, proxy_host, monkeypatch):
+    with squat() as squatter:
+        taken = squatter.getsockname()[1]
+        monkeypatch.setattr(proxy_host_module, "free_port", lambda host="127.0.0.1": taken)
+        proxy_host._listen_ports.clear()
+        with pytest.raises(ProxyHostError, match=f"failed to start.*{taken}.*in use"):
+            scenario.configure([])
+    monkeypatch.undo()
+    proxy_host._listen_ports.clear()
+    assert scenario.configure([]).urls["tickets"]  # the host still works afterwards
+    assert LISTEN_ATTEMPTS > 1
