@@ -254,6 +254,10 @@ def test_every_intent_key_and_contract_key_is_described() -> None:
     keys = set(full) | {f"idempotency.{k}" for k in full["idempotency"]} | {f"lookup.{k}" for k in full["lookup"]}
     keys |= set(full["operations"]["k"])
     table = flat(described)
+    from fake_destinations.services import SERVICES
+
+    service_row = next(cells[1] for cells in table_rows(described, header="key") if cells[0] == "`service`")
+    assert [name for name in ticked(service_row) if name in SERVICES] == list(SERVICES)
     for key in keys:
         assert f"`{key}`" in table or f"`{key}." in table or f"`{key.split('.')[-1]}`" in table, key
 
