@@ -60,6 +60,8 @@ CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
 # the operator's, never the agent's: the fault proxy's interpreter, or where its private venv lives
 PROXY_PYTHON_ENV = "HARNESS_PROXY_PYTHON"
 PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
+# the harness's own settings, removed from the environment the agent inherits
+OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV)
 
 _NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
 

@@ -69,6 +69,8 @@ class OperationEvent(_Event):
     payload_fingerprint: str | None = None
     state: OperationState = "open"
     supersedes_operation_id: str | None = None
+    correction_of_operation_id: str | None = Field(
+        None, description="the operation whose duplicate effect this one corrects; it waits for an operator")
     owner: str | None = None
     parent_operation_id: str | None = None
 
