@@ -102,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from harness.engine import run_scenario
     from harness.report import render_result
-    from harness.scenario import bundled_scenario_dir, load, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import load, resolve
 
-    dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
+    dirs = [Path.cwd() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
     failed = incomplete = 0
@@ -201,9 +202,10 @@ def _check(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace) -> int:
     from harness.matrix import as_dict, default_jobs, load_expectations, run_matrix
     from harness.report import render_matrix
-    from harness.scenario import bundled_scenario_dir, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import resolve
 
-    dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
+    dirs = [Path.cwd() / "scenarios", catalogue_dir()]
     paths = list(dict.fromkeys(p for s in (args.scenarios or ["all"]) for p in resolve(s, dirs)))
     agents = args.agents or load_expectations().agents
     matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs())
@@ -218,9 +220,10 @@ def _matrix(args: argparse.Namespace) -> int:
 
 def _scenarios(args: argparse.Namespace) -> int:
     from harness.report import render_catalogue
-    from harness.scenario import bundled_scenario_dir, load
+    from harness.resources import catalogue
+    from harness.scenario import load
 
-    print(render_catalogue(load(path) for path in sorted(bundled_scenario_dir().glob("*.yaml"))))
+    print(render_catalogue(load(path) for path in catalogue()))  # an empty catalogue is an error, not silence
     return 0
 
 

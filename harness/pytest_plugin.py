@@ -60,10 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not selectors:
         return
     from harness.errors import ScenarioError
-    from harness.scenario import bundled_scenario_dir, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import resolve
 
     search = [*map(Path, config.getini(SCENARIO_DIRS_INI)), config.rootpath / "scenarios",
-              Path.cwd() / "scenarios", bundled_scenario_dir()]
+              Path.cwd() / "scenarios", catalogue_dir()]
     selected: list[Path] = []
     try:
         for selector in selectors:

@@ -65,3 +65,31 @@ def test_scenarios_lists_the_catalogue_and_schema_prints_json() -> None:
         schema = harness("schema", which)
         assert schema.returncode == 0
         assert json.loads(schema.stdout)["$schema"].startswith("https://json-schema.org/")
+
+
+def test_scenarios_with_an_empty_or_missing_catalogue_says_so_and_exits_2(tmp_path, monkeypatch, capsys) -> None:
+    """A broken install (no catalogue in the package) is an error naming the folder, never an empty list
+    and exit 0. (The wheel test deletes the catalogue of a real install; here only its location moves.)"""
+    import harness.resources
+    from harness.cli import main
+
+    for folder, state in ((tmp_path, "holds no scenario file (*.yaml)"), (tmp_path / "gone", "does not exist")):
+        monkeypatch.setattr(harness.resources, "catalogue_dir", lambda folder=folder: folder)
+        assert main(["scenarios"]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (f"error: the bundled scenario catalogue {folder} {state}: this installation of retry-harness "
+                       "is incomplete; reinstall it (pip install --force-reinstall retry-harness)\n")
+
+
+def test_the_catalogue_and_the_data_files_come_from_the_installed_package() -> None:
+    import harness
+    from harness.matrix import EXPECTED_FILE
+    from harness.resources import catalogue, catalogue_dir
+    from harness.scenario import SCHEMA_PATH as scenario_schema
+
+    package = Path(harness.__file__).parent
+    assert catalogue_dir() == package / "scenarios"
+    assert "response_lost" in [p.stem for p in catalogue()] and len(catalogue()) >= 19
+    assert EXPECTED_FILE == package / "expected_outcomes.yaml" and EXPECTED_FILE.is_file()
+    assert scenario_schema == package / "schemas" / "scenario.schema.json" and scenario_schema.is_file()

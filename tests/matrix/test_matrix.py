@@ -13,10 +13,10 @@ import pytest
 
 from harness.matrix import REFERENCE, Matrix, load_expectations, run_cell
 from harness.report import render_matrix
-from harness.scenario import bundled_scenario_dir
+from harness.resources import catalogue_dir
 
 EXPECTED = load_expectations()
-SCENARIOS = {p.stem: p for p in sorted(bundled_scenario_dir().glob("*.yaml"))}
+SCENARIOS = {p.stem: p for p in sorted(catalogue_dir().glob("*.yaml"))}
 TARGETED = [(agent, scenario) for agent, targets in EXPECTED.caught_by.items() for scenario in targets]
 
 
