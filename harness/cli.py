@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV
+from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog="exit status: 0 every run passed; 1 a run failed; 2 usage or a bad scenario; "
                                 "3 no run failed but the harness lost evidence of one (INCOMPLETE)")
     run.add_argument("scenario", nargs="+", help="scenario name, glob, 'all', or path to a .yaml file")
-    run.add_argument("--agent", help="agent command (default: the scenario's, else the reference agent)")
+    run.add_argument("--agent", type=_agent_command,
+                     help="agent command, run in the current folder (default: the scenario's, else the reference "
+                          "agent); an empty value is an error")
     run.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
                      help="folder that keeps each run's evidence (default: ./evidence)")
     run.add_argument("--format", choices=("text", "json"), default="text")
@@ -85,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "audit-event"))
     return parser
+
+
+def _agent_command(value: str) -> str:
+    """``--agent``'s type: a command as shell words; empty or blank is a usage error (exit 2), not the default."""
+    problem = agent_option_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

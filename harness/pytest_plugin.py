@@ -56,6 +56,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a retry-harness scenario run as a test item")
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
+    agent: str | None = config.getoption("agent")
+    if agent is not None:  # an empty --agent (an unset variable) must not run the default agent and pass
+        from harness.contract import agent_option_problem
+
+        problem = agent_option_problem(agent, AGENT_OPTION)
+        if problem:
+            raise pytest.UsageError(f"{AGENT_OPTION}: {problem}")
     selectors: list[str] = config.getoption("scenario") or []
     if not selectors:
         return
