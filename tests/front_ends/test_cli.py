@@ -28,7 +28,7 @@ def test_run_passes_with_the_reference_agent_and_fails_with_a_wrong_one(tmp_path
 
 def test_runs_at_once_with_the_default_relative_evidence_dir_all_pass(tmp_path: Path) -> None:
     """`python -m harness run NAME` from a fresh folder: ./evidence is relative to the caller, and the
-    agent (which runs inside the evidence folder) must still find its intents file and log."""
+    agent (which runs in the caller's folder too) is handed absolute paths to its intents file and log."""
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", "response_lost"], cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
     try:
