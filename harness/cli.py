@@ -110,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.engine import run_scenario
+    from harness.engine import caller_folder, run_scenario
     from harness.report import render_result
     from harness.resources import catalogue_dir
     from harness.scenario import load, resolve
 
-    dirs = [Path.cwd() / "scenarios", catalogue_dir()]
+    dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
     failed = incomplete = 0
@@ -210,12 +210,13 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
+    from harness.engine import caller_folder
     from harness.matrix import as_dict, default_jobs, load_expectations, run_matrix
     from harness.report import render_matrix
     from harness.resources import catalogue_dir
     from harness.scenario import resolve
 
-    dirs = [Path.cwd() / "scenarios", catalogue_dir()]
+    dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = list(dict.fromkeys(p for s in (args.scenarios or ["all"]) for p in resolve(s, dirs)))
     agents = args.agents or load_expectations().agents
     matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs())

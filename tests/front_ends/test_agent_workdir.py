@@ -105,3 +105,13 @@ def test_pytest_runs_a_relative_agent_from_the_folder_it_was_started_in(pytester
                                            timeout=120)
     result.assert_outcomes(passed=1)
     assert_ran_in(caller, evidence)
+
+
+def test_a_caller_folder_removed_before_the_run_is_a_clear_error(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m harness run response_lost --evidence-dir "$1"'
+    out = subprocess.run(["sh", "-c", script, sys.executable, str(tmp_path / "evidence")], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.startswith("error: the current folder no longer exists") and "Traceback" not in out.stderr
