@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
@@ -93,3 +95,22 @@ def test_the_catalogue_and_the_data_files_come_from_the_installed_package() -> N
     assert "response_lost" in [p.stem for p in catalogue()] and len(catalogue()) >= 19
     assert EXPECTED_FILE == package / "expected_outcomes.yaml" and EXPECTED_FILE.is_file()
     assert scenario_schema == package / "schemas" / "scenario.schema.json" and scenario_schema.is_file()
+
+
+def test_package_data_without_a_file_system_path_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    """A harness imported from a zip archive has no plain files to hand to pytest or the agent's supervisor:
+    the resource is named in an error, not a traceback from deep inside a later open()."""
+    import zipfile
+
+    import harness.resources
+    from harness.errors import HarnessError
+
+    archive = tmp_path / "harness.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("harness/scenarios/response_lost.yaml", "name: response_lost\n")
+    monkeypatch.setattr(harness.resources, "files", lambda package: zipfile.Path(archive, f"{package}/"))
+    with pytest.raises(HarnessError) as raised:
+        harness.resources.catalogue_dir()
+    message = str(raised.value)
+    assert "the harness package is not installed as plain files, so its data 'scenarios' has no path" in message
+    assert "install retry-harness with pip" in message
