@@ -70,6 +70,9 @@ DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL 
 SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
 # The operator's checkpoint key file (harness.chain): read by the harness, never given to the agent
 CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
+# the operator's, never the agent's: the fault proxy's interpreter, or where its private venv lives
+PROXY_PYTHON_ENV = "HARNESS_PROXY_PYTHON"
+PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
 
 _NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
 

@@ -79,9 +79,11 @@ def package_files(root: Path) -> set[str]:
 
 def user_env(venv: Path, tmp: Path) -> dict[str, str]:
     """The environment of a user whose PATH starts with the venv: nothing of this test run leaks in (no
-    PYTHONPATH to the sources, no pytest or xdist variables, no harness settings)."""
+    PYTHONPATH to the sources, no pytest or xdist variables, no harness settings but the user's choice of
+    the fault proxy's runtime, which the harness makes once, on first use, and keeps like pip's cache)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "PYTEST_", "VIRTUAL_ENV", "HARNESS_", "COV_CORE"))}
+           if not k.startswith(("PYTHON", "PYTEST_", "VIRTUAL_ENV", "HARNESS_", "COV_CORE"))
+           or k.startswith("HARNESS_PROXY_")}
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv), TMPDIR=str(tmp))
     return env
 
