@@ -7,8 +7,10 @@ empty folder, runs the public commands only: `python -m harness scenarios`, `mat
 response_lost` with the default evidence folder, and `pytest --scenario response_lost`. Then it
 empties the installed catalogue and checks that the commands say so instead of listing nothing.
 
-Marked `install` (`-m "not install"` leaves it out); it runs in the normal suite, in about a minute.
-Everything it creates lives in one temp folder, removed at the end, also when the test fails.
+Marked `install` (`-m "not install"` leaves it out); it runs in the normal suite, in 20-50 s.
+Everything it creates lives in one temp folder, removed at the end, also when the test fails; the only
+thing kept is what the harness keeps for any user: the fault proxy's runtime, made on a machine's first
+run (the fresh venv has no mitmproxy) in the user's cache, or wherever HARNESS_PROXY_VENV says.
 """
 
 from __future__ import annotations
