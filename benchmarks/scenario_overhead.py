@@ -25,7 +25,8 @@ from fake_destinations.host import DestinationPool
 from harness.engine import close_destination_pool, run_scenario
 from harness.proxy.server import ProxyServer
 from harness.report import render_result
-from harness.scenario import bundled_scenario_dir, load
+from harness.resources import catalogue_dir
+from harness.scenario import load
 
 
 def overhead(scenario, root: Path, cold: bool = False, proxy=None) -> float:
@@ -46,7 +47,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--scenario", default="response_lost")
     args = parser.parse_args()
-    scenario = load(bundled_scenario_dir() / f"{args.scenario}.yaml")
+    scenario = load(catalogue_dir() / f"{args.scenario}.yaml")
     cold: list[float] = []
     warm: list[float] = []
     embedded: list[float] = []

@@ -49,7 +49,10 @@ def argv_for(command: str) -> list[str]:
 
 def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: Path, stderr: Path,
               cwd: Path | None = None, kill_when: Callable[[], bool] | None = None) -> AgentRun:
-    """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL)."""
+    """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL).
+
+    `cwd`: the agent's working folder (default: this process's; the engine passes the caller's folder), where
+    a relative program or script in `command` is looked up."""
     argv = argv_for(command)
     # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)

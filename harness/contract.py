@@ -48,6 +48,19 @@ def agent_words(command: str) -> list[str]:
     return words
 
 
+def agent_option_problem(value: str, option: str = "--agent") -> str | None:
+    """Why ``value`` given to a front end's ``option`` is not an agent command, or None when it is one.
+
+    An empty or blank value (typically an unset variable: ``--agent "$AGENT"``) is an error, never a
+    silent fall-back to the default agent, which would pass the run without testing the agent meant."""
+    try:
+        agent_words(value)
+    except ValueError as exc:
+        return (f"{value!r} {exc} (or 'node agent.js', './my_agent', ...); leave {option} out to use the "
+                "scenario's agent, else the reference agent")
+    return None
+
+
 # -- the agent's environment ----------------------------------------------------------------------
 
 INTENTS_ENV = "HARNESS_INTENTS"  # path of the intents file (JSON)

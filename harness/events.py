@@ -26,6 +26,7 @@ from typing_extensions import TypedDict  # pydantic wants typing_extensions' Typ
 
 from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
 from harness.ndjson import MAX_DEPTH, limit_error
+from harness.resources import AUDIT_EVENT_SCHEMA_FILE, schema_file
 
 DispatchState = Literal["not_sent", "sent_no_response", "response_received", "execution_error"]
 OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
@@ -45,7 +46,7 @@ RETRY_REASONS = (
     "operator_requested",
 )
 
-SCHEMA_PATH = Path(__file__).with_name("schemas") / "audit-event.schema.json"
+SCHEMA_PATH = schema_file(AUDIT_EVENT_SCHEMA_FILE)  # package data (harness.resources)
 
 
 class _Event(BaseModel):

@@ -56,14 +56,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a retry-harness scenario run as a test item")
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
+    agent: str | None = config.getoption("agent")
+    if agent is not None:  # an empty --agent (an unset variable) must not run the default agent and pass
+        from harness.contract import agent_option_problem
+
+        problem = agent_option_problem(agent, AGENT_OPTION)
+        if problem:
+            raise pytest.UsageError(f"{AGENT_OPTION}: {problem}")
     selectors: list[str] = config.getoption("scenario") or []
     if not selectors:
         return
     from harness.errors import ScenarioError
-    from harness.scenario import bundled_scenario_dir, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import resolve
 
     search = [*map(Path, config.getini(SCENARIO_DIRS_INI)), config.rootpath / "scenarios",
-              Path.cwd() / "scenarios", bundled_scenario_dir()]
+              Path.cwd() / "scenarios", catalogue_dir()]
     selected: list[Path] = []
     try:
         for selector in selectors:

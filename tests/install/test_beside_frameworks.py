@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from harness.contract import PROXY_VENV_ENV
-from harness.scenario import bundled_scenario_dir
+from harness.resources import catalogue_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS = ("langgraph", "langchain-core", "mcp", "openai-agents", "pydantic-ai-slim")
@@ -46,7 +46,7 @@ def test_one_venv_holds_the_harness_and_the_agent_frameworks_and_runs_a_scenario
     folder.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env[PROXY_VENV_ENV] = str(tmp_path / "proxy-runtime")
-    scenario = bundled_scenario_dir() / "response_lost.yaml"
+    scenario = catalogue_dir() / "response_lost.yaml"
     result = run([python, "-m", "harness", "run", str(scenario), "--format", "json"], cwd=folder, env=env,
                  timeout=INSTALL_TIMEOUT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
