@@ -489,9 +489,11 @@ def run_scenario(harness_engine: HarnessEngine, request: pytest.FixtureRequest) 
         try:
             result = harness_engine.run(scenario, agent=agent, keep_evidence=keep_evidence)
         except HarnessError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        request.node.user_properties.extend(result_properties(result))
-        return result
+            error = str(exc)  # failed outside the except block: no "during handling of..." chain
+        else:
+            request.node.user_properties.extend(result_properties(result))
+            return result
+        pytest.fail(error, pytrace=False)
 
     return run
 
