@@ -145,9 +145,14 @@ def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str])
 def _in_bundled_catalogue(path: Path) -> bool:
     if path.suffix not in (".yaml", ".yml"):
         return False
-    from harness.scenario import bundled_scenario_dir  # only for a .yaml argument: the plugin is in use
+    import harness
 
-    return path.resolve().parent == bundled_scenario_dir().resolve()
+    resolved = path.resolve()
+    if Path(harness.__file__).resolve().parent.parent not in resolved.parents:
+        return False  # not where the project is installed: no need to load the scenario module
+    from harness.scenario import bundled_scenario_dir
+
+    return resolved.parent == bundled_scenario_dir().resolve()
 
 
 def _without_our_options(args: list[str]) -> list[str]:
@@ -376,6 +381,13 @@ class _HarnessSession:
         if xml is not None:
             prefix = f"{xml.prefix}." if xml.prefix else ""
             xml.node_reporter(report).add_attribute("classname", prefix + data["classname"])
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # a scenario file that failed to load: `--lf` alone collects it again
+        path = self.config.rootpath / str(report.nodeid).split("::", 1)[0]
+        if report.failed and path.suffix in (".yaml", ".yml") and (
+                path.resolve() in self.config.stash.get(_selected, set()) or _looks_like_scenario(path)):
+            self.files[str(report.nodeid)] = str(path.resolve())
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
         taken = config.stash.get(_aliases_taken, [])

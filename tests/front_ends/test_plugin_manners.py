@@ -102,6 +102,19 @@ def test_ff_alone_runs_the_failed_scenario_first_then_the_rest(run, one_failure:
     assert node_ids(result) == [one_failure, "test_plain.py::test_plain"]
 
 
+def test_lf_alone_collects_again_a_scenario_file_that_failed_to_load(run, pytester: pytest.Pytester) -> None:
+    path = scenario_file(pytester.path / "ours", "broken")
+    good = path.read_text()
+    path.write_text(good + "\nno_such_key: 1\n")
+    first = run("--scenario", "ours/broken.yaml")
+    first.assert_outcomes(errors=1)
+    first.stdout.fnmatch_lines(["*no_such_key*"])
+    path.write_text(good)  # fixed
+    again = run("--lf", "-v")
+    again.assert_outcomes(passed=1)
+    assert node_ids(again) == ["ours/broken.yaml::broken"]
+
+
 # -- 2. quiet output ------------------------------------------------------------------------------
 
 VERDICT_TEXT = ("verdict: PASSED", "operation op_", "held: all", "retry-harness verdicts")
