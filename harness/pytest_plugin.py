@@ -71,12 +71,16 @@ _result_key = pytest.StashKey[str]()
 
 # -- options ---------------------------------------------------------------------------------------
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup(_GROUP, "retry-harness (fault injection for agent retries)")
     for name, attrs in _OPTIONS.items():
         alias = ALIASES[name]
         group.addoption(name, **{**attrs, "help": f"{attrs['help']} Alias: {alias} (unless another plugin "
                                                   "uses that name)."})
+    if getattr(pluginmanager, "_conftest_plugins", None):
+        # loaded by a conftest's `pytest_plugins` (autoload off): pytest_load_initial_conftests has begun
+        # without us, so the aliases are added now, after that conftest's own options
+        _add_aliases(parser)
     parser.addini(AGENT_INI, "retry-harness: agent command used when neither --harness-agent nor the "
                              "scenario names one", default=None)
     parser.addini(SCENARIO_DIRS_INI, "retry-harness: folders searched for scenario NAME.yaml files before "
@@ -90,6 +94,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     _keep_rootdir(early_config, parser, args)
     result = yield
     # after the initial conftests: an option a conftest declares itself wins over our alias
+    early_config.stash[_aliases_taken] = _add_aliases(parser)
+    return result
+
+
+def _add_aliases(parser: pytest.Parser) -> list[str]:
+    """Add the short spellings that are still free; return those another plugin has taken."""
     taken = []
     group = parser.getgroup(_GROUP)
     for name, attrs in _OPTIONS.items():
@@ -98,8 +108,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
             group.addoption(alias, **{**attrs, "help": f"alias of {name}"})
         except (argparse.ArgumentError, ValueError):  # argparse: a conflicting option string
             taken.append(alias)
-    early_config.stash[_aliases_taken] = taken
-    return result
+    return taken
 
 
 def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:

@@ -247,6 +247,19 @@ def test_a_conftest_or_plugin_that_declares_scenario_keeps_it_and_the_long_form_
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+def test_loaded_by_a_conftests_pytest_plugins_with_autoload_off_the_aliases_still_work(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("COLUMNS", "250")
+    pytester.makeconftest('pytest_plugins = ["harness.pytest_plugin"]\n')
+    # with `=`: before a conftest loads the plugin, pytest reads a separate value as a test path
+    evidence = pytester.path / "evidence"
+    result = pytester.runpytest_subprocess(f"--harness-evidence-dir={evidence}", "--scenario", "response_lost",
+                                           "--agent", WRONG + "idle", "-rf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED *::response_lost - H021*"])
+
+
 def test_help_lists_every_option_and_every_ini_option_the_plugin_reads(pytester: pytest.Pytester) -> None:
     import harness.pytest_plugin as plugin
 
