@@ -153,16 +153,7 @@ def test_quiet_keeps_the_full_report_of_a_failure(run) -> None:
                                  "*FAIL H002 idempotency-key-reused*", "evidence: *"])
 
 
-# -- 3. short summary -----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
-def test_the_short_summary_names_the_failing_rule_codes_and_operation(run, workers: list[str]) -> None:
-    result = run(*workers, "-rf", "--scenario", "response_lost", "--agent", WRONG + "new_key_per_attempt")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*short test summary info*",
-                                 "FAILED *response_lost.yaml::response_lost - H002 * H016 on op_*"])
-    assert "Traceback" not in result.stdout.str()
-
+# -- 3. short summary (the JUnit test below checks it too) ----------------------------------------
 
 def test_the_short_summary_of_an_expectation_failure_says_X001(run, pytester: pytest.Pytester) -> None:
     scenario_file(pytester.path, "two_tickets", tickets=2)
@@ -174,13 +165,18 @@ def test_the_short_summary_of_an_expectation_failure_says_X001(run, pytester: py
 # -- 4. JUnit XML ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
-def test_junit_xml_has_a_one_line_message_properties_and_the_catalogue_as_classname(
+def test_short_summary_and_junit_xml_name_the_rule_codes_and_the_catalogue(
         run, pytester: pytest.Pytester, workers: list[str]) -> None:
     scenario_file(pytester.path / "team_catalogue", "ours_lost")
     xml_path = pytester.path / "junit.xml"
-    result = run(*workers, f"--junitxml={xml_path}", "--scenario", "response_lost",
+    result = run(*workers, "-rf", f"--junitxml={xml_path}", "--scenario", "response_lost",
                  "--scenario", "team_catalogue/ours_lost.yaml", "--agent", WRONG + "new_key_per_attempt")
     result.assert_outcomes(failed=2)
+    # 3. the short summary names the failing rule codes and the operation
+    result.stdout.fnmatch_lines(["*short test summary info*",
+                                 "FAILED *response_lost.yaml::response_lost - H002 * H016 on op_*"])
+    result.stdout.fnmatch_lines(["FAILED team_catalogue/ours_lost.yaml::ours_lost - H002 * H016 on op_*"])
+    assert "Traceback" not in result.stdout.str()
     cases = {case.get("name"): case for case in ET.parse(xml_path).iter("testcase")}
     assert set(cases) == {"response_lost", "ours_lost"}
     assert cases["response_lost"].get("classname") == "retry_harness.catalogue"
