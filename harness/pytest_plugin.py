@@ -449,6 +449,20 @@ class HarnessEngine:
         self.evidence_root = Path(root) if root else config.rootpath / "evidence"
         self.keep_evidence: str = config.getoption(KEEP_DEST)
 
+    @property
+    def pool(self) -> Any:
+        """This process's warm `DestinationPool` (started on first use, stopped by `close`)."""
+        from harness.engine import destination_pool
+
+        return destination_pool()
+
+    @property
+    def proxy(self) -> Any:
+        """This process's embedded fault proxy (`ProxyHost.shared()`, stopped when the process exits)."""
+        from harness.proxy.host import ProxyHost
+
+        return ProxyHost.shared()
+
     def load(self, scenario: str | os.PathLike[str] | Scenario) -> Scenario:
         """A scenario by name (looked up as `--scenario` does), by path to its .yaml file, or as it is."""
         from harness.errors import ScenarioError
@@ -471,8 +485,8 @@ class HarnessEngine:
         loaded = self.load(scenario)
         config = self.config
         command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or None
-        return run_scenario(loaded, agent=command, evidence_root=self.evidence_root,
-                            keep_evidence=keep_evidence or self.keep_evidence)
+        return run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
+                            pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence)
 
     def close(self) -> None:
         """Stop the destination processes (the proxy stops when the process exits)."""

@@ -111,6 +111,7 @@ def test_the_engine_is_one_per_session(harness_engine, run_scenario):
     result = harness_engine.run(scenario)
     assert_scenario_passed(result)
     assert result.evidence_dir.parent == harness_engine.evidence_root.resolve()
+    assert harness_engine.proxy.running and harness_engine.pool is harness_engine.pool
 
 
 def test_again(harness_engine):
