@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parent
-SCENARIOS = REPO / "scenarios"
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
-"""Proxy overhead, side by side in one process tree: direct vs bare mitmproxy vs our fault injector.
+"""Proxy overhead, side by side in one process tree: direct vs bare mitmproxy vs our fault injector,
+the injector both embedded (the baseline: how it ran before it moved out of process) and in the
+process of its own the harness now runs it in.
 
     python benchmarks/proxy_bench.py [--requests 2000] [--json]
 
 Processes: one aiohttp destination, one ``mitmdump`` in reverse mode with a pass-through addon,
-one embedded :class:`ProxyHost` with a realistic rule set and the journal on; the client
+one process embedding a :class:`ProxyServer` and driving a :class:`ProxyHost` (its proxy process),
+both with a realistic rule set and the journal on; the client
 (``requests.Session``, keep-alive, small JSON POSTs with an Idempotency-Key) runs here and
-interleaves the three targets in blocks so they share the machine's noise. Also measured in the
+interleaves the four targets in blocks so they share the machine's noise. Also measured in the
 injector's process: proxy start-up, and ``configure()`` + ``finish()`` per scenario (reuse), with
 the same upstream and with a new one (a new listener).
 """
@@ -93,32 +96,51 @@ def spawn(stack: ExitStack, args: list[str], **kw) -> subprocess.Popen:
     return proc
 
 
-def serve_injector(upstream: str, journal: str) -> None:
-    """Child process: our ProxyHost; prints its URL and figures, then waits for stdin to close."""
-    from harness.proxy.host import ProxyHost
-
-    t0 = time.perf_counter()
-    host = ProxyHost.shared()
-    start_s = time.perf_counter() - t0
+def _reconfigure_figures(host, upstream: str, journal: str, tag: str) -> dict[str, float]:
+    """Median ms of configure()+finish() per scenario: same upstream (listener kept), and a new one."""
     routes = {"tickets": upstream}
     same, fresh = [], []
     for i in range(50):
         t = time.perf_counter()
-        host.configure(routes, REALISTIC_RULES, Path(journal).with_suffix(f".{i}.ndjson"))
+        host.configure(routes, REALISTIC_RULES, Path(journal).with_suffix(f".{tag}{i}.ndjson"))
         host.finish()
         same.append(time.perf_counter() - t)
     for i in range(20):  # a new upstream each time: a new listener, the old one closed
         t = time.perf_counter()
         host.configure({"tickets": f"http://127.0.0.1:{40000 + i}"}, REALISTIC_RULES,
-                       Path(journal).with_suffix(f".new{i}.ndjson"))
+                       Path(journal).with_suffix(f".{tag}new{i}.ndjson"))
         host.finish()
         fresh.append(time.perf_counter() - t)
-    url = host.configure(routes, REALISTIC_RULES, journal).urls["tickets"]
-    print(json.dumps({"url": url, "start_ms": start_s * 1000,
-                      "configure_same_ms": statistics.median(same) * 1000,
-                      "configure_new_listener_ms": statistics.median(fresh) * 1000}), flush=True)
+    return {"configure_same_ms": statistics.median(same) * 1000,
+            "configure_new_listener_ms": statistics.median(fresh) * 1000}
+
+
+def serve_injector(upstream: str, journal: str) -> None:
+    """Child process: both ways of running our injector, side by side. ``embedded``: a ProxyServer in
+    this process (how the harness ran it before it moved out of process; the baseline); ``process``:
+    the harness's ProxyHost, its own process under the runtime's interpreter. Prints the URLs and
+    figures, then waits for stdin to close."""
+    from harness.proxy.host import ProxyHost
+    from harness.proxy.server import ProxyServer
+
+    t0 = time.perf_counter()
+    embedded = ProxyServer(confdir=Path(journal).with_name("mitm-embedded"))
+    embedded.start()
+    embedded_start = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    host = ProxyHost(confdir=Path(journal).with_name("mitm-process"))
+    host.start()
+    process_start = time.perf_counter() - t0
+    figures = {"embedded": {"start_ms": embedded_start * 1000,
+                            **_reconfigure_figures(embedded, upstream, journal, "e")},
+               "process": {"start_ms": process_start * 1000, **_reconfigure_figures(host, upstream, journal, "p")}}
+    urls = {"embedded": embedded.configure({"tickets": upstream}, REALISTIC_RULES, journal).urls["tickets"],
+            "process": host.configure({"tickets": upstream}, REALISTIC_RULES,
+                                      Path(journal).with_suffix(".process.ndjson")).urls["tickets"]}
+    print(json.dumps({"urls": urls, "figures": figures}), flush=True)
     sys.stdin.read()
     host.stop()
+    embedded.stop()
 
 
 def measure(urls: dict[str, str], n: int, block: int = 50) -> dict[str, list[float]]:
@@ -205,22 +227,29 @@ def main() -> int:
         inj = json.loads(line)
         wait_port(bare_port)
 
-        urls = {"direct": upstream, "bare_mitmproxy": f"http://127.0.0.1:{bare_port}", "injector": inj["url"]}
+        urls = {"direct": upstream, "bare_mitmproxy": f"http://127.0.0.1:{bare_port}",
+                "injector_embedded": inj["urls"]["embedded"], "injector_process": inj["urls"]["process"]}
         times = measure(urls, args.requests)
         wait_port(forward_port)
         nagle = forward_nagle(upstream, f"http://127.0.0.1:{forward_port}")
-        journal_lines = sum(1 for _ in open(f"{tmp}/journal.ndjson"))
+        journal_lines = sum(1 for _ in open(f"{tmp}/journal.process.ndjson"))
 
     stats = {name: {"median_ms": statistics.median(t) * 1000, "p99_ms": p(t, 0.99) * 1000} for name, t in times.items()}
+    emb, proc = inj["figures"]["embedded"], inj["figures"]["process"]
     out = {
         "requests_per_target": args.requests,
         "targets": stats,
-        "ratio_injector_vs_bare_median": stats["injector"]["median_ms"] / stats["bare_mitmproxy"]["median_ms"],
-        "ratio_injector_vs_bare_p99": stats["injector"]["p99_ms"] / stats["bare_mitmproxy"]["p99_ms"],
+        "ratio_process_vs_embedded_median": stats["injector_process"]["median_ms"]
+        / stats["injector_embedded"]["median_ms"],
+        "ratio_process_vs_embedded_p99": stats["injector_process"]["p99_ms"] / stats["injector_embedded"]["p99_ms"],
+        "ratio_injector_vs_bare_median": stats["injector_process"]["median_ms"] / stats["bare_mitmproxy"]["median_ms"],
+        "ratio_injector_vs_bare_p99": stats["injector_process"]["p99_ms"] / stats["bare_mitmproxy"]["p99_ms"],
         "ratio_bare_vs_direct_median": stats["bare_mitmproxy"]["median_ms"] / stats["direct"]["median_ms"],
-        "proxy_start_ms": inj["start_ms"],
-        "configure_finish_same_upstream_ms": inj["configure_same_ms"],
-        "configure_finish_new_listener_ms": inj["configure_new_listener_ms"],
+        "embedded": emb,
+        "process": proc,
+        "ratio_reconfigure_same_upstream": proc["configure_same_ms"] / emb["configure_same_ms"],
+        "ratio_reconfigure_new_listener": proc["configure_new_listener_ms"] / emb["configure_new_listener_ms"],
+        "ratio_start": proc["start_ms"] / emb["start_ms"],
         "journal_lines": journal_lines,
         "forward_mode_post_median_ms": nagle,
         "rules": len(REALISTIC_RULES),
@@ -231,12 +260,17 @@ def main() -> int:
         print(f"{'target':<16}{'median ms':>10}{'p99 ms':>10}")
         for name, s in stats.items():
             print(f"{name:<16}{s['median_ms']:>10.3f}{s['p99_ms']:>10.3f}")
-        print(f"injector / bare mitmproxy: median {out['ratio_injector_vs_bare_median']:.3f}x, "
-              f"p99 {out['ratio_injector_vs_bare_p99']:.3f}x (goal <= 1.15x)")
+        print(f"injector out of process / embedded: median {out['ratio_process_vs_embedded_median']:.3f}x, "
+              f"p99 {out['ratio_process_vs_embedded_p99']:.3f}x (goal <= 1.15x)")
+        print(f"injector (out of process) / bare mitmproxy: median {out['ratio_injector_vs_bare_median']:.3f}x, "
+              f"p99 {out['ratio_injector_vs_bare_p99']:.3f}x")
         print(f"bare mitmproxy / direct:   median {out['ratio_bare_vs_direct_median']:.2f}x")
-        print(f"proxy start-up {out['proxy_start_ms']:.0f} ms; configure()+finish() per scenario: "
-              f"{out['configure_finish_same_upstream_ms']:.2f} ms (same upstream), "
-              f"{out['configure_finish_new_listener_ms']:.2f} ms (new listener)")
+        for name, fig in (("embedded", emb), ("out of process", proc)):
+            print(f"{name:>15}: start-up {fig['start_ms']:.0f} ms; configure()+finish() per scenario "
+                  f"{fig['configure_same_ms']:.2f} ms (same upstream), {fig['configure_new_listener_ms']:.2f} ms "
+                  f"(new listener)")
+        print(f"out of process / embedded: reconfigure {out['ratio_reconfigure_same_upstream']:.2f}x (same upstream), "
+              f"{out['ratio_reconfigure_new_listener']:.2f}x (new listener), start-up {out['ratio_start']:.2f}x")
         print(f"forward mode (bare mitmproxy), small POST median: {nagle['urllib3_default']:.2f} ms with urllib3's "
               f"default (Nagle on), {nagle['nagle_disabled']:.2f} ms after disable_nagle_for_proxies()")
         print(f"journal lines written by the injector: {journal_lines} "

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import CHECKPOINT_KEY_FILE_ENV, agent_words
+from harness.contract import OPERATOR_ENV, agent_words
 from harness.errors import AgentError
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
@@ -49,10 +49,13 @@ def argv_for(command: str) -> list[str]:
 
 def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: Path, stderr: Path,
               cwd: Path | None = None, kill_when: Callable[[], bool] | None = None) -> AgentRun:
-    """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL)."""
+    """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL).
+
+    `cwd`: the agent's working folder (default: this process's; the engine passes the caller's folder), where
+    a relative program or script in `command` is looked up."""
     argv = argv_for(command)
     # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
-    full_env = {k: v for k, v in os.environ.items() if k != CHECKPOINT_KEY_FILE_ENV} | dict(env)
+    full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
     start = time.monotonic()
     with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch:
         proc = subprocess.Popen([sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV
+from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog="exit status: 0 every run passed; 1 a run failed; 2 usage or a bad scenario; "
                                 "3 no run failed but the harness lost evidence of one (INCOMPLETE)")
     run.add_argument("scenario", nargs="+", help="scenario name, glob, 'all', or path to a .yaml file")
-    run.add_argument("--agent", help="agent command (default: the scenario's, else the reference agent)")
+    run.add_argument("--agent", type=_agent_command,
+                     help="agent command, run in the current folder (default: the scenario's, else the reference "
+                          "agent); an empty value is an error")
     run.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
                      help="folder that keeps each run's evidence (default: ./evidence)")
     run.add_argument("--format", choices=("text", "json"), default="text")
@@ -87,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _agent_command(value: str) -> str:
+    """``--agent``'s type: a command as shell words; empty or blank is a usage error (exit 2), not the default."""
+    problem = agent_option_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -100,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.engine import run_scenario
+    from harness.engine import caller_folder, run_scenario
     from harness.report import render_result
-    from harness.scenario import bundled_scenario_dir, load, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import load, resolve
 
-    dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
+    dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
     failed = incomplete = 0
@@ -199,11 +210,13 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
+    from harness.engine import caller_folder
     from harness.matrix import as_dict, default_jobs, load_expectations, run_matrix
     from harness.report import render_matrix
-    from harness.scenario import bundled_scenario_dir, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import resolve
 
-    dirs = [Path.cwd() / "scenarios", bundled_scenario_dir()]
+    dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = list(dict.fromkeys(p for s in (args.scenarios or ["all"]) for p in resolve(s, dirs)))
     agents = args.agents or load_expectations().agents
     matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs())
@@ -218,9 +231,10 @@ def _matrix(args: argparse.Namespace) -> int:
 
 def _scenarios(args: argparse.Namespace) -> int:
     from harness.report import render_catalogue
-    from harness.scenario import bundled_scenario_dir, load
+    from harness.resources import catalogue
+    from harness.scenario import load
 
-    print(render_catalogue(load(path) for path in sorted(bundled_scenario_dir().glob("*.yaml"))))
+    print(render_catalogue(load(path) for path in catalogue()))  # an empty catalogue is an error, not silence
     return 0
 
 

@@ -48,6 +48,19 @@ def agent_words(command: str) -> list[str]:
     return words
 
 
+def agent_option_problem(value: str, option: str = "--agent") -> str | None:
+    """Why ``value`` given to a front end's ``option`` is not an agent command, or None when it is one.
+
+    An empty or blank value (typically an unset variable: ``--agent "$AGENT"``) is an error, never a
+    silent fall-back to the default agent, which would pass the run without testing the agent meant."""
+    try:
+        agent_words(value)
+    except ValueError as exc:
+        return (f"{value!r} {exc} (or 'node agent.js', './my_agent', ...); leave {option} out to use the "
+                "scenario's agent, else the reference agent")
+    return None
+
+
 # -- the agent's environment ----------------------------------------------------------------------
 
 INTENTS_ENV = "HARNESS_INTENTS"  # path of the intents file (JSON)
@@ -57,6 +70,11 @@ DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL 
 SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
 # The operator's checkpoint key file (harness.chain): read by the harness, never given to the agent
 CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
+# the operator's, never the agent's: the fault proxy's interpreter, or where its private venv lives
+PROXY_PYTHON_ENV = "HARNESS_PROXY_PYTHON"
+PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
+# the harness's own settings, removed from the environment the agent inherits
+OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV)
 
 _NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
 

@@ -83,6 +83,16 @@ class ScenarioResult:
                    data.get("evidence_kept", True), list(data.get("incomplete", [])))
 
 
+def caller_folder() -> Path:
+    """The folder the harness was started from (`python -m harness run`, pytest): the agent's working folder."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise HarnessError("the current folder no longer exists (removed after the harness started): the agent "
+                           "runs in the caller's folder and relative paths start there; cd to a folder "
+                           "that exists") from None
+
+
 def new_evidence_dir(root: Path, scenario: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = root / f"{scenario}-{stamp}-{uuid.uuid4().hex[:6]}"
@@ -106,7 +116,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     from harness.proxy.host import ProxyHost, ProxyHostError
 
     command = agent or scenario.agent or REFERENCE_AGENT
-    # absolute: the agent runs inside the evidence folder, so a path relative to our cwd would not reach it
+    # the agent works in the caller's folder, so that `--agent "python my_agent.py"` finds its file; every
+    # path handed to it (intents, audit log, state dir, CA) is absolute, so it holds wherever the agent looks
+    workdir = caller_folder()
     evidence_dir = new_evidence_dir(Path(evidence_root).resolve(), scenario.name)
     layout = EvidenceLayout(evidence_dir)
     timings: dict[str, float] = {}
@@ -125,7 +137,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                          for name, spec in scenario.destinations.items()},
         "intents": intents,
         "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
-        "agent": {"command": command, "exit_status": None, "timed_out": False},
+        "agent": {"command": command, "cwd": str(workdir), "exit_status": None, "timed_out": False},
         "expect": expectations_of(scenario),
     }
     _write_json(layout.context, context)
@@ -151,7 +163,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
 
         t1 = time.perf_counter()
         start_agent = functools.partial(run_agent, command, env, timeout=scenario.agent_timeout_seconds,
-                                        cwd=evidence_dir, stdout=layout.agent_stdout, stderr=layout.agent_stderr)
+                                        cwd=workdir, stdout=layout.agent_stdout, stderr=layout.agent_stderr)
         with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects

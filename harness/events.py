@@ -26,6 +26,7 @@ from typing_extensions import TypedDict  # pydantic wants typing_extensions' Typ
 
 from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
 from harness.ndjson import MAX_DEPTH, limit_error
+from harness.resources import AUDIT_EVENT_SCHEMA_FILE, schema_file
 
 DispatchState = Literal["not_sent", "sent_no_response", "response_received", "execution_error"]
 OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
@@ -45,7 +46,7 @@ RETRY_REASONS = (
     "operator_requested",
 )
 
-SCHEMA_PATH = Path(__file__).with_name("schemas") / "audit-event.schema.json"
+SCHEMA_PATH = schema_file(AUDIT_EVENT_SCHEMA_FILE)  # package data (harness.resources)
 
 
 class _Event(BaseModel):
@@ -69,6 +70,8 @@ class OperationEvent(_Event):
     payload_fingerprint: str | None = None
     state: OperationState = "open"
     supersedes_operation_id: str | None = None
+    correction_of_operation_id: str | None = Field(
+        None, description="the operation whose duplicate effect this one corrects; it waits for an operator")
     owner: str | None = None
     parent_operation_id: str | None = None
 

@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from harness.errors import ScenarioError
+from harness.resources import expected_outcomes_file
 
-EXPECTED_FILE = Path(__file__).with_name("expected_outcomes.yaml")
+EXPECTED_FILE = expected_outcomes_file()  # package data (harness.resources)
 WRONG_AGENT_MODULE = "harness.agents.wrong."
 REFERENCE = "reference"
 

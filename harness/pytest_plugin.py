@@ -152,16 +152,9 @@ def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str])
 
 
 def _in_bundled_catalogue(path: Path) -> bool:
-    if path.suffix not in (".yaml", ".yml"):
-        return False
-    import harness
+    from harness.resources import catalogue_dir  # standard library only
 
-    resolved = path.resolve()
-    if Path(harness.__file__).resolve().parent.parent not in resolved.parents:
-        return False  # not where the project is installed: no need to load the scenario module
-    from harness.scenario import bundled_scenario_dir
-
-    return resolved.parent == bundled_scenario_dir().resolve()
+    return path.suffix in (".yaml", ".yml") and path.resolve().parent == catalogue_dir().resolve()
 
 
 def _without_our_options(args: list[str]) -> list[str]:
@@ -187,6 +180,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
+    agent: str | None = config.getoption(AGENT_DEST)
+    if agent is not None:  # an empty --agent (an unset variable) must not run the default agent and pass
+        from harness.contract import agent_option_problem
+
+        spelling = _spelling(config, AGENT_OPTION)
+        problem = agent_option_problem(agent, spelling)
+        if problem:
+            raise pytest.UsageError(f"{spelling}: {problem}")
     selectors: list[str] = config.getoption(SCENARIO_DEST) or []
     if selectors:
         from harness.errors import ScenarioError
@@ -222,13 +223,19 @@ def _last_failed_scenarios(config: pytest.Config) -> list[str]:
     return [path for nodeid, path in known.items() if nodeid in failed and Path(path).is_file()]
 
 
+def _spelling(config: pytest.Config, option: str) -> str:
+    """How the command line spelled `option`: its long form or its alias (for error messages)."""
+    given = {arg.split("=", 1)[0] for arg in config.invocation_params.args}
+    return option if option in given or ALIASES[option] not in given else ALIASES[option]
+
+
 def search_dirs(config: pytest.Config) -> list[Path]:
     """Where scenario names are looked up, in order: the ini option, <rootdir>/scenarios, ./scenarios,
     the bundled catalogue."""
-    from harness.scenario import bundled_scenario_dir
+    from harness.resources import catalogue_dir
 
     return [*map(Path, config.getini(SCENARIO_DIRS_INI)), config.rootpath / "scenarios",
-            Path.cwd() / "scenarios", bundled_scenario_dir()]
+            Path.cwd() / "scenarios", catalogue_dir()]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -338,10 +345,10 @@ def result_properties(result: ScenarioResult) -> list[tuple[str, str]]:
 
 def _classname(config: pytest.Config, path: Path) -> str:
     """JUnit classname: which catalogue the scenario comes from."""
-    from harness.scenario import bundled_scenario_dir
+    from harness.resources import catalogue_dir
 
     folder = path.resolve().parent
-    if folder == bundled_scenario_dir().resolve():
+    if folder == catalogue_dir().resolve():
         return BUNDLED_CLASSNAME
     try:
         return ".".join(folder.relative_to(config.rootpath.resolve()).parts) or folder.name
@@ -546,8 +553,9 @@ def assert_scenario_passed(result: ScenarioResult) -> None:
 def catalogue(names: str | Iterable[str] | None = None) -> list[Any]:
     """The bundled catalogue's scenarios for `@pytest.mark.parametrize`: `pytest.param(path, id=name)`
     for every scenario (`names=None`) or those `names` select (names or globs such as 'response_*')."""
-    from harness.scenario import bundled_scenario_dir, resolve
+    from harness.resources import catalogue_dir
+    from harness.scenario import resolve
 
     selectors = ["all"] if names is None else [names] if isinstance(names, str) else list(names)
-    paths = dict.fromkeys(p for selector in selectors for p in resolve(selector, [bundled_scenario_dir()]))
+    paths = dict.fromkeys(p for selector in selectors for p in resolve(selector, [catalogue_dir()]))
     return [pytest.param(path, id=path.stem) for path in paths]

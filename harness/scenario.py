@@ -28,8 +28,8 @@ from harness.contract import (
 from harness.errors import ScenarioError
 from harness.events import ResolutionState
 from harness.proxy.rules import FaultRule, ProxyMode
+from harness.resources import SCENARIO_SCHEMA_FILE, schema_file
 
-SCENARIO_DIR_NAME = "scenarios"
 # names become file names (the evidence folder NAME-YYYYmmdd-HHMMSS-xxxxxx, a destination's
 # NAME.ssh_host_key) and variable names: stay well under the 255-byte file name limit
 MAX_NAME_LENGTH = 100
@@ -106,7 +106,7 @@ DestinationName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME
 
 
 class Scenario(BaseModel):
-    """A fault-injection scenario, as written in `scenarios/NAME.yaml`."""
+    """A fault-injection scenario, as written in a YAML file (the bundled ones: `harness/scenarios/NAME.yaml`)."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
@@ -143,7 +143,7 @@ class Scenario(BaseModel):
         return {name: describe(spec) for name, spec in self.destinations.items()}
 
 
-SCHEMA_PATH = Path(__file__).parent / "schemas" / "scenario.schema.json"
+SCHEMA_PATH = schema_file(SCENARIO_SCHEMA_FILE)  # package data (harness.resources)
 
 
 def schema_text() -> str:
@@ -167,11 +167,6 @@ def scenario_json_schema() -> dict[str, Any]:
 
 # -- finding scenario files ------------------------------------------------------------------------
 
-def bundled_scenario_dir() -> Path:
-    """The catalogue shipped with the project (next to the packages in a clone)."""
-    return Path(__file__).resolve().parent.parent / SCENARIO_DIR_NAME
-
-
 def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
     """Scenario files for a `--scenario` value: a path, a name, a glob, or `all`."""
     as_path = Path(selector)
@@ -187,7 +182,7 @@ def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
     hint = _suggest(selector, known)
     did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
     raise ScenarioError(
-        f"no scenario {selector!r} in {', '.join(str(d) for d in dirs) or 'any scenarios/ folder'}."
+        f"no scenario {selector!r} in {', '.join(str(d) for d in dirs) or 'no scenario folder'}."
         f"{did_you_mean} Known scenarios: {', '.join(known) or 'none'}. "
         "Give a name, a glob such as 'response_*', 'all', or a path to a .yaml file.")
 

@@ -54,6 +54,8 @@ LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commi
 # proves nothing either way: look again, waiting longer each time, for this long at most.
 UNANSWERED_WAITS = (0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0)
 MAX_RETRY_AFTER = 5.0
+# retry reasons after which an attempt may have acted (the destination may hold its effect)
+UNCERTAIN_REASONS = ("response_lost_after_dispatch", "destination_5xx")
 WORKER_TIMEOUT = 60.0
 WORKER_FLAG = "--worker"
 ASYNC_POLL_WAITS = (0.1, 0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0)
@@ -336,8 +338,11 @@ class Agent:
         return retention is None or time.time() - op["opened_at"] < float(retention) * 0.9
 
     def retry_if_budget(self, op: dict[str, Any], reason: str, outcome: Outcome) -> str | None:
+        if reason in UNCERTAIN_REASONS:  # some attempt may have acted: only evidence can say it did not
+            op["effect_uncertain"] = True
         if len(op["attempts"]) >= self.max_attempts:
-            state = "failed" if outcome.dispatch_state == "not_sent" else "unknown"
+            # not the last attempt's fate alone: a refused connection after a lost response proves nothing
+            state = "unknown" if op.get("effect_uncertain") else "failed"
             self.resolve(op, state, [], list(op["attempts"]),
                          f"attempt budget of {self.max_attempts} spent after {reason}")
             return None

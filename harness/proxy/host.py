@@ -1,56 +1,45 @@
-"""One embedded mitmproxy per process, reused across scenarios.
+"""``ProxyHost``: the harness's handle on the fault proxy, which runs in a process of its own.
 
-mitmproxy's ``ctx`` is global, so a process holds at most one master. :meth:`ProxyHost.shared`
-starts it lazily in a daemon thread that owns its own event loop (the master must be built inside a
-running loop) and stops it at interpreter exit. Each scenario calls :meth:`ProxyHost.configure`
-(new rules, counters, seeds, journal; listeners kept when their upstream is unchanged) and then
-:meth:`ProxyHost.finish`. Starting the master is the cost we avoid paying per scenario.
+mitmproxy 11 (the last release for Python 3.11) pins ``h11<=0.14``; the agent frameworks this harness
+tests need ``h11>=0.16``. So the harness never imports mitmproxy: the proxy runs as
+``python -m harness.proxy.process`` under an interpreter that has it (``harness.proxy.runtime``: this
+one if mitmproxy is installed here, else a private venv made once), started once per harness process
+and reconfigured per scenario over a pipe, one JSON line each way:
 
-Modes (``mode=``):
+    {"op": "configure", "routes": {...}, "rules": [...], "journal": PATH, ...} -> {"ok": true, "routes": {...}}
+    {"op": "finish", "timeout": 10}                                            -> {"ok": true, "in_flight": 0}
 
-- ``reverse`` (default): one listener per destination; the agent gets plain ``http://`` URLs and no
-  proxy settings.
-- ``reverse-https``: the same listeners, but the agent speaks TLS to them (``https://`` URLs,
-  ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE`` name mitmproxy's CA).
-- ``forward``: one regular (forward) proxy listener; the agent gets the destinations' own URLs and
-  ``HTTP_PROXY`` / ``HTTPS_PROXY``. urllib3 leaves Nagle on for proxy connections (about 40 ms per
-  POST); :func:`disable_nagle_for_proxies` fixes that where the harness owns the client.
-- ``forward-https``: forward mode with ``https://`` destination URLs through mitmproxy's CA.
+The proxy stops when the pipe closes, so a harness killed with SIGKILL leaves no proxy behind.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import errno
-import logging
+import json
+import os
+import selectors
+import shutil
+import signal
 import socket
+import subprocess
+import tempfile
 import threading
-import warnings
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from harness.journal import JournalWriter
-from harness.proxy.rules import MODES, FaultRule, RuleBook
+if TYPE_CHECKING:
+    from harness.proxy.rules import FaultRule
 
-START_TIMEOUT = 20.0
-LISTEN_ATTEMPTS = 5  # fresh ports chosen when one was taken before mitmproxy bound it
-log = logging.getLogger(__name__)
+START_TIMEOUT = 30.0  # the proxy process imports mitmproxy (about 1 s; more on a loaded machine)
+CALL_MARGIN = 30.0  # beyond a call's own timeout: a configure opens listeners, a finish drains flows
 
 
 class ProxyHostError(RuntimeError):
-    """Raised when the embedded proxy cannot start, or a listener cannot be opened."""
-
-
-class _PortTaken(ProxyHostError):
-    """A listener's port was bound by someone else first; ``specs`` are the listeners that failed."""
-
-    def __init__(self, specs: list[str], message: str) -> None:
-        super().__init__(message)
-        self.specs = specs
+    """Raised when the proxy cannot start, a listener cannot be opened, or the proxy process died."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +50,14 @@ class ProxyRoutes:
     env: dict[str, str] = field(default_factory=dict)
     ca_cert: Path | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"urls": self.urls, "env": self.env, "ca_cert": str(self.ca_cert) if self.ca_cert else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProxyRoutes:
+        return cls(dict(data["urls"]), dict(data.get("env") or {}),
+                   Path(data["ca_cert"]) if data.get("ca_cert") else None)
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """An ephemeral port nobody listens on right now (mitmproxy refuses several '@0' listeners)."""
@@ -69,11 +66,31 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _upstream(name: str, url: str) -> tuple[str, int]:
+def upstream_of(name: str, url: str) -> tuple[str, int]:
+    """``(host, port)`` of a destination's base URL, or a ValueError naming the route."""
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname or not parts.port:
         raise ValueError(f"route {name!r}: upstream {url!r} must be http://HOST:PORT (the fake destination's base URL)")
     return parts.hostname, parts.port
+
+
+def checked_scenario(routes: Mapping[str, str], rules: Sequence[FaultRule | Mapping[str, Any]], mode: str) \
+        -> tuple[dict[str, tuple[str, int]], list[FaultRule], set[str | None]]:
+    """A scenario's proxy settings, checked: (upstreams by destination, the rules, the destinations whose
+    connections are refused). ValueError naming what is wrong: the harness checks before it sends, and
+    the proxy checks what it receives."""
+    from harness.proxy.rules import MODES, FaultRule, check_rule_ids, refused_destinations
+
+    if mode not in MODES:
+        raise ValueError(f"proxy mode {mode!r} is not one of {', '.join(MODES)}")
+    upstreams = {name: upstream_of(name, url) for name, url in routes.items()}
+    parsed = [r if isinstance(r, FaultRule) else FaultRule.model_validate(r) for r in rules]
+    check_rule_ids(parsed)
+    refused = refused_destinations(parsed)
+    unknown = sorted(d for d in refused if d is not None and d not in upstreams)
+    if unknown:
+        raise ValueError(f"refuse_connection names unknown destination(s) {unknown}; known: {sorted(upstreams)}")
+    return upstreams, parsed, refused
 
 
 def disable_nagle_for_proxies() -> None:
@@ -101,18 +118,8 @@ def disable_nagle_for_proxies() -> None:
     HTTPConnectionPool._new_conn = _new_conn  # type: ignore[method-assign]
 
 
-class _Ready:
-    """Tiny addon: tells the starting thread that the master is running."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def running(self) -> None:
-        self.event.set()
-
-
 class ProxyHost:
-    """The process's embedded mitmproxy and its fault injector."""
+    """The fault proxy process of this harness process, and the pipe that configures it."""
 
     _shared: ProxyHost | None = None
     _shared_lock = threading.Lock()
@@ -120,13 +127,14 @@ class ProxyHost:
     def __init__(self, *, confdir: str | Path = "~/.mitmproxy", listen_host: str = "127.0.0.1") -> None:
         self.confdir = Path(confdir).expanduser()
         self.listen_host = listen_host
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._master: Any = None
-        self._injector: Any = None
-        self._listen_ports: dict[str, int] = {}  # mode spec without port -> port, so listeners are reused
-        self._forward_port: int | None = None
-        self._start_error: BaseException | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+        self._to_proxy: int | None = None
+        self._from_proxy: int | None = None
+        self._buffer = b""
+        self._lock = threading.Lock()  # one call at a time on the pipe
+        self._folder: Path | None = None
+        self._configured = False
 
     @classmethod
     def shared(cls) -> ProxyHost:
@@ -141,88 +149,120 @@ class ProxyHost:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    # -- lifecycle ----------------------------------------------------------------------------
-
-    def start(self) -> None:
-        if self.running:
-            return
-        ready = _Ready()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="harness-proxy", daemon=True)
-        self._thread.start()
-        if not ready.event.wait(START_TIMEOUT):
-            raise ProxyHostError(f"mitmproxy did not start within {START_TIMEOUT}s: {self._start_error!r}")
-        if self._start_error is not None:
-            raise ProxyHostError(f"mitmproxy failed to start: {self._start_error}") from self._start_error
-
-    def _run(self, ready: _Ready) -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        self._loop = loop
-
-        async def main() -> None:
-            with warnings.catch_warnings():
-                # mitmproxy's dependencies (ldap3, passlib) warn about their own deprecated imports:
-                # noise in every user's test report that they cannot act on
-                warnings.simplefilter("ignore", DeprecationWarning)
-                from mitmproxy import options
-                from mitmproxy.tools.dump import DumpMaster
-
-                from harness.proxy.addon import FaultInjector
-
-                opts = options.Options(listen_host=self.listen_host, mode=[], confdir=str(self.confdir))
-                master = DumpMaster(opts, with_termlog=False, with_dumper=False)
-            # lazy: open the upstream connection only after our request hook (synthetic answers and
-            # dropped requests never touch the destination; forward-https reaches plain-HTTP fakes).
-            opts.update(connection_strategy="lazy", ssl_insecure=True,
-                        stream_large_bodies=None)
-            self._injector = FaultInjector()
-            master.addons.add(self._injector, ready)
-            self._master = master
-            await master.run()
-
-        try:
-            loop.run_until_complete(main())
-        except BaseException as e:  # surfaced to start() instead of dying silently in the thread
-            self._start_error = e
-            ready.event.set()
-        finally:
-            # Client handlers still open at shutdown: cancel them so the loop closes cleanly.
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.wait(pending, timeout=2))
-            loop.close()
-
-    def _call(self, coro: Any, timeout: float) -> Any:
-        if not self.running or self._loop is None:
-            raise ProxyHostError("the proxy host is not running; use ProxyHost.shared()")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Close the journal and shut the master down (idempotent)."""
-        if not self.running:
-            return
-        try:
-            self.finish(timeout=min(timeout, 2.0))
-        except Exception as e:  # stopping must not fail on a stuck flow
-            log.warning("proxy finish before stop failed: %s", e)
-        try:  # mitmproxy's shutdown leaves listening sockets open: close them first
-            self._call(self._update_listeners([]), timeout)
-        except Exception as e:
-            log.warning("closing proxy listeners failed: %s", e)
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._master.shutdown)
-        assert self._thread is not None
-        self._thread.join(timeout)
-
-    # -- per scenario -------------------------------------------------------------------------
+        return self.process is not None and self.process.poll() is None
 
     @property
     def ca_cert(self) -> Path:
         return self.confdir / "mitmproxy-ca-cert.pem"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        from harness.proxy.runtime import RuntimeError_, proxy_python, runtime_env
+
+        if self.running:
+            return
+        try:
+            python = proxy_python()
+        except RuntimeError_ as exc:
+            raise ProxyHostError(str(exc)) from None
+        began = time.perf_counter()
+        # the proxy process imports only the harness package, through a folder holding just a link to
+        # it: the agent's own site-packages (its h11, its pydantic) must not shadow the runtime's
+        self._folder = Path(tempfile.mkdtemp(prefix="harness-proxy-"))
+        (self._folder / "harness").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+        commands_r, commands_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        log_path = self._folder / "proxy.log"
+        try:
+            with log_path.open("ab") as log:
+                self.process = subprocess.Popen(
+                    [str(python), "-m", "harness.proxy.process", "--commands", str(commands_r),
+                     "--replies", str(replies_w), "--confdir", str(self.confdir),
+                     "--listen-host", self.listen_host, "--folder", str(self._folder)],
+                    pass_fds=(commands_r, replies_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True, env=runtime_env(self._folder))
+        finally:
+            os.close(commands_r)
+            os.close(replies_w)
+        self._to_proxy, self._from_proxy = commands_w, replies_r
+        try:
+            self._request({"op": "ping"}, START_TIMEOUT)
+        except ProxyHostError as exc:
+            self._kill()
+            raise ProxyHostError(f"the fault proxy did not start: {exc}") from None
+        self.startup_seconds = time.perf_counter() - began
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish the scenario in progress, then stop the proxy process (idempotent)."""
+        if self.process is None:
+            return
+        if self.running:
+            try:
+                self._request({"op": "stop", "timeout": min(timeout, 2.0)}, timeout)
+            except ProxyHostError:
+                pass
+        self._kill(timeout)
+
+    def _kill(self, timeout: float = 5.0) -> None:
+        for fd in (self._to_proxy, self._from_proxy):
+            if fd is not None:
+                os.close(fd)  # a closed pipe stops the proxy on its own
+        self._to_proxy = self._from_proxy = None
+        if self.process is not None:
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait(5)
+            self.process = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    # -- the pipe -------------------------------------------------------------------------------
+
+    def _request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        with self._lock:
+            if self._to_proxy is None or self._from_proxy is None:
+                raise ProxyHostError("the fault proxy is not running; use ProxyHost.shared()")
+            try:
+                os.write(self._to_proxy, json.dumps(message).encode() + b"\n")
+            except OSError as exc:
+                raise ProxyHostError(f"the fault proxy process has exited ({exc.strerror}){self._log_tail()}") \
+                    from None
+            deadline = time.monotonic() + timeout
+            with selectors.DefaultSelector() as selector:
+                selector.register(self._from_proxy, selectors.EVENT_READ)
+                while b"\n" not in self._buffer:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise ProxyHostError(f"the fault proxy did not answer {message['op']} within "
+                                             f"{timeout:g} s{self._log_tail()}")
+                    if selector.select(remaining):
+                        chunk = os.read(self._from_proxy, 65536)
+                        if not chunk:
+                            raise ProxyHostError(f"the fault proxy process has exited{self._log_tail()}")
+                        self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\n", 1)
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            kind = ValueError if reply.get("kind") == "ValueError" else ProxyHostError
+            raise kind(reply.get("error", "the fault proxy failed"))
+        return reply
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            text = (self._folder / "proxy.log").read_text(errors="replace") if self._folder else ""
+        except OSError:
+            return ""
+        tail = "\n".join(text.splitlines()[-lines:])
+        return f"\nfault proxy log (tail):\n{tail}" if tail else ""
+
+    # -- per scenario -------------------------------------------------------------------------
 
     def configure(
         self,
@@ -234,121 +274,16 @@ class ProxyHost:
         mode: str = "reverse",
         seed: int | str = 0,
     ) -> ProxyRoutes:
-        """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed."""
-        if mode not in MODES:
-            raise ValueError(f"proxy mode {mode!r} is not one of {', '.join(MODES)}")
-        upstreams = {name: _upstream(name, url) for name, url in routes.items()}
-        parsed = [r if isinstance(r, FaultRule) else FaultRule.model_validate(r) for r in rules]
-        book = RuleBook(parsed, seed=seed)
-        refused = book.refused_destinations()
-        unknown = sorted(d for d in refused if d is not None and d not in upstreams)
-        if unknown:
-            raise ValueError(f"refuse_connection names unknown destination(s) {unknown}; known: {sorted(upstreams)}")
-        self.finish()
-        journal = JournalWriter(journal_path)
-        try:
-            return self._call(self._apply(upstreams, book, journal, dict(secrets), mode, refused), 30)
-        except BaseException:
-            journal.close()
-            raise
+        """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
 
-    async def _apply(self, upstreams: dict[str, tuple[str, int]], book: RuleBook, journal: JournalWriter,
-                     secrets: dict[str, str], mode: str, refused: set[str | None]) -> ProxyRoutes:
-        from mitmproxy import ctx
-
-        from harness.proxy.addon import ScenarioState
-
-        # mitmproxy's ctx is global and any Master built later in this process takes it over (its
-        # own test helper `taddons.context` does): take it back before each scenario
-        ctx.master, ctx.options, ctx.log = self._master, self._master.options, self._master.log
-        tls = mode.endswith("https")
-        for attempt in range(1, LISTEN_ATTEMPTS + 1):
-            specs, urls, env, by_listener, by_address = self._plan_listeners(upstreams, mode, refused)
-            self._injector.scenario = ScenarioState(
-                book=book, journal=journal, by_listener=by_listener, by_address=by_address,
-                upstreams=upstreams, secrets=tuple(secrets.values()))
-            try:
-                await self._update_listeners(specs)
-            except _PortTaken as taken:
-                # another process bound a port between free_port() choosing it and mitmproxy binding
-                # it (2 parallel workers, many ephemeral client ports): choose again, a few times
-                if attempt == LISTEN_ATTEMPTS:
-                    raise ProxyHostError(str(taken)) from None
-                self._forget_ports(taken.specs)
-                continue
-            return ProxyRoutes(urls=urls, env=env, ca_cert=self.ca_cert if tls else None)
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _plan_listeners(self, upstreams: dict[str, tuple[str, int]], mode: str, refused: set[str | None]) \
-            -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str], dict[tuple[str, int], str]]:
-        """The listener specs of a scenario and the agent's URLs and environment: (specs, urls, env,
-        by_listener, by_address). Listeners of an unchanged upstream keep their port (mitmproxy keeps them open)."""
-        scheme = "https" if mode.endswith("https") else "http"
-        specs: list[str] = []
-        urls: dict[str, str] = {}
-        env: dict[str, str] = {}
-        by_listener: dict[str, str] = {}
-        by_address: dict[tuple[str, int], str] = {}
-        if mode.startswith("reverse"):
-            taken: set[int] = set()
-            for name, (host, port) in upstreams.items():
-                if name in refused or None in refused:
-                    urls[name] = f"{scheme}://{self.listen_host}:{free_port(self.listen_host)}"
-                    continue
-                base = f"reverse:http://{host}:{port}@{self.listen_host}"
-                listen = self._listen_ports.get(base)
-                if listen is None or listen in taken:  # two destinations may share one upstream
-                    listen = free_port(self.listen_host)
-                    self._listen_ports.setdefault(base, listen)
-                taken.add(listen)
-                spec = f"{base}:{listen}"
-                specs.append(spec)
-                by_listener[spec] = name
-                urls[name] = f"{scheme}://{self.listen_host}:{listen}"
-        else:
-            self._forward_port = self._forward_port or free_port(self.listen_host)
-            specs.append(f"regular@{self.listen_host}:{self._forward_port}")
-            proxy_url = f"http://{self.listen_host}:{self._forward_port}"
-            env.update(HTTP_PROXY=proxy_url, HTTPS_PROXY=proxy_url, http_proxy=proxy_url,
-                       https_proxy=proxy_url, NO_PROXY="", no_proxy="")
-            for name, (host, port) in upstreams.items():
-                by_address[(host, port)] = name
-                urls[name] = f"{scheme}://{host}:{port}"
-                if name in refused or None in refused:  # nothing listens there: the connect is refused
-                    urls[name] = f"{scheme}://{self.listen_host}:{free_port(self.listen_host)}"
-        if scheme == "https":
-            env.update(SSL_CERT_FILE=str(self.ca_cert), REQUESTS_CA_BUNDLE=str(self.ca_cert),
-                       CURL_CA_BUNDLE=str(self.ca_cert))
-        return specs, urls, env, by_listener, by_address
-
-    def _forget_ports(self, specs: Sequence[str]) -> None:
-        """Let the next plan choose new ports for these listeners."""
-        for spec in specs:
-            base, _, port = spec.rpartition(":")
-            if self._listen_ports.get(base) == int(port):
-                del self._listen_ports[base]
-            if spec.startswith("regular@"):
-                self._forward_port = None
-
-    async def _update_listeners(self, specs: list[str]) -> None:
-        ps = self._master.addons.get("proxyserver")
-        if list(self._master.options.mode) != specs:
-            from mitmproxy.exceptions import OptionsError
-
-            try:
-                self._master.options.update(mode=specs)
-            except OptionsError as e:
-                raise ProxyHostError(f"cannot open proxy listeners {specs}: {e}") from e
-            task = getattr(ps, "_update_task", None)
-            if task is not None:
-                await task
-        down = [s for s in specs if not ps.servers[s].is_running]
-        if down:
-            errors = "; ".join(f"{s}: {ps.servers[s].last_exception}" for s in down)
-            in_use = [s for s in down if getattr(ps.servers[s].last_exception, "errno", None) == errno.EADDRINUSE]
-            if in_use:
-                raise _PortTaken(in_use, f"proxy listener(s) failed to start: {errors}")
-            raise ProxyHostError(f"proxy listener(s) failed to start: {errors}")
+        Rules, routes and mode are checked here, so a bad one is a ValueError before the proxy sees it."""
+        _, parsed, _ = checked_scenario(routes, rules, mode)
+        reply = self._request({"op": "configure", "routes": dict(routes),
+                               "rules": [r.model_dump(mode="json", exclude_unset=True) for r in parsed],
+                               "journal": str(Path(journal_path).resolve()), "secrets": dict(secrets),
+                               "mode": mode, "seed": seed}, CALL_MARGIN)
+        self._configured = True
+        return ProxyRoutes.from_dict(reply["routes"])
 
     def finish(self, timeout: float = 10.0) -> int:
         """End the scenario: wait (bounded) for flows in flight, journal those still in flight at the
@@ -356,21 +291,7 @@ class ProxyHost:
 
         Returns how many flows were still in flight at the deadline (0 when all ended on their own).
         """
-        if not self.running or self._injector is None or self._injector.scenario is None:
+        if not self.running or not self._configured:
             return 0
-
-        async def drain() -> int:
-            state = self._injector.scenario
-            if state is None:
-                return 0
-            try:
-                await asyncio.wait_for(state.idle.wait(), timeout)
-            except TimeoutError:
-                pass
-            left = state.in_flight
-            self._injector.journal_in_flight(state)  # their lines, so no request the destination saw is missing
-            state.journal.close()
-            self._injector.scenario = None
-            return left
-
-        return self._call(drain(), timeout + 5)
+        self._configured = False
+        return int(self._request({"op": "finish", "timeout": timeout}, timeout + CALL_MARGIN)["in_flight"])

@@ -348,6 +348,19 @@ def schedule_fires(match: Match, count: int) -> bool:
     return True
 
 
+def check_rule_ids(rules: Sequence[FaultRule]) -> None:
+    """ValueError when two rules share an id (the journal names the rule that fired by its id)."""
+    ids = Counter(r.id for r in rules)
+    dupes = sorted(i for i, n in ids.items() if n > 1)
+    if dupes:
+        raise ValueError(f"duplicate fault rule id(s): {', '.join(dupes)}; each rule needs its own id")
+
+
+def refused_destinations(rules: Sequence[FaultRule]) -> set[str | None]:
+    """Destinations whose connections ``refuse_connection`` refuses (None: every destination)."""
+    return {r.match.destination for r in rules if r.action == "refuse_connection"}
+
+
 class RuleBook:
     """The rules of one scenario run with their counters and seeded random streams.
 
@@ -356,17 +369,11 @@ class RuleBook:
     """
 
     def __init__(self, rules: Sequence[FaultRule], *, seed: int | str = 0) -> None:
-        ids = Counter(r.id for r in rules)
-        dupes = sorted(i for i, n in ids.items() if n > 1)
-        if dupes:
-            raise ValueError(f"duplicate fault rule id(s): {', '.join(dupes)}; each rule needs its own id")
+        check_rule_ids(rules)
         self.rules = list(rules)
         self.seed = seed
         self._counts: list[Counter[Any]] = [Counter() for _ in self.rules]
         self._random = [random.Random(f"{seed}:{r.id}") for r in self.rules]
-
-    def refused_destinations(self) -> set[str | None]:
-        return {r.match.destination for r in self.rules if r.action == "refuse_connection"}
 
     def decide(self, facts: RequestFacts) -> FaultRule | None:
         """Count this request against every rule; return the first rule that fires, if any."""

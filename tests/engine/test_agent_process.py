@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent_process import argv_for, run_agent
-from harness.contract import CHECKPOINT_KEY_FILE_ENV
+from harness.contract import OPERATOR_ENV
 from harness.errors import AgentError
 
 
@@ -39,10 +39,13 @@ def test_exit_status_and_environment_are_passed(tmp_path: Path) -> None:
     assert (tmp_path / "out").read_text().strip() == "/x/log"
 
 
-def test_the_operators_checkpoint_key_never_reaches_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CHECKPOINT_KEY_FILE_ENV, str(tmp_path / "operator.key"))
+@pytest.mark.parametrize("name", OPERATOR_ENV)
+def test_the_operators_settings_never_reach_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      name: str) -> None:
+    """The checkpoint key (the agent must not sign its own log) and the proxy runtime's settings."""
+    monkeypatch.setenv(name, str(tmp_path / "operator-setting"))
     monkeypatch.setenv("SOME_OTHER_SETTING", "kept")
-    code = f"import os; print(os.environ.get({CHECKPOINT_KEY_FILE_ENV!r}), os.environ.get('SOME_OTHER_SETTING'))"
+    code = f"import os; print(os.environ.get({name!r}), os.environ.get('SOME_OTHER_SETTING'))"
     run = run_agent(f"python -c \"{code}\"", {}, timeout=20, stdout=tmp_path / "out", stderr=tmp_path / "err")
     assert run.exit_status == 0, (tmp_path / "err").read_text()
     assert (tmp_path / "out").read_text().split() == ["None", "kept"]

@@ -10,11 +10,12 @@ import yaml
 
 from harness.engine import run_scenario
 from harness.report import render_result
-from harness.scenario import bundled_scenario_dir, load
+from harness.resources import catalogue_dir
+from harness.scenario import load
 
 
 def variant(tmp_path: Path, mode: str) -> Path:
-    data = yaml.safe_load((bundled_scenario_dir() / "response_lost.yaml").read_text())
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
     data["proxy"] = {"mode": mode}
     path = tmp_path / f"response_lost_{mode}.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -16,7 +16,8 @@ import yaml
 from harness.engine import run_scenario
 from harness.evidence import load_evidence
 from harness.report import render_result
-from harness.scenario import bundled_scenario_dir, load
+from harness.resources import catalogue_dir
+from harness.scenario import load
 
 INTENTS = 500
 
@@ -51,7 +52,7 @@ def test_five_hundred_intents_journal_equals_ledger_and_the_reference_agent_pass
 
 def test_runs_at_once_in_separate_processes_all_pass(tmp_path: Path) -> None:
     runs = 4
-    scenario = bundled_scenario_dir() / "response_lost.yaml"
+    scenario = catalogue_dir() / "response_lost.yaml"
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--evidence-dir",
                                str(tmp_path / f"run-{n}")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for n in range(runs)]

@@ -147,10 +147,11 @@ def test_an_evidence_folder_verifies_against_its_checkpoint(tmp_path, monkeypatc
 
 def test_a_scenario_runs_evidence_verifies_and_a_forged_append_is_detected(tmp_path, monkeypatch):
     from harness.engine import run_scenario
-    from harness.scenario import bundled_scenario_dir, load
+    from harness.resources import catalogue_dir
+    from harness.scenario import load
 
     monkeypatch.delenv("HARNESS_CHECKPOINT_KEY_FILE", raising=False)
-    result = run_scenario(load(bundled_scenario_dir() / "response_lost.yaml"), evidence_root=tmp_path)
+    result = run_scenario(load(catalogue_dir() / "response_lost.yaml"), evidence_root=tmp_path)
     folder = result.evidence_dir
     status, out = run(str(folder))
     assert status == 0, out

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
@@ -28,7 +30,7 @@ def test_run_passes_with_the_reference_agent_and_fails_with_a_wrong_one(tmp_path
 
 def test_runs_at_once_with_the_default_relative_evidence_dir_all_pass(tmp_path: Path) -> None:
     """`python -m harness run NAME` from a fresh folder: ./evidence is relative to the caller, and the
-    agent (which runs inside the evidence folder) must still find its intents file and log."""
+    agent (which runs in the caller's folder too) is handed absolute paths to its intents file and log."""
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", "response_lost"], cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
     try:
@@ -65,3 +67,50 @@ def test_scenarios_lists_the_catalogue_and_schema_prints_json() -> None:
         schema = harness("schema", which)
         assert schema.returncode == 0
         assert json.loads(schema.stdout)["$schema"].startswith("https://json-schema.org/")
+
+
+def test_scenarios_with_an_empty_or_missing_catalogue_says_so_and_exits_2(tmp_path, monkeypatch, capsys) -> None:
+    """A broken install (no catalogue in the package) is an error naming the folder, never an empty list
+    and exit 0. (The wheel test deletes the catalogue of a real install; here only its location moves.)"""
+    import harness.resources
+    from harness.cli import main
+
+    for folder, state in ((tmp_path, "holds no scenario file (*.yaml)"), (tmp_path / "gone", "does not exist")):
+        monkeypatch.setattr(harness.resources, "catalogue_dir", lambda folder=folder: folder)
+        assert main(["scenarios"]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (f"error: the bundled scenario catalogue {folder} {state}: this installation of retry-harness "
+                       "is incomplete; reinstall it (pip install --force-reinstall retry-harness)\n")
+
+
+def test_the_catalogue_and_the_data_files_come_from_the_installed_package() -> None:
+    import harness
+    from harness.matrix import EXPECTED_FILE
+    from harness.resources import catalogue, catalogue_dir
+    from harness.scenario import SCHEMA_PATH as scenario_schema
+
+    package = Path(harness.__file__).parent
+    assert catalogue_dir() == package / "scenarios"
+    assert "response_lost" in [p.stem for p in catalogue()] and len(catalogue()) >= 19
+    assert EXPECTED_FILE == package / "expected_outcomes.yaml" and EXPECTED_FILE.is_file()
+    assert scenario_schema == package / "schemas" / "scenario.schema.json" and scenario_schema.is_file()
+
+
+def test_package_data_without_a_file_system_path_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    """A harness imported from a zip archive has no plain files to hand to pytest or the agent's supervisor:
+    the resource is named in an error, not a traceback from deep inside a later open()."""
+    import zipfile
+
+    import harness.resources
+    from harness.errors import HarnessError
+
+    archive = tmp_path / "harness.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("harness/scenarios/response_lost.yaml", "name: response_lost\n")
+    monkeypatch.setattr(harness.resources, "files", lambda package: zipfile.Path(archive, f"{package}/"))
+    with pytest.raises(HarnessError) as raised:
+        harness.resources.catalogue_dir()
+    message = str(raised.value)
+    assert "the harness package is not installed as plain files, so its data 'scenarios' has no path" in message
+    assert "install retry-harness with pip" in message

@@ -20,15 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract import EvidenceLayout
+from harness.contract import AUDIT_LOG_ENV, EvidenceLayout
 
 SCENARIO = Path(__file__).parents[1] / "engine" / "scenarios" / "hold_15s_deliver.yaml"
 EXIT_INCOMPLETE = 3
 DEADLINE = 20.0
+CALLER = "caller"  # the folder the harness is started from, hence the agent's working folder
 
 
-def _proc_entries() -> Iterator[tuple[int, str, str, str]]:
-    """(pid, state, cmdline, cwd) of every process we may read."""
+def _proc_entries() -> Iterator[tuple[int, str, str, str, list[str]]]:
+    """(pid, state, cmdline, cwd, environment) of every process we may read."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -36,18 +37,29 @@ def _proc_entries() -> Iterator[tuple[int, str, str, str]]:
             stat = (entry / "stat").read_text()
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             cwd = os.readlink(entry / "cwd")
+            environ = (entry / "environ").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        yield int(entry.name), stat[stat.rindex(")") + 2], cmdline, cwd
+        yield int(entry.name), stat[stat.rindex(")") + 2], cmdline, cwd, environ
 
 
 def processes_of(root: Path) -> list[int]:
     """Running (not zombie) processes whose command line or working folder lies under ``root``: the
-    agent and its supervisor run in the evidence folder, the destinations read their config from
+    agent and its supervisor work in the caller's folder, the destinations read their config from
     the pool's folder under the run's TMPDIR."""
     here = str(root)
-    return [pid for pid, state, cmdline, cwd in _proc_entries()
-            if state not in "ZX" and pid != os.getpid() and (here in cmdline or cwd.startswith(here))]
+    return [pid for pid, state, cmdline, cwd, _ in _proc_entries()
+            if state not in "ZX" and pid != os.getpid()
+            and (here in cmdline or cwd == here or cwd.startswith(here + os.sep))]
+
+
+def agent_cwds(folder: Path) -> set[str]:
+    """The working folders of the running processes whose audit log (the contract's HARNESS_AUDIT_LOG, in
+    the environment the harness starts the agent with) is this evidence folder's: the agent and its
+    supervisor."""
+    marker = f"{AUDIT_LOG_ENV}={EvidenceLayout(folder).agent_log}"
+    return {cwd for pid, state, _, cwd, environ in _proc_entries()
+            if state not in "ZX" and pid != os.getpid() and marker in environ}
 
 
 def wait_for(condition: Callable[[], object], what: str, process: subprocess.Popen[bytes] | None = None) -> None:
@@ -76,8 +88,13 @@ def before_the_agent_starts(root: Path, tmp: Path) -> bool:
 
 
 def while_the_agent_runs(root: Path, tmp: Path) -> bool:
+    """The agent (found by its environment) runs, in the folder the harness was started from."""
     folder = evidence_folder(root)
-    return folder is not None and EvidenceLayout(folder).agent_log.exists() and bool(processes_of(folder))
+    if folder is None or not EvidenceLayout(folder).agent_log.exists():
+        return False
+    cwds = agent_cwds(folder)
+    assert cwds <= {str(root.parent / CALLER)}, f"the agent runs in {cwds}, not the caller's folder"
+    return bool(cwds)
 
 
 def during_teardown(root: Path, tmp: Path) -> bool:
@@ -85,18 +102,20 @@ def during_teardown(root: Path, tmp: Path) -> bool:
     folder = evidence_folder(root)
     if folder is None or not EvidenceLayout(folder).agent_log.exists():
         return False
-    return '"resolution"' in EvidenceLayout(folder).agent_log.read_text() and not processes_of(folder)
+    return '"resolution"' in EvidenceLayout(folder).agent_log.read_text() and not agent_cwds(folder)
 
 
 @pytest.mark.parametrize("moment", [before_the_agent_starts, while_the_agent_runs, during_teardown],
                          ids=lambda m: m.__name__)
 def test_kill_9_of_the_harness_leaves_nothing_behind_and_check_says_incomplete(
         tmp_path: Path, moment: Callable[[Path, Path], bool]) -> None:
-    tmp, evidence = tmp_path / "tmp", tmp_path / "evidence"
+    tmp, evidence, caller = tmp_path / "tmp", tmp_path / "evidence", tmp_path / CALLER
     tmp.mkdir()
+    caller.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}
     harness = subprocess.Popen([sys.executable, "-m", "harness", "run", str(SCENARIO), "--evidence-dir", str(evidence)],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                               env=env, cwd=caller, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
     try:
         wait_for(lambda: moment(evidence, tmp), moment.__name__, harness)
         harness.send_signal(signal.SIGKILL)

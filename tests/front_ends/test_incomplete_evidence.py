@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from harness.contract import COMPLETENESS_KEY, EvidenceLayout
-from harness.scenario import bundled_scenario_dir
+from harness.resources import catalogue_dir
 
 EXIT_INCOMPLETE = 3
 
@@ -24,7 +24,7 @@ def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 
 def variant(tmp_path: Path, name: str, **changes: object) -> Path:
-    data = yaml.safe_load((bundled_scenario_dir() / "response_lost.yaml").read_text())
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
     data.update(name=name, **changes)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import bundled_scenario_dir
+from harness.resources import catalogue_dir
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WRONG = "python -m harness.agents.wrong."
@@ -128,7 +128,7 @@ def test_catalogue_gives_every_bundled_scenario_or_a_selection() -> None:
     from harness.pytest_plugin import catalogue
 
     every = catalogue()
-    assert [p.id for p in every] == sorted(p.stem for p in bundled_scenario_dir().glob("*.yaml"))
+    assert [p.id for p in every] == sorted(p.stem for p in catalogue_dir().glob("*.yaml"))
     assert all(Path(p.values[0]).is_file() for p in every)
     assert [p.id for p in catalogue("response_lost")] == ["response_lost"]
     assert [p.id for p in catalogue(["rate_limited", "response_lost_*"])] == [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import bundled_scenario_dir
+from harness.resources import catalogue_dir
 
 WRONG = "python -m harness.agents.wrong."
 
@@ -34,7 +34,7 @@ def run(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, mon
 def scenario_file(folder: Path, name: str, *, tickets: int = 1) -> Path:
     """The bundled response_lost under another name; `tickets=2` makes its own expectation fail
     (the reference agent is right, the scenario demands two tickets)."""
-    source = (bundled_scenario_dir() / "response_lost.yaml").read_text()
+    source = (catalogue_dir() / "response_lost.yaml").read_text()
     assert "name: response_lost" in source and "effects: {tickets: 1}" in source
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"
@@ -209,6 +209,13 @@ def test_long_forms_run_scenarios(run) -> None:
                  "--harness-keep-evidence", "failed", "-rf")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAILED *::response_lost - H021*"])
+
+
+def test_an_empty_agent_in_the_long_form_is_a_usage_error_naming_that_spelling(run) -> None:
+    result = run("--harness-scenario", "response_lost", "--harness-agent", "")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --harness-agent: '' is empty" in result.stderr.str()
+    assert "leave --harness-agent out" in result.stderr.str()
 
 
 CLASHING_OPTIONS = """

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.resources import catalogue_dir
+
 WRONG = "python -m harness.agents.wrong."
 
 
@@ -90,9 +92,9 @@ def test_results_cross_xdist_as_data_and_the_controller_renders_them(run_plugin)
 def test_a_scenario_result_renders_the_same_after_a_round_trip_through_json(tmp_path) -> None:
     from harness.engine import ScenarioResult, run_scenario
     from harness.report import render_result
-    from harness.scenario import bundled_scenario_dir, load
+    from harness.scenario import load
 
-    result = run_scenario(load(bundled_scenario_dir() / "response_lost.yaml"), agent=WRONG + "new_key_per_attempt",
+    result = run_scenario(load(catalogue_dir() / "response_lost.yaml"), agent=WRONG + "new_key_per_attempt",
                           evidence_root=tmp_path)
     again = ScenarioResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert render_result(again) == render_result(result)
@@ -103,7 +105,7 @@ def test_a_scenario_result_renders_the_same_after_a_round_trip_through_json(tmp_
 def test_a_run_failed_by_its_expectations_alone_says_failed_everywhere(run_plugin, tmp_path) -> None:
     # the checker finds nothing (the reference agent is right), but the scenario expects two tickets
     scenario = tmp_path / "expect_two_tickets.yaml"
-    source = (Path(__file__).resolve().parents[2] / "scenarios" / "response_lost.yaml").read_text()
+    source = (catalogue_dir() / "response_lost.yaml").read_text()
     assert "effects: {tickets: 1}" in source
     scenario.write_text(source.replace("name: response_lost", "name: expect_two_tickets")
                         .replace("effects: {tickets: 1}", "effects: {tickets: 2}"))

@@ -11,12 +11,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-CATALOGUE = Path(__file__).resolve().parents[2] / "scenarios"
+from harness.resources import catalogue_dir
+
+CATALOGUE = catalogue_dir()
 
 
 @dataclass(frozen=True)

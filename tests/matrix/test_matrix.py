@@ -13,10 +13,10 @@ import pytest
 
 from harness.matrix import REFERENCE, Matrix, load_expectations, run_cell
 from harness.report import render_matrix
-from harness.scenario import bundled_scenario_dir
+from harness.resources import catalogue_dir, package_path
 
 EXPECTED = load_expectations()
-SCENARIOS = {p.stem: p for p in sorted(bundled_scenario_dir().glob("*.yaml"))}
+SCENARIOS = {p.stem: p for p in sorted(catalogue_dir().glob("*.yaml"))}
 TARGETED = [(agent, scenario) for agent, targets in EXPECTED.caught_by.items() for scenario in targets]
 
 
@@ -24,7 +24,7 @@ def test_expected_outcomes_name_real_agents_scenarios_and_rules() -> None:
     from harness.checker import RULES
 
     codes = set(RULES)
-    wrong_dir = Path(__file__).resolve().parents[2] / "harness" / "agents" / "wrong"
+    wrong_dir = package_path("agents", "wrong")  # shipped in the package, as the catalogue is
     for agent, targets in EXPECTED.caught_by.items():
         assert (wrong_dir / f"{agent}.py").is_file(), agent
         assert targets, f"{agent} must name at least one scenario that catches it"

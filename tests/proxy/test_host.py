@@ -3,17 +3,22 @@ ports re-chosen when another process takes one between its choice and mitmproxy'
 
 from __future__ import annotations
 
+import shutil
 import socket
+import tempfile
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import requests
 
-import harness.proxy.host as proxy_host_module
+import harness.proxy.server as proxy_server_module
 from harness.journal import read_journal
 from harness.proxy import ProxyHost
-from harness.proxy.host import LISTEN_ATTEMPTS, ProxyHostError
+from harness.proxy.host import ProxyHostError
+from harness.proxy.server import LISTEN_ATTEMPTS, ProxyServer
 
 
 def test_shared_is_one_host_per_process(proxy_host):
@@ -127,8 +132,21 @@ def squat() -> socket.socket:
     return sock
 
 
-def test_a_listener_port_taken_before_the_proxy_binds_it_is_chosen_again(scenario, proxy_host, monkeypatch):
-    real, chosen = proxy_host_module.free_port, []
+@pytest.fixture
+def embedded() -> Iterator[ProxyServer]:
+    """The proxy server itself, in this process (it runs in the proxy's process in a harness run)."""
+    server = ProxyServer(confdir=Path(tempfile.mkdtemp(prefix="mitm-conf-")))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.confdir, ignore_errors=True)
+
+
+def test_a_listener_port_taken_before_the_proxy_binds_it_is_chosen_again(embedded, destination, tmp_path,
+                                                                          monkeypatch):
+    real, chosen = proxy_server_module.free_port, []
     with squat() as squatter:
         taken = squatter.getsockname()[1]
 
@@ -136,24 +154,22 @@ def test_a_listener_port_taken_before_the_proxy_binds_it_is_chosen_again(scenari
             chosen.append(taken if not chosen else real(host))
             return chosen[-1]
 
-        monkeypatch.setattr(proxy_host_module, "free_port", first_one_taken)
-        proxy_host._listen_ports.clear()  # a new listener for the tickets destination
-        routes = scenario.configure([])
+        monkeypatch.setattr(proxy_server_module, "free_port", first_one_taken)
+        routes = embedded.configure({"tickets": destination.url}, [], tmp_path / "journal.ndjson")
         port = urlsplit(routes.urls["tickets"]).port
         assert chosen[0] == taken and port == chosen[-1] != taken
         answer = requests.post(routes.urls["tickets"] + "/tickets", json={"title": "x"}, timeout=10)
         assert answer.status_code == 201
-    assert [e["upstream_status"] for e in scenario.journal()] == [201]
+    embedded.finish()
+    assert [e["upstream_status"] for e in read_journal(tmp_path / "journal.ndjson")] == [201]
 
 
-def test_a_port_taken_at_every_attempt_is_a_clear_error(scenario, proxy_host, monkeypatch):
+def test_a_port_taken_at_every_attempt_is_a_clear_error(embedded, destination, tmp_path, monkeypatch):
     with squat() as squatter:
         taken = squatter.getsockname()[1]
-        monkeypatch.setattr(proxy_host_module, "free_port", lambda host="127.0.0.1": taken)
-        proxy_host._listen_ports.clear()
+        monkeypatch.setattr(proxy_server_module, "free_port", lambda host="127.0.0.1": taken)
         with pytest.raises(ProxyHostError, match=f"failed to start.*{taken}.*in use"):
-            scenario.configure([])
+            embedded.configure({"tickets": destination.url}, [], tmp_path / "j1.ndjson")
     monkeypatch.undo()
-    proxy_host._listen_ports.clear()
-    assert scenario.configure([]).urls["tickets"]  # the host still works afterwards
+    assert embedded.configure({"tickets": destination.url}, [], tmp_path / "j2.ndjson").urls["tickets"]
     assert LISTEN_ATTEMPTS > 1

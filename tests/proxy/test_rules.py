@@ -23,6 +23,7 @@ from harness.proxy.rules import (
     actions_markdown,
     matches_criteria,
     path_pattern,
+    refused_destinations,
     rules_json_schema,
 )
 
@@ -231,6 +232,7 @@ def test_jitter_is_seeded():
 
 
 def test_refuse_connection_is_not_a_request_decision():
-    book = RuleBook([rule("refuse_connection", destination="tickets")])
-    assert book.refused_destinations() == {"tickets"}
+    refuse = rule("refuse_connection", destination="tickets")
+    book = RuleBook([refuse])
+    assert refused_destinations([refuse]) == {"tickets"}
     assert book.decide(facts()) is None

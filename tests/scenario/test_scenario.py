@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from harness.errors import ScenarioError
+from harness.resources import catalogue_dir
 from harness.scenario import load, resolve, scenario_json_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def error_of(path: Path) -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(catalogue_dir().glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_bundled_scenario_loads_and_validates_against_the_published_schema(path: Path) -> None:
     scenario = load(path)
     assert scenario.name == path.stem
@@ -97,7 +98,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_resolve_by_name_glob_all_and_unknown() -> None:
-    dirs = [REPO / "scenarios"]
+    dirs = [catalogue_dir()]
     assert [p.stem for p in resolve("response_lost", dirs)] == ["response_lost"]
     assert "response_lost" in [p.stem for p in resolve("all", dirs)]
     assert "response_lost" in [p.stem for p in resolve("response_*", dirs)]
@@ -115,14 +116,14 @@ def test_every_bundled_scenario_validates_against_the_published_schema_file() ->
     from harness.scenario import SCHEMA_PATH
 
     schema = json.loads(SCHEMA_PATH.read_text())
-    for path in sorted((REPO / "scenarios").glob("*.yaml")):
+    for path in sorted(catalogue_dir().glob("*.yaml")):
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
 
 
 def test_published_schema_rejects_an_unknown_fault_action() -> None:
     from harness.scenario import SCHEMA_PATH
 
-    data = yaml.safe_load((REPO / "scenarios" / "response_lost.yaml").read_text())
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
     data["faults"][0]["action"] = "drop_everything"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
@@ -131,7 +132,7 @@ def test_published_schema_rejects_an_unknown_fault_action() -> None:
 def test_published_schema_rejects_a_destination_name_that_is_no_id() -> None:
     from harness.scenario import SCHEMA_PATH
 
-    data = yaml.safe_load((REPO / "scenarios" / "response_lost.yaml").read_text())
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
     spec = next(iter(data["destinations"].values()))
     schema = json.loads(SCHEMA_PATH.read_text())
     jsonschema.validate(data, schema)

@@ -1,0 +1,43 @@
+"""`--agent` in both front ends: an empty value is a usage error, never the default agent.
+
+`--agent "$AGENT"` with an unset variable gives `--agent ""`; running the reference agent instead
+would pass the run without testing the agent meant. Real subprocesses, as CI would start them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EMPTY_VALUES = ["", "   ", "\t\n"]
+
+
+@pytest.mark.parametrize("value", EMPTY_VALUES, ids=["empty", "spaces", "tab-newline"])
+def test_cli_run_with_an_empty_agent_is_exit_2_naming_the_option(tmp_path: Path, value: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "harness", "run", "response_lost", "--agent", value],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"python -m harness run: error: argument --agent: {value!r} is empty; give a command such as " \
+           "'python -m harness.agents.reference'" in out.stderr
+    assert "leave --agent out to use the scenario's agent, else the reference agent" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert not (tmp_path / "evidence").exists(), "nothing ran"
+
+
+@pytest.mark.parametrize("value", EMPTY_VALUES, ids=["empty", "spaces", "tab-newline"])
+def test_pytest_with_an_empty_agent_is_a_usage_error_naming_the_option(run_plugin, value: str) -> None:
+    result = run_plugin("--scenario", "response_lost", "--agent", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: --agent: {value!r} is empty; give a command such as 'python -m harness.agents.reference'" \
+           in result.stderr.str()
+    assert "leave --agent out" in result.stderr.str()
+    assert not any(result.evidence_dir.iterdir()), "nothing ran"
+
+
+def test_an_agent_that_is_given_still_runs(run_plugin) -> None:
+    """The check rejects only what is no command: a real one, with spaces around it, runs and passes."""
+    result = run_plugin("--scenario", "response_lost", "--agent", "  python -m harness.agents.reference ")
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,81 @@
+"""The runtime dependencies are what the product imports: every third-party module that harness/ and
+fake_destinations/ import (at module level or inside a function) comes from a declared dependency, and
+every declared dependency is imported. What only the tests import lives in the `test` extra."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PRODUCT = ("harness", "fake_destinations")
+# imported directly, installed (and pinned) by a declared dependency: declaring it again would only
+# invite a second, conflicting bound
+COMES_WITH = {"pydantic-core": "pydantic"}
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def declared(extra: str | None = None) -> set[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    return {_canonical(re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]) for req in requirements}
+
+
+def imported_distributions() -> dict[str, set[str]]:
+    """Distribution -> the product files that import one of its modules."""
+    owners = packages_distributions()
+    found: dict[str, set[str]] = {}
+    for package in PRODUCT:
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".", 1)[0]
+                    if top in sys.stdlib_module_names or top in PRODUCT or top == "__future__":
+                        continue
+                    for dist in owners.get(top, [f"<no installed distribution for {top}>"]):
+                        found.setdefault(_canonical(dist), set()).add(str(path.relative_to(REPO)))
+    return found
+
+
+def proxy_runtime() -> set[str]:
+    """What the fault proxy's own interpreter is made with (harness/proxy/runtime.py), not the harness's."""
+    from harness.proxy.runtime import REQUIREMENTS
+
+    return {_canonical(re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]) for req in REQUIREMENTS}
+
+
+def test_every_third_party_import_of_the_product_is_a_runtime_dependency() -> None:
+    runtime = declared()
+    missing = {dist: sorted(files) for dist, files in imported_distributions().items()
+               if dist not in runtime and COMES_WITH.get(dist) not in runtime}
+    # mitmproxy: imported only by the proxy process's modules, which run under the proxy's runtime
+    proxy_only = {dist for dist, files in missing.items()
+                  if dist in proxy_runtime() and all(f.startswith("harness/proxy/") for f in files)}
+    missing = {dist: files for dist, files in missing.items() if dist not in proxy_only}
+    assert not missing, f"imported by the product but not in [project] dependencies: {missing}"
+    assert proxy_only == {"mitmproxy"}, proxy_only
+
+
+def test_every_runtime_dependency_is_imported_by_the_product() -> None:
+    unused = declared() - set(imported_distributions())
+    assert not unused, f"runtime dependencies the product never imports (move them to the test extra): {unused}"
+
+
+def test_test_only_libraries_are_in_the_test_extra_not_the_runtime() -> None:
+    runtime, test = declared(), declared("test")
+    for name in ("httpx", "jsonschema"):
+        assert name in test and name not in runtime, name
+        assert name not in imported_distributions(), f"{name} is imported by the product"
