@@ -144,6 +144,9 @@ class Scenario(BaseModel):
 
 
 SCHEMA_PATH = schema_file(SCENARIO_SCHEMA_FILE)  # package data (harness.resources)
+# a name, not a download: editors find the file through each catalogue file's yaml-language-server
+# modeline (a path relative to the scenario), or `python -m harness schema scenario`
+SCENARIO_SCHEMA_ID = "https://retry-harness.invalid/schemas/scenario.schema.json"  # as the audit event schema's
 
 
 def schema_text() -> str:
@@ -161,6 +164,7 @@ def scenario_json_schema() -> dict[str, Any]:
     schema = Scenario.model_json_schema()
     schema["properties"].pop("source", None)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = SCENARIO_SCHEMA_ID
     schema["title"] = "retry-harness scenario"
     return schema
 

@@ -32,12 +32,13 @@ from harness.contract import (
 from harness.events import RETRY_REASONS, json_schema, parse_line, validate_event
 from harness.fingerprint import fingerprint
 from harness.report import render_result
-from harness.scenario import Scenario, bundled_scenario_dir, load
+from harness.resources import catalogue_dir
+from harness.scenario import Scenario, load
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_PATH = REPO / "docs" / "contract.md"
 DOC = DOC_PATH.read_text(encoding="utf-8")
-SCENARIOS = sorted(bundled_scenario_dir().glob("*.yaml"))
+SCENARIOS = sorted(catalogue_dir().glob("*.yaml"))
 COMMON_FIELDS = ("event", "ts", "session_id", "operation_id", "seq", "prev_hash", "hash")
 
 
@@ -217,7 +218,7 @@ def test_the_example_logs_validate_and_audit_healthy(index: int, tmp_path: Path)
 def test_the_example_intents_file_is_what_the_harness_writes_for_response_lost() -> None:
     (text,) = blocks("example-intents")
     shown = json.loads(text)
-    scenario = load(bundled_scenario_dir() / "response_lost.yaml")
+    scenario = load(catalogue_dir() / "response_lost.yaml")
     written = {"intents": [intent.model_dump() for intent in scenario.intents],  # as harness.engine writes it
                "destinations": {name: c.to_dict() for name, c in scenario.contracts().items()}}
     assert shown == written
@@ -378,5 +379,5 @@ def minimal_agent(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_the_minimal_agent_of_the_doc_passes(name: str, minimal_agent: str, tmp_path: Path) -> None:
     from harness.engine import run_scenario
 
-    result = run_scenario(load(bundled_scenario_dir() / f"{name}.yaml"), agent=minimal_agent, evidence_root=tmp_path)
+    result = run_scenario(load(catalogue_dir() / f"{name}.yaml"), agent=minimal_agent, evidence_root=tmp_path)
     assert result.passed, render_result(result)

@@ -98,9 +98,9 @@ def wait_empty(folder: Path, deadline: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(workspace: Path) -> None:
-    began = time.monotonic()
-    # -- build, from a copy: setuptools writes build/ and *.egg-info next to the sources it builds
+def build_wheel(workspace: Path) -> Path:
+    """The project's wheel, built from a copy: setuptools writes build/ and *.egg-info next to the
+    sources it builds, and the checkout must stay clean."""
     source = workspace / "source"
     source.mkdir()
     for name in BUILD_INPUTS:
@@ -113,6 +113,12 @@ def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(works
     ok(run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), str(source)],
            cwd=workspace, timeout=INSTALL_TIMEOUT))
     [wheel] = wheels.glob("retry_harness-*.whl")
+    return wheel
+
+
+def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(workspace: Path) -> None:
+    began = time.monotonic()
+    wheel = build_wheel(workspace)
 
     # -- the wheel holds every file of the packages: code, catalogue, expected outcomes, schemas, agents
     with zipfile.ZipFile(wheel) as archive:
@@ -169,3 +175,36 @@ def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(works
     for result in (empty, matrix):
         assert "Traceback" not in result.stderr, result.stderr
     print(f"wheel test: build and install {installed - began:.1f} s, commands {time.monotonic() - installed:.1f} s")
+
+
+# langgraph, mcp, openai-agents and pydantic-ai: their httpcore needs h11>=0.16, which mitmproxy 11 forbids
+FRAMEWORKS = ("langgraph", "langchain-core", "mcp", "openai-agents", "pydantic-ai-slim")
+FRAMEWORK_IMPORTS = ("langgraph.graph", "langchain_core", "mcp", "agents", "pydantic_ai")
+
+
+def test_one_venv_holds_the_harness_and_the_agent_frameworks_and_runs_a_scenario(workspace: Path) -> None:
+    """The harness installs where agents live: one fresh venv holds the wheel and the four frameworks,
+    without mitmproxy; a scenario runs there, its fault proxy in the private runtime the harness makes
+    on first use (here from scratch, in the workspace)."""
+    wheel = build_wheel(workspace)
+    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
+    caller.mkdir()
+    tmp.mkdir()
+    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
+    python = str(venv / "bin" / "python")
+    ok(run([python, "-m", "pip", "install", "--quiet", str(wheel), *FRAMEWORKS], cwd=workspace,
+           timeout=INSTALL_TIMEOUT))
+    env = {**user_env(venv, tmp), "HARNESS_PROXY_VENV": str(workspace / "proxy-runtime")}
+
+    found = ok(run([python, "-c", "import importlib.metadata as m, importlib.util as u; "
+                    "print(m.version('h11'), u.find_spec('mitmproxy') is not None)"], cwd=caller, env=env))
+    h11, has_mitmproxy = found.stdout.split()
+    assert has_mitmproxy == "False", "mitmproxy must not be installed into the agent's environment"
+    assert tuple(int(x) for x in h11.split(".")[:2]) >= (0, 16), h11
+    ok(run([python, "-c", "; ".join(f"import {name}" for name in FRAMEWORK_IMPORTS)], cwd=caller, env=env))
+
+    ran = ok(run([python, "-m", "harness", "run", "response_lost"], cwd=caller, env=env, timeout=INSTALL_TIMEOUT))
+    assert "scenario response_lost with agent 'python -m harness.agents.reference': PASS" in ran.stdout, ran.stdout
+    assert "making the fault proxy's runtime" in ran.stderr  # made for this venv, not found elsewhere
+    assert (workspace / "proxy-runtime" / ".complete").exists()
+    wait_empty(tmp)

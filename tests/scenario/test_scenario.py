@@ -52,6 +52,18 @@ def test_every_bundled_scenario_loads_and_validates_against_the_published_schema
     jsonschema.validate(yaml.safe_load(path.read_text()), scenario_json_schema())
 
 
+MODELINE = "# yaml-language-server: $schema="
+
+
+@pytest.mark.parametrize("path", sorted(catalogue_dir().glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_bundled_scenario_names_its_schema_for_editors_and_the_client_timeout_it_assumes(path: Path) -> None:
+    first, *_ = path.read_text().splitlines()
+    assert first.startswith(MODELINE), f"{path.name}: line 1 must be the yaml-language-server modeline"
+    schema = (path.parent / first[len(MODELINE):]).resolve()
+    assert json.loads(schema.read_text())["$id"] == scenario_json_schema()["$id"]
+    assert "Client timeout:" in load(path).description, f"{path.name}: say which client timeout it assumes"
+
+
 def test_a_good_scenario_loads(tmp_path: Path) -> None:
     scenario = load(write(tmp_path, GOOD))
     assert [i.intent_id for i in scenario.intents] == ["t1"]
