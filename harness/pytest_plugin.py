@@ -127,19 +127,24 @@ def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str])
     invocation_dir = config.invocation_params.dir
     positional = [arg for arg in parser.parse_known_args(_without_our_options(args)).file_or_dir
                   if not _in_bundled_catalogue(invocation_dir / str(arg).split("::", 1)[0])]
-    try:  # pytest 9's signature; an older pytest keeps its own guess rather than fail the run
-        found: tuple[Any, ...] = determine_setup(
-            inifile=None, override_ini=ns.override_ini, args=positional, rootdir_cmd_arg=None,
-            invocation_dir=invocation_dir)
+    setup: Any = determine_setup  # private: its signature differs between pytest 8 and 9
+    found: tuple[Any, ...]
+    try:
+        found = setup(inifile=None, override_ini=ns.override_ini, args=positional, rootdir_cmd_arg=None,
+                      invocation_dir=invocation_dir)
     except TypeError:
-        return
+        try:  # pytest 8
+            found = setup(inifile=None, args=positional, rootdir_cmd_arg=None, invocation_dir=invocation_dir)
+        except TypeError:  # another pytest: keep its own guess rather than fail the run
+            return
     rootpath, inipath, inicfg = found[:3]
     if (rootpath, inipath) == (config.rootpath, config.inipath):
         return
     old_addopts = list(config.getini("addopts"))
     old_confcutdir = str(config.inipath.parent if config.inipath else config.rootpath)
     # the private attributes Config.parse set from its first guess (pytest has no public setter)
-    config._rootpath, config._inipath, config._inicfg = rootpath, inipath, inicfg
+    config._rootpath, config._inipath = rootpath, inipath
+    setattr(config, "_inicfg" if hasattr(config, "_inicfg") else "inicfg", inicfg)  # pytest 9, pytest 8
     config._ignored_config_files = found[3] if len(found) > 3 else []
     config._inicache.clear()
     parser.extra_info["rootdir"], parser.extra_info["inifile"] = str(rootpath), str(inipath)
