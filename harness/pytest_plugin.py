@@ -3,11 +3,22 @@
 Registered through the `pytest11` entry point, so it loads in every pytest run of an environment
 where the project is installed: it must cost nothing when unused. Heavy modules (mitmproxy, the
 engine, the checker) are imported inside hooks, only when a scenario runs.
+
+Every option is spelled `--harness-...`; the short spellings (`--scenario`, `--agent`,
+`--evidence-dir`, `--keep-evidence`) are aliases, added once the initial conftests are loaded and
+only when no other plugin or conftest uses that name. For a team's own tests: the `harness_engine`
+(session) and `run_scenario` (function) fixtures, `assert_scenario_passed` and `catalogue`.
 """
 
 from __future__ import annotations
 
+import argparse
+import copy
 import json
+import os
+import re
+import sys
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,77 +30,249 @@ if TYPE_CHECKING:
     from harness.engine import ScenarioResult
     from harness.scenario import Scenario
 
-SCENARIO_OPTION = "--scenario"
-AGENT_OPTION = "--agent"
-EVIDENCE_OPTION = "--evidence-dir"
-KEEP_OPTION = "--keep-evidence"
+SCENARIO_OPTION = "--harness-scenario"
+AGENT_OPTION = "--harness-agent"
+EVIDENCE_OPTION = "--harness-evidence-dir"
+KEEP_OPTION = "--harness-keep-evidence"
+# the short spellings, each an alias of its long form when no other plugin has taken the name
+ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
+           KEEP_OPTION: "--keep-evidence"}
+SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST = (
+    "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence")
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
-VERDICT_PROPERTY = "retry_harness_verdict"
+BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
+CACHE_KEY = "retry_harness/scenario_files"  # node id -> scenario file, for `--lf`/`--ff` without --scenario
+RESULT_ATTRIBUTE = "retry_harness_result"  # on the call report: the result as JSON (crosses pytest-xdist)
+
+_OPTIONS: dict[str, dict[str, Any]] = {
+    SCENARIO_OPTION: dict(
+        dest=SCENARIO_DEST, action="append", default=[], metavar="NAME",
+        help="run a scenario as a test: a name (scenarios/NAME.yaml), a glob such as 'response_*', "
+             "'all', or a path to a .yaml file. Repeatable."),
+    AGENT_OPTION: dict(
+        dest=AGENT_DEST, default=None, metavar="COMMAND",
+        help="agent command to run instead of the scenario's or the default "
+             "(default: 'python -m harness.agents.reference')."),
+    EVIDENCE_OPTION: dict(
+        dest=EVIDENCE_DEST, default=None, metavar="DIR",
+        help="folder that keeps each run's evidence (default: <rootdir>/evidence)."),
+    KEEP_OPTION: dict(
+        dest=KEEP_DEST, default="all", choices=("all", "failed"),
+        help="keep the evidence of every run (all, default) or only of failed runs (failed)."),
+}
+_GROUP = "retry-harness"
 
 _selected = pytest.StashKey[set[Path]]()
+_aliases_taken = pytest.StashKey[list[str]]()
+_engine_key = pytest.StashKey["HarnessEngine"]()
+_result_key = pytest.StashKey[str]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("retry-harness", "retry-harness (fault injection for agent retries)")
-    group.addoption(
-        SCENARIO_OPTION, action="append", default=[], metavar="NAME",
-        help="run a scenario as a test: a name (scenarios/NAME.yaml), a glob such as 'response_*', "
-             "'all', or a path to a .yaml file. Repeatable.")
-    group.addoption(
-        AGENT_OPTION, default=None, metavar="COMMAND",
-        help="agent command to run instead of the scenario's or the default "
-             "(default: 'python -m harness.agents.reference').")
-    group.addoption(
-        EVIDENCE_OPTION, default=None, metavar="DIR",
-        help="folder that keeps each run's evidence (default: <rootdir>/evidence).")
-    group.addoption(
-        KEEP_OPTION, default="all", choices=("all", "failed"),
-        help="keep the evidence of every run (all, default) or only of failed runs (failed).")
-    parser.addini(AGENT_INI, "agent command used when neither --agent nor the scenario names one",
-                  default=None)
-    parser.addini(SCENARIO_DIRS_INI, "folders searched for scenarios/NAME.yaml", type="paths",
-                  default=[])
+# -- options ---------------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    group = parser.getgroup(_GROUP, "retry-harness (fault injection for agent retries)")
+    for name, attrs in _OPTIONS.items():
+        alias = ALIASES[name]
+        group.addoption(name, **{**attrs, "help": f"{attrs['help']} Alias: {alias} (unless another plugin "
+                                                  "uses that name)."})
+    if getattr(pluginmanager, "_conftest_plugins", None):
+        # loaded by a conftest's `pytest_plugins` (autoload off): pytest_load_initial_conftests has begun
+        # without us, so the aliases are added now, after that conftest's own options
+        _add_aliases(parser)
+    parser.addini(AGENT_INI, "retry-harness: agent command used when neither --harness-agent nor the "
+                             "scenario names one", default=None)
+    parser.addini(SCENARIO_DIRS_INI, "retry-harness: folders searched for scenario NAME.yaml files before "
+                                     "<rootdir>/scenarios, ./scenarios and the bundled catalogue",
+                  type="paths", default=[])
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Generator[None]:
+    _keep_rootdir(early_config, parser, args)
+    result = yield
+    # after the initial conftests: an option a conftest declares itself wins over our alias
+    early_config.stash[_aliases_taken] = _add_aliases(parser)
+    return result
+
+
+def _add_aliases(parser: pytest.Parser) -> list[str]:
+    """Add the short spellings that are still free; return those another plugin has taken."""
+    taken = []
+    group = parser.getgroup(_GROUP)
+    for name, attrs in _OPTIONS.items():
+        alias = ALIASES[name]
+        try:
+            group.addoption(alias, **{**attrs, "help": f"alias of {name}"})
+        except (argparse.ArgumentError, ValueError):  # argparse: a conflicting option string
+            taken.append(alias)
+    return taken
+
+
+def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """pytest chose the rootdir and ini file before this plugin's options existed, so a value such as
+    `--agent ../agents/run.sh` was read as a test path and moved the rootdir (and lost the project's
+    ini file); a node id into the bundled catalogue (`pytest .../scenarios/response_lost.yaml::...`)
+    moved it too, though the catalogue belongs to no project. Choose them again from the positional
+    arguments, without those; change them only if they differ."""
+    from _pytest.config.findpaths import determine_setup
+
+    ns = config.known_args_namespace
+    names = set(_OPTIONS) | set(ALIASES.values())
+    ours = any(arg.split("=", 1)[0] in names for arg in args)
+    if ns.rootdir or ns.inifilename or not (ours or any(".yaml" in a or ".yml" in a for a in ns.file_or_dir)):
+        return  # given explicitly (nothing was guessed), or nothing of ours to misread
+    invocation_dir = config.invocation_params.dir
+    positional = [arg for arg in parser.parse_known_args(_without_our_options(args)).file_or_dir
+                  if not _in_bundled_catalogue(invocation_dir / str(arg).split("::", 1)[0])]
+    setup: Any = determine_setup  # private: its signature differs between pytest 8 and 9
+    found: tuple[Any, ...]
+    try:
+        found = setup(inifile=None, override_ini=ns.override_ini, args=positional, rootdir_cmd_arg=None,
+                      invocation_dir=invocation_dir)
+    except TypeError:
+        try:  # pytest 8
+            found = setup(inifile=None, args=positional, rootdir_cmd_arg=None, invocation_dir=invocation_dir)
+        except TypeError:  # another pytest: keep its own guess rather than fail the run
+            return
+    rootpath, inipath, inicfg = found[:3]
+    if (rootpath, inipath) == (config.rootpath, config.inipath):
+        return
+    old_addopts = list(config.getini("addopts"))
+    old_confcutdir = str(config.inipath.parent if config.inipath else config.rootpath)
+    # the private attributes Config.parse set from its first guess (pytest has no public setter)
+    config._rootpath, config._inipath = rootpath, inipath
+    setattr(config, "_inicfg" if hasattr(config, "_inicfg") else "inicfg", inicfg)  # pytest 9, pytest 8
+    config._ignored_config_files = found[3] if len(found) > 3 else []
+    config._inicache.clear()
+    parser.extra_info["rootdir"], parser.extra_info["inifile"] = str(rootpath), str(inipath)
+    if old_addopts and args[:len(old_addopts)] == old_addopts:
+        del args[:len(old_addopts)]
+    new_addopts = list(config.getini("addopts"))
+    args[:0] = new_addopts
+    config.pluginmanager.consider_preparse(new_addopts, exclude_only=False)
+    for path in reversed(config.getini("pythonpath")):
+        sys.path.insert(0, str(path))
+    config.known_args_namespace = parser.parse_known_args(args, namespace=copy.copy(config.option))
+    if config.known_args_namespace.confcutdir in (None, old_confcutdir):
+        config.known_args_namespace.confcutdir = str(inipath.parent if inipath else rootpath)
+
+
+def _in_bundled_catalogue(path: Path) -> bool:
+    from harness.resources import catalogue_dir  # standard library only
+
+    return path.suffix in (".yaml", ".yml") and path.resolve().parent == catalogue_dir().resolve()
+
+
+def _without_our_options(args: list[str]) -> list[str]:
+    """`args` without this plugin's options and their values (long forms and aliases)."""
+    names = set(_OPTIONS) | set(ALIASES.values())
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        elif arg.split("=", 1)[0] not in names:
+            out.append(arg)
+    return out
+
+
+# -- configuration and collection ------------------------------------------------------------------
+
+@pytest.hookimpl(trylast=True)  # after the cache provider: `--lf` reads config.cache
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a retry-harness scenario run as a test item")
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
-    agent: str | None = config.getoption("agent")
+    config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
+    agent: str | None = config.getoption(AGENT_DEST)
     if agent is not None:  # an empty --agent (an unset variable) must not run the default agent and pass
         from harness.contract import agent_option_problem
 
-        problem = agent_option_problem(agent, AGENT_OPTION)
+        spelling = _spelling(config, AGENT_OPTION)
+        problem = agent_option_problem(agent, spelling)
         if problem:
-            raise pytest.UsageError(f"{AGENT_OPTION}: {problem}")
-    selectors: list[str] = config.getoption("scenario") or []
-    if not selectors:
-        return
-    from harness.errors import ScenarioError
-    from harness.resources import catalogue_dir
-    from harness.scenario import resolve
+            raise pytest.UsageError(f"{spelling}: {problem}")
+    selectors: list[str] = config.getoption(SCENARIO_DEST) or []
+    if selectors:
+        from harness.errors import ScenarioError
+        from harness.scenario import resolve
 
-    search = [*map(Path, config.getini(SCENARIO_DIRS_INI)), config.rootpath / "scenarios",
-              Path.cwd() / "scenarios", catalogue_dir()]
-    selected: list[Path] = []
-    try:
-        for selector in selectors:
-            selected.extend(resolve(selector, search))
-    except ScenarioError as exc:
-        raise pytest.UsageError(f"{SCENARIO_OPTION}: {exc}") from None
-    config.stash[_selected] = set(selected)
-    paths = [str(p) for p in dict.fromkeys(selected)]
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
-        config.args.extend(paths)  # explicit test paths run too
-    else:
-        config.args[:] = paths  # `pytest --scenario X` runs just the scenarios, not testpaths
+        selected: list[Path] = []
+        try:
+            for selector in selectors:
+                selected.extend(resolve(selector, search_dirs(config)))
+        except ScenarioError as exc:
+            raise pytest.UsageError(f"{SCENARIO_OPTION}: {exc}") from None
+        config.stash[_selected] = set(selected)
+        paths = [str(p) for p in dict.fromkeys(selected)]
+        if config.args_source == pytest.Config.ArgsSource.ARGS:
+            config.args.extend(paths)  # explicit test paths run too
+        else:
+            config.args[:] = paths  # `pytest --scenario X` runs just the scenarios, not testpaths
+    elif config.args_source != pytest.Config.ArgsSource.ARGS and (
+            config.getoption("lf", False) or config.getoption("failedfirst", False)):
+        # `pytest --lf` alone: the scenario items that failed last time are collected again
+        failed = [Path(path) for path in _last_failed_scenarios(config)]
+        if failed:
+            config.stash[_selected] = set(failed)
+            config.args.extend(str(p) for p in dict.fromkeys(failed) if str(p) not in config.args)
+
+
+def _last_failed_scenarios(config: pytest.Config) -> list[str]:
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return []
+    known: dict[str, str] = cache.get(CACHE_KEY, {})
+    failed = cache.get("cache/lastfailed", {})
+    return [path for nodeid, path in known.items() if nodeid in failed and Path(path).is_file()]
+
+
+def _spelling(config: pytest.Config, option: str) -> str:
+    """How the command line spelled `option`: its long form or its alias (for error messages)."""
+    given = {arg.split("=", 1)[0] for arg in config.invocation_params.args}
+    return option if option in given or ALIASES[option] not in given else ALIASES[option]
+
+
+def search_dirs(config: pytest.Config) -> list[Path]:
+    """Where scenario names are looked up, in order: the ini option, <rootdir>/scenarios, ./scenarios,
+    the bundled catalogue."""
+    from harness.resources import catalogue_dir
+
+    return [*map(Path, config.getini(SCENARIO_DIRS_INI)), config.rootpath / "scenarios",
+            Path.cwd() / "scenarios", catalogue_dir()]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.resolve() in parent.config.stash.get(_selected, set()):
-        return ScenarioFile.from_parent(parent, path=file_path)
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    selected = file_path.resolve() in parent.config.stash.get(_selected, set())
+    # a node id (or a path) given on the command line: `pytest scenarios/response_lost.yaml::response_lost`
+    if selected or (parent.session.isinitpath(file_path) and _looks_like_scenario(file_path)):
+        return ScenarioFile.from_parent(parent, path=file_path, nodeid=_file_nodeid(parent.config, file_path))
     return None
+
+
+def _looks_like_scenario(path: Path) -> bool:
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:200_000]
+    except OSError:
+        return False
+    return all(re.search(rf"^{key}\s*:", head, re.MULTILINE) for key in ("name", "intents"))
+
+
+def _file_nodeid(config: pytest.Config, path: Path) -> str | None:
+    """pytest's own node id under the rootdir; outside it (the installed catalogue, a file elsewhere)
+    the absolute path, which `pytest NODEID` and `--lf` read back (pytest's would be empty)."""
+    try:
+        path.resolve().relative_to(config.rootpath.resolve())
+        return None
+    except ValueError:
+        return path.resolve().as_posix()
 
 
 class ScenarioFile(pytest.File):
@@ -125,62 +308,263 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         __tracebackhide__ = True
-        from harness.engine import run_scenario
-
-        config = self.config
-        agent = config.getoption("agent") or self.scenario.agent or config.getini(AGENT_INI) or None
-        root = config.getoption("evidence_dir")
-        evidence_root = Path(root) if root else config.rootpath / "evidence"
-        result = run_scenario(self.scenario, agent=agent, evidence_root=evidence_root,
-                              keep_evidence=config.getoption("keep_evidence"))
-        # data, not prose: the xdist controller renders it (Hypothesis's plugin does the same)
-        self.user_properties.append((VERDICT_PROPERTY, json.dumps(result.to_dict(), default=str)))
+        result = harness_engine_of(self.config).run(self.scenario)
+        self.user_properties.extend(result_properties(result))
+        # data, not prose: the xdist controller renders it (see pytest_runtest_makereport)
+        self.stash[_result_key] = json.dumps({**result.to_dict(), "scenario_file": str(self.path.resolve()),
+                                              "classname": _classname(self.config, self.path)}, default=str)
         if not result.passed:
             raise ScenarioFailed(result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         from harness.errors import HarnessError
+        from harness.report import render_failure_line
 
-        if isinstance(excinfo.value, (ScenarioFailed, HarnessError)):
-            return str(excinfo.value)
+        if isinstance(excinfo.value, ScenarioFailed):
+            return _failure_repr(self.path, render_failure_line(excinfo.value.result), str(excinfo.value))
+        if isinstance(excinfo.value, HarnessError):
+            text = str(excinfo.value)
+            return _failure_repr(self.path, text.splitlines()[0] if text else type(excinfo.value).__name__, text)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"scenario {self.name}"
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    import sys
+def _failure_repr(path: Path, message: str, text: str) -> TerminalRepr:
+    """The failure report as pytest's own exception representation: `text` is the report, `message`
+    the one line of the short summary and of JUnit's `message` (both read `reprcrash.message`).
+    pytest-xdist carries this kind across processes intact (a plain TerminalRepr becomes a string)."""
+    from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
 
+    return ReprExceptionInfo(reprtraceback=ReprTraceback([ReprEntryNative([text.rstrip("\n") + "\n"])], None,
+                                                         "native"),
+                             reprcrash=ReprFileLocation(str(path), 0, message))
+
+
+def result_properties(result: ScenarioResult) -> list[tuple[str, str]]:
+    """What a run records on its test (JUnit `<properties>`): scenario, agent, rule codes, evidence."""
+    from harness.engine import EXPECTATION_CODE
+
+    codes = sorted(result.verdict.codes | ({EXPECTATION_CODE} if result.expectation_failures else set()))
+    return [("scenario", result.scenario), ("agent", result.agent),
+            ("rule_codes", " ".join(codes) or ("INCOMPLETE" if result.incomplete else "")),
+            ("evidence_dir", str(result.evidence_dir) if result.evidence_kept else "")]
+
+
+def _classname(config: pytest.Config, path: Path) -> str:
+    """JUnit classname: which catalogue the scenario comes from."""
+    from harness.resources import catalogue_dir
+
+    folder = path.resolve().parent
+    if folder == catalogue_dir().resolve():
+        return BUNDLED_CLASSNAME
+    try:
+        return ".".join(folder.relative_to(config.rootpath.resolve()).parts) or folder.name
+    except ValueError:
+        return folder.name
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    if call.when == "call" and _result_key in item.stash:
+        setattr(report, RESULT_ATTRIBUTE, item.stash[_result_key])  # a string: crosses xdist as it is
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
     engine = sys.modules.get("harness.engine")  # only if a scenario ran: nothing to import otherwise
     if engine is not None:
         engine.close_destination_pool()
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # runs on the xdist controller too: results travel in user_properties as JSON
-    if report.when != "call":
-        return
-    for name, value in report.user_properties:
-        if name == VERDICT_PROPERTY and isinstance(value, str):  # runtest stores the verdict as a JSON string
-            _session_results.append(json.loads(value))
+# -- the session's reports (on the xdist controller too) --------------------------------------------
+
+class _HarnessSession:
+    """Gathers the scenario results of the session from the reports (they carry them as JSON, also
+    across pytest-xdist) and renders them at the end; names each JUnit testcase's catalogue."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: list[dict[str, Any]] = []
+        self.files: dict[str, str] = {}  # node id -> scenario file, for `--lf`
+
+    @pytest.hookimpl(tryfirst=True)  # before the JUnit XML plugin opens the testcase
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        raw = getattr(report, RESULT_ATTRIBUTE, None)
+        if report.when != "call" or not isinstance(raw, str):
+            return
+        data = json.loads(raw)
+        self.results.append(data)
+        self.files[report.nodeid] = data["scenario_file"]
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - the JUnit plugin's internals moved
+            return
+        xml = self.config.stash.get(xml_key, None)
+        if xml is not None:
+            prefix = f"{xml.prefix}." if xml.prefix else ""
+            xml.node_reporter(report).add_attribute("classname", prefix + data["classname"])
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # a scenario file that failed to load: `--lf` alone collects it again
+        path = self.config.rootpath / str(report.nodeid).split("::", 1)[0]
+        if report.failed and path.suffix in (".yaml", ".yml") and (
+                path.resolve() in self.config.stash.get(_selected, set()) or _looks_like_scenario(path)):
+            self.files[str(report.nodeid)] = str(path.resolve())
+
+    def pytest_report_header(self, config: pytest.Config) -> str | None:
+        taken = config.stash.get(_aliases_taken, [])
+        if not taken:
+            return None
+        longs = {alias: name for name, alias in ALIASES.items()}
+        return ("retry-harness: " + ", ".join(f"{alias} belongs to another plugin here, use {longs[alias]}"
+                                              for alias in taken))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        from harness.engine import ScenarioResult
+        from harness.report import render_failure_pointer, render_pass_line, render_result
+
+        verbosity = self.config.get_verbosity()
+        full = verbosity >= 1 or "P" in getattr(terminalreporter, "reportchars", "")
+        lines: list[tuple[str, bool]] = []
+        for data in self.results:
+            result = ScenarioResult.from_dict(data)
+            if result.passed and full:
+                lines.append((render_result(result) + "\n", True))
+            elif result.passed and verbosity >= 0:
+                lines.append((render_pass_line(result), True))
+            elif not result.passed and verbosity >= 0:  # the whole verdict is in the failure report above
+                lines.append((render_failure_pointer(result), False))
+        self.results.clear()
+        if lines:
+            terminalreporter.section("retry-harness verdicts")
+            for text, passed in lines:
+                terminalreporter.write_line(text, green=passed, red=not passed)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        cache = getattr(self.config, "cache", None)
+        if cache is None or hasattr(self.config, "workerinput") or not self.files:
+            return
+        known = {nodeid: path for nodeid, path in cache.get(CACHE_KEY, {}).items() if Path(path).is_file()}
+        cache.set(CACHE_KEY, {**known, **self.files})
 
 
-_session_results: list[dict[str, Any]] = []
+# -- for a team's own tests: fixtures and helpers ---------------------------------------------------
+
+class HarnessEngine:
+    """The harness of one pytest session (process): this process's warm destination pool and shared
+    fault proxy, the evidence root and the scenario search path. `run` runs one scenario."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        root = config.getoption(EVIDENCE_DEST)
+        self.evidence_root = Path(root) if root else config.rootpath / "evidence"
+        self.keep_evidence: str = config.getoption(KEEP_DEST)
+
+    @property
+    def pool(self) -> Any:
+        """This process's warm `DestinationPool` (started on first use, stopped by `close`)."""
+        from harness.engine import destination_pool
+
+        return destination_pool()
+
+    @property
+    def proxy(self) -> Any:
+        """This process's embedded fault proxy (`ProxyHost.shared()`, stopped when the process exits)."""
+        from harness.proxy.host import ProxyHost
+
+        return ProxyHost.shared()
+
+    def load(self, scenario: str | os.PathLike[str] | Scenario) -> Scenario:
+        """A scenario by name (looked up as `--scenario` does), by path to its .yaml file, or as it is."""
+        from harness.errors import ScenarioError
+        from harness.scenario import Scenario, load, resolve
+
+        if isinstance(scenario, Scenario):
+            return scenario
+        paths = resolve(os.fspath(scenario), search_dirs(self.config))
+        if len(paths) != 1:
+            raise ScenarioError(f"{os.fspath(scenario)!r} names {len(paths)} scenarios "
+                                f"({', '.join(p.stem for p in paths)}); run_scenario runs one")
+        return load(paths[0])
+
+    def run(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
+            keep_evidence: str | None = None) -> ScenarioResult:
+        """Run one scenario and judge it. The agent: `agent`, else `--harness-agent`, else the
+        scenario's, else the ini option retry_harness_agent, else the bundled reference agent."""
+        from harness.engine import run_scenario
+
+        loaded = self.load(scenario)
+        config = self.config
+        command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or None
+        return run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
+                            pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence)
+
+    def close(self) -> None:
+        """Stop the destination processes (the proxy stops when the process exits)."""
+        engine = sys.modules.get("harness.engine")
+        if engine is not None:
+            engine.close_destination_pool()
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _session_results:
-        return
-    from harness.engine import ScenarioResult
-    from harness.report import render_failure_pointer, render_result
+def harness_engine_of(config: pytest.Config) -> HarnessEngine:
+    if _engine_key not in config.stash:
+        config.stash[_engine_key] = HarnessEngine(config)
+    return config.stash[_engine_key]
 
-    terminalreporter.section("retry-harness verdicts")
-    for data in _session_results:
-        result = ScenarioResult.from_dict(data)
-        if result.passed:
-            terminalreporter.write_line(render_result(result), green=True)
-        else:  # the whole verdict is already in the failure report above
-            terminalreporter.write_line(render_failure_pointer(result), red=True)
-        terminalreporter.write_line("")
-    _session_results.clear()
+
+@pytest.fixture(scope="session")
+def harness_engine(pytestconfig: pytest.Config) -> Generator[HarnessEngine]:
+    """retry-harness: the session's harness (warm destination pool, fault proxy, evidence root from
+    --harness-evidence-dir); `harness_engine.run(scenario, agent=...)`. Destinations stop at session end."""
+    engine = harness_engine_of(pytestconfig)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def run_scenario(harness_engine: HarnessEngine, request: pytest.FixtureRequest) -> Callable[..., ScenarioResult]:
+    """retry-harness: `run_scenario("response_lost", agent="python my_agent.py")` (a name, a path or a
+    Scenario) runs one scenario and returns its ScenarioResult; `assert_scenario_passed(result)`
+    fails the test with the plugin's failure report. The test's JUnit properties name the run."""
+
+    def run(scenario: str | os.PathLike[str] | Scenario, agent: str | None = None, *,
+            keep_evidence: str | None = None) -> ScenarioResult:
+        __tracebackhide__ = True
+        from harness.errors import HarnessError
+
+        try:
+            result = harness_engine.run(scenario, agent=agent, keep_evidence=keep_evidence)
+        except HarnessError as exc:
+            error = str(exc)  # failed outside the except block: no "during handling of..." chain
+        else:
+            request.node.user_properties.extend(result_properties(result))
+            return result
+        pytest.fail(error, pytrace=False)
+
+    return run
+
+
+def assert_scenario_passed(result: ScenarioResult) -> None:
+    """Fail the test unless the run passed, with the plugin's failure report: the rule codes on the
+    first line (pytest's short summary), then the verdict with its evidence."""
+    __tracebackhide__ = True
+    if not result.passed:
+        from harness.report import render_failure_line, render_result
+
+        pytest.fail(f"{render_failure_line(result)}\n{render_result(result)}", pytrace=False)
+
+
+def catalogue(names: str | Iterable[str] | None = None) -> list[Any]:
+    """The bundled catalogue's scenarios for `@pytest.mark.parametrize`: `pytest.param(path, id=name)`
+    for every scenario (`names=None`) or those `names` select (names or globs such as 'response_*')."""
+    from harness.resources import catalogue_dir
+    from harness.scenario import resolve
+
+    selectors = ["all"] if names is None else [names] if isinstance(names, str) else list(names)
+    paths = dict.fromkeys(p for selector in selectors for p in resolve(selector, [catalogue_dir()]))
+    return [pytest.param(path, id=path.stem) for path in paths]

@@ -169,6 +169,29 @@ def render_failure_pointer(result: ScenarioResult) -> str:
     return f"{render_headline(result)} (verdict above) {render_evidence_line(result)}"
 
 
+def render_failure_line(result: ScenarioResult) -> str:
+    """A failed run in one line (pytest's short summary, JUnit's ``message``): the rule codes per
+    operation, the scenario's own expectations that failed, or why the evidence is incomplete."""
+    from harness.engine import EXPECTATION_CODE
+
+    if result.incomplete:
+        return f"INCOMPLETE: the harness lost evidence: {result.incomplete[0].splitlines()[0]}"
+    by_operation: dict[str | None, dict[str, None]] = {}
+    for finding in result.verdict.findings:
+        by_operation.setdefault(finding.operation_id, {})[finding.code] = None
+    parts = [" ".join(codes) + (f" on {op}" if op else " run-wide") for op, codes in by_operation.items()]
+    if result.expectation_failures:
+        parts.append(f"{EXPECTATION_CODE} ({len(result.expectation_failures)} of the scenario's expectations)")
+    return "; ".join(parts) or render_headline(result)
+
+
+def render_pass_line(result: ScenarioResult) -> str:
+    """A passed run in one line: the headline, how much was checked, and where the evidence is."""
+    checks = sum(len(op.held) for op in result.verdict.operations)
+    return (f"{render_headline(result)} ({len(result.verdict.operations)} operation(s), {checks} check(s) held) "
+            f"{render_evidence_line(result)}")
+
+
 _MATRIX_SYMBOLS = {"ok": ".", "fail": "x", "caught": "X", "missed": "!", "false-alarm": "F"}
 
 

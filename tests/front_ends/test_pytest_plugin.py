@@ -32,7 +32,7 @@ def test_unknown_scenario_is_a_usage_error_with_suggestions(run_plugin) -> None:
 
 
 def test_reference_agent_passes_and_shows_its_verdict(run_plugin) -> None:
-    result = run_plugin("--scenario", "response_lost")
+    result = run_plugin("--scenario", "response_lost", "-v")  # passing verdicts in full: -v or -rA
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*retry-harness verdicts*", "*scenario response_lost*PASS*",
                                  "*sent_no_response*"])
