@@ -48,7 +48,8 @@ RESULT_ATTRIBUTE = "retry_harness_result"  # on the call report: the result as J
 _OPTIONS: dict[str, dict[str, Any]] = {
     SCENARIO_OPTION: dict(
         dest=SCENARIO_DEST, action="append", default=[], metavar="NAME",
-        help="run a scenario as a test: a name (scenarios/NAME.yaml), a glob such as 'response_*', "
+        help="run a scenario as a test: a name (NAME.yaml in the folders of retry_harness_scenario_dirs, "
+             "<rootdir>/scenarios, ./scenarios, then the bundled catalogue), a glob such as 'response_*', "
              "'all', or a path to a .yaml file. Repeatable."),
     AGENT_OPTION: dict(
         dest=AGENT_DEST, default=None, metavar="COMMAND",
@@ -197,6 +198,13 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = agent_option_problem(agent, spelling)
         if problem:
             raise pytest.UsageError(f"{spelling}: {problem}")
+    ini_agent = config.getini(AGENT_INI)  # None when unset (its default); set to nothing is --agent "" again
+    if ini_agent is not None:
+        from harness.contract import agent_option_problem
+
+        problem = agent_option_problem(str(ini_agent), AGENT_INI)
+        if problem:
+            raise pytest.UsageError(f"{AGENT_INI} in {config.inipath}: {problem}")
     selectors: list[str] = config.getoption(SCENARIO_DEST) or []
     if selectors:
         from harness.errors import ScenarioError

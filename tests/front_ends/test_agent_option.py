@@ -41,3 +41,15 @@ def test_an_agent_that_is_given_still_runs(run_plugin) -> None:
     """The check rejects only what is no command: a real one, with spaces around it, runs and passes."""
     result = run_plugin("--scenario", "response_lost", "--agent", "  python -m harness.agents.reference ")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("value", ["", "   "], ids=["empty", "spaces"])
+def test_an_empty_agent_in_the_ini_file_is_a_usage_error_naming_the_file(pytester: pytest.Pytester,
+                                                                          value: str) -> None:
+    ini = pytester.makeini(f"[pytest]\nretry_harness_agent = {value}\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scenario", "response_lost",
+                                           "--evidence-dir", str(pytester.path / "ev"), timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: retry_harness_agent in {ini}: " in result.stderr.str()
+    assert "is empty" in result.stderr.str()
+    assert not (pytester.path / "ev").exists(), "nothing ran"
