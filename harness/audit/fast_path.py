@@ -27,7 +27,7 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
     attempts with one idempotency key (or none) that does not contain an attempt id, and one
     ``succeeded`` resolution citing only ids the operation holds and naming its one distinct effect.
     A second attempt must be a linked, budgeted retry of the first with the same payload, and when
-    the first lost its response the shared key is what justifies it; at most one observation (a
+    the first lost its response or got a 5xx the shared key is what justifies it; at most one observation (a
     lookup that reconciled a lost response). No rule can fire on these, and the dict equals
     ``judge_operation``'s (a property test holds both against the full rules), so a production log
     of mostly clean operations audits fast.
@@ -57,7 +57,8 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
                 or first.get("http_status") == 429
                 or second.get("request_fingerprint") != first.get("request_fingerprint")
                 or (prior and prior != first.get("request_fingerprint"))
-                or (not key and first.get("dispatch_state") == "sent_no_response")):
+                or (not key and (first.get("dispatch_state") == "sent_no_response"
+                                 or (first.get("http_status") or 0) >= 500))):
             return None
     refs = op.effect_refs()
     named = resolution.get("effect_refs")

@@ -301,21 +301,47 @@ def _between(records: list[dict[str, Any]], start: int, end: int) -> list[dict[s
     return [r for r in records if start < (r.get("_line") or 0) < end]
 
 
+def _status_seen(op: OperationContext, attempt: dict[str, Any]) -> Any:
+    """The HTTP status the client received: the journal's (the wire's word) when the attempt is matched to a
+    flow that got a response, else the logged one."""
+    entry = op.wire.get(attempt["attempt_id"])
+    if entry and entry.get("client_outcome") == "response" and entry.get("client_status") is not None:
+        return entry["client_status"]
+    return attempt.get("http_status") if attempt.get("dispatch_state") == "response_received" else None
+
+
+def _is_5xx(status: Any) -> bool:
+    return isinstance(status, int) and not isinstance(status, bool) and status >= 500
+
+
+def _clock(op: OperationContext, record: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """When an attempt went out, on the wire's clock (the matched flow's ts_request) where there is one, else
+    the agent's ts (logged once the attempt finished); with the evidence pointer that says so."""
+    entry = op.wire.get(record["attempt_id"]) if record.get("attempt_id") else None
+    if entry and entry.get("ts_request") is not None:
+        return ts_value(entry["ts_request"]), wire_ref(entry)
+    return ts_value(record.get("ts")), log_ref(record)
+
+
 @rule("H010", "retry-after-unknown-justified")
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
-    """A retry after sent_no_response needs dedup in force (same key, within retention), reconciliation, or
-    an approval."""
+    """A retry after sent_no_response or a 5xx needs dedup in force (same key, within retention on the wire's
+    clock), reconciliation, or an approval."""
     for index, attempt in enumerate(op.attempts):
         if index == 0:
             continue
         parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
-        if not op.is_unknown(parent):
+        status = _status_seen(op, parent)
+        lost = op.is_unknown(parent)
+        if not lost and not _is_5xx(status):
             continue
         start, end = parent.get("_line") or 0, attempt.get("_line") or 0
         key = attempt.get("idempotency_key")
         dedup = bool(key) and key == parent.get("idempotency_key") and op.takes_keys() is not False
         retention = op.retention_seconds()
-        if dedup and retention is not None and ts_value(attempt.get("ts")) - ts_value(parent.get("ts")) > retention:
+        (sent_at, parent_ref), (resent_at, child_ref) = _clock(op, parent), _clock(op, attempt)
+        gap = resent_at - sent_at
+        if dedup and retention is not None and gap > retention:
             dedup = False
         observed = [o for o in _between(op.observations, start, end)
                     if not (o.get("found") is False and o.get("lag_possible") is True)]
@@ -329,27 +355,45 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
             elif op.takes_keys() is False:
                 why = f"on {op.destination}, which does not deduplicate (same key, but nobody honours it)"
             else:
-                why = f"after the key's {retention:g} s retention window"
-            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, whose "
-                   f"response was lost, {why}, with no reconciliation observation and no approval in between; "
-                   f"{_effects_phrase(op)}", [log_ref(parent), log_ref(attempt)])
+                clock = "the log's clock"
+                if parent_ref["source"] == child_ref["source"] == "journal":
+                    clock = (f"the wire's clock (journal line {parent_ref['line']} flow {parent_ref['flow_id']}, "
+                             f"then line {child_ref['line']} flow {child_ref['flow_id']})")
+                why = (f"{gap:.2f} s after it on {clock}, past the key's {retention:g} s retention window, so "
+                       f"the destination no longer deduplicates it")
+            what = ("whose response was lost" if lost else
+                    f"whose answer was a {status} (the destination may have committed before failing)")
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, {what}, "
+                   f"{why}, with no reconciliation observation and no approval in between; {_effects_phrase(op)}",
+                   [log_ref(parent), log_ref(attempt)]
+                   + [r for r in (parent_ref, child_ref) if r["source"] == "journal"])
 
 
 # --------------------------------------------------------------------------------------------- H011
-def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> float | None:
+def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> tuple[float | None, str]:
+    """The Retry-After the destination asked for, and who says so: the journal (what the client received),
+    else the log, else the destination's spec."""
+    entry = op.wire.get(attempt["attempt_id"])
+    header = entry.get("client_retry_after") if entry else None  # the header as received: a string
+    if header is not None and not isinstance(header, bool):
+        try:
+            return float(header), "journal"
+        except (TypeError, ValueError):
+            pass  # an HTTP date or garbage: fall back on what the log says
     value = attempt.get("retry_after_seconds")
     if isinstance(value, (int, float)):
-        return float(value)
+        return float(value), "log"
     spec = op.spec or {}
     for key in ("retry_after_seconds", "retry_after"):
         if isinstance(spec.get(key), (int, float)):
-            return float(spec[key])
-    return None
+            return float(spec[key]), "spec"
+    return None, ""
 
 
 @rule("H011", "retry-after-honoured")
 def retry_after_honoured(op: OperationContext) -> OpFindings:
-    """After a 429 with Retry-After, the retry waits at least that long."""
+    """After a 429 with Retry-After (the journal's, else the log's), the retry waits at least that long on the
+    wire's clock."""
     for index, attempt in enumerate(op.attempts[1:], start=1):
         parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
         status = parent.get("http_status")
@@ -358,19 +402,27 @@ def retry_after_honoured(op: OperationContext) -> OpFindings:
             status = entry.get("client_status")
         if status != 429:
             continue
-        wait = _retry_after(op, parent)
+        wait, said_by = _retry_after(op, parent)
         if wait is None:
             continue
         child_entry = op.wire.get(attempt["attempt_id"])
         if entry and child_entry and entry.get("ts_done") is not None and child_entry.get("ts_request") is not None:
             waited = float(child_entry["ts_request"]) - float(entry["ts_done"])
-            evidence = [wire_ref(entry), wire_ref(child_entry)]
+            evidence = [log_ref(parent), log_ref(attempt), wire_ref(entry), wire_ref(child_entry)]
+            clock = (f"on the wire (journal line {entry.get('_line')} flow {entry.get('flow_id')} answered, journal "
+                     f"line {child_entry.get('_line')} flow {child_entry.get('flow_id')} went out)")
         else:
             waited = ts_value(attempt.get("ts")) - ts_value(parent.get("ts"))
             evidence = [log_ref(parent), log_ref(attempt)]
+            clock = "by the log's timestamps"
         if waited + 0.05 < wait:  # 50 ms slack for clock reads around the sleep
+            asked = "Retry-After"
+            if said_by == "journal":
+                omitted = parent.get("retry_after_seconds") is None
+                asked = "Retry-After, as the journal records" + (
+                    "; the log omits retry_after_seconds" if omitted else "")
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} came {waited:.2f} s after the 429 on "
-                   f"{parent['attempt_id']}, which asked to wait {wait:g} s (Retry-After)", evidence)
+                   f"{parent['attempt_id']} {clock}, which asked to wait {wait:g} s ({asked})", evidence)
 
 
 # --------------------------------------------------------------------------------------------- H012
@@ -678,3 +730,51 @@ class IntentCovered(RunRule):
                 self.found(None, (f"intent {intent_id} ({intent.get('kind')} on {intent.get('destination')}) has no "
                                   f"operation in the audit log: the agent never took it up"),
                            [{"source": "context", "intent_id": intent_id}])
+
+
+# ================================================================================== H024-H031: claims vs truth
+# The log's word held against the ground truth (the proxy journal, the ledger) wherever one exists.
+
+def _wire_said(entry: dict[str, Any]) -> str:
+    """What the client got for a flow, in a few words, from its journal entry."""
+    outcome = entry.get("client_outcome")
+    if outcome == "response":
+        return f"a {entry.get('client_status')} response"
+    if outcome == "refused":
+        return "a refused connection (nothing left the machine)"
+    left = "after the request reached the destination" if entry.get("forwarded") else "before it was forwarded"
+    return f"no response ({outcome}, {left})"
+
+
+def _reason_contradicted(reason: Any, entry: dict[str, Any]) -> bool:
+    """Whether the parent attempt's flow contradicts the retry reason given for retrying it."""
+    outcome, status = entry.get("client_outcome"), entry.get("client_status")
+    answered = outcome == "response"
+    if reason == "rate_limited":
+        return not (answered and status == 429)
+    if reason == "destination_5xx":
+        return not (answered and _is_5xx(status))
+    if reason == "connection_not_established":
+        return answered or bool(entry.get("forwarded"))
+    if reason == "response_lost_after_dispatch":  # a 409 (still processing under this key) is taken as lost too
+        return outcome == "refused" or (answered and (status == 429 or _is_5xx(status)))
+    if reason == "credential_refreshed":
+        return not (answered and status in (401, 403))
+    return False  # operator_requested: the operator's call, nothing on the wire to hold it against
+
+
+@rule("H024", "retry-reason-matches-wire", requires=("wire",))
+def retry_reason_matches_wire(op: OperationContext) -> OpFindings:
+    """A retry's retry_reason is what the wire shows for the attempt it retries (429, 5xx, lost response,
+    refused connection)."""
+    for attempt in op.attempts:
+        reason = attempt.get("retry_reason")
+        parent = op.attempt(attempt.get("retry_of_attempt_id"))
+        entry = op.wire.get(parent["attempt_id"]) if parent else None
+        if not reason or parent is None or entry is None or entry.get("client_outcome") is None:
+            continue  # unlinked (H008), unmatched (H018), or a destination the proxy does not front
+        if _reason_contradicted(reason, entry):
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives retry_reason {reason} for retrying "
+                   f"{parent['attempt_id']}, but the journal (line {entry.get('_line')}, flow {entry.get('flow_id')}) "
+                   f"shows the client got {_wire_said(entry)}: the reason does not match what happened",
+                   [log_ref(parent), log_ref(attempt), wire_ref(entry)])

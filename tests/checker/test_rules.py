@@ -231,8 +231,16 @@ def h023(b, bad):
                           "operation_key": None, "client_reference": None, "flow_id": None})
 
 
+# -- H024-H031: the log's claims held against the journal and the ledger
+def h024(b, bad):
+    reference_dedup_retry_run(b)  # att_1's response was lost on the wire (journal: connection_closed)
+    if bad:
+        b.events[2]["retry_reason"] = "rate_limited"
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
-                                            h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023)}
+                                            h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
+                                            h024)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -353,3 +361,66 @@ def test_owner_and_worker_writing_at_once_is_h020(tmp_path, overlap):
     if overlap:
         assert "att_1 (owner) and att_2 (worker-1) of op_1 were on the wire at the same time" in \
             verdict.by_code("H020")[0].message
+
+
+def test_a_retry_after_a_5xx_with_a_fresh_key_and_no_lookup_is_h010(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=500, attempt_budget_remaining=2)
+    b.attempt("op_1", "att_2", "response_received", key="idem-op_1-b", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="destination_5xx", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    verdict = b.check()
+    [finding] = verdict.by_code("H010")
+    assert "att_2" in finding.message and "whose answer was a 500" in finding.message
+    assert "different idempotency key" in finding.message
+
+
+def test_h010_measures_key_retention_on_the_wire_clock_not_the_log(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.context["destinations"]["tickets"]["contract"] = dict(
+        b.context["destinations"]["tickets"]["contract"],
+        idempotency=dict(b.context["destinations"]["tickets"]["contract"]["idempotency"], retention_seconds=1.0))
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", lost=True, effect="tkt_1", attempt_budget_remaining=2)
+    b.journal[0]["ts_request"] -= 1.5  # the request went out 1.5 s before the agent logged its loss
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_2", retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+    assert b.events[2]["ts"] - b.events[1]["ts"] < 1.0  # the log's gap is within the window...
+    [finding] = b.check().by_code("H010")  # ...the wire's is not
+    assert "past the key's 1 s retention window" in finding.message
+    assert "wire's clock (journal line 1 flow flow_1" in finding.message
+    assert any(e.get("source") == "journal" and e.get("flow_id") == "flow_1" for e in finding.evidence)
+
+
+def test_h011_reads_retry_after_from_the_journal_when_the_log_omits_it(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=429, attempt_budget_remaining=2)  # no retry_after logged
+    b.journal[0]["client_retry_after"] = "2"
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="rate_limited", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    [finding] = b.check().by_code("H011")
+    assert "the journal records; the log omits retry_after_seconds" in finding.message
+    assert "flow_1" in finding.message
+
+
+@pytest.mark.parametrize("reason, status, lost, flagged", [
+    ("rate_limited", 429, False, False), ("rate_limited", 500, False, True), ("destination_5xx", 503, False, False),
+    ("destination_5xx", 201, True, True), ("response_lost_after_dispatch", 500, False, True),
+    ("response_lost_after_dispatch", 201, True, False), ("connection_not_established", 201, True, True)])
+def test_h024_holds_each_retry_reason_against_the_parent_flow(tmp_path, reason, status, lost, flagged):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response" if lost else "response_received", lost=lost, status=status,
+              effect="tkt_1" if lost else None, attempt_budget_remaining=2)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=lost, retry_of_attempt_id="att_1",
+              retry_reason=reason, attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    assert bool(b.check().by_code("H024")) is flagged
