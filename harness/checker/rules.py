@@ -778,3 +778,89 @@ def retry_reason_matches_wire(op: OperationContext) -> OpFindings:
                    f"{parent['attempt_id']}, but the journal (line {entry.get('_line')}, flow {entry.get('flow_id')}) "
                    f"shows the client got {_wire_said(entry)}: the reason does not match what happened",
                    [log_ref(parent), log_ref(attempt), wire_ref(entry)])
+
+
+def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tuple[bool, str]:
+    """Whether an attempt's answer proves the effect is done, and what it was (the wire's status where matched)."""
+    if attempt.get("dispatch_state") != "response_received":
+        return False, f"{attempt['attempt_id']} got no answer ({attempt.get('dispatch_state')})"
+    status = _status_seen(op, attempt)
+    entry = op.wire.get(attempt["attempt_id"])
+    where = (f" (journal line {entry.get('_line')}, flow {entry.get('flow_id')})"
+             if entry and entry.get("client_outcome") == "response" else "")
+    if status is None:  # no HTTP status: an SSH command's exit status is the answer
+        exit_status = attempt.get("exit_status")
+        return exit_status in (0, None), f"{attempt['attempt_id']} exited {exit_status}"
+    if status == 202:
+        return False, f"{attempt['attempt_id']} got 202 Accepted{where}: accepted, not done"
+    if isinstance(status, int) and 200 <= status < 300:
+        return True, f"{attempt['attempt_id']} got {status}{where}"
+    return False, f"{attempt['attempt_id']} got {status}{where}"
+
+
+@rule("H025", "closure-proves-state", requires=("events",))
+def closure_proves_state(op: OperationContext) -> OpFindings:
+    """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), or an
+    observation that found the effect (a lookup's record, a status poll's terminal succeeded)."""
+    for logged in op.resolutions:
+        cited = [c for c in logged.get("evidence") or [] if isinstance(c, str)]
+        if logged.get("state") != "succeeded" or not cited:
+            continue  # uncited closures are H015's
+        why: list[str] = []
+        refs: list[dict[str, Any]] = []
+        for evidence_id in cited:
+            attempt = op.attempt(evidence_id)
+            if attempt is not None:
+                proves, said = _attempt_proves_success(op, attempt)
+                if proves:
+                    break
+                why.append(said)
+                refs.append(log_ref(attempt))
+                if (entry := op.wire.get(evidence_id)) is not None:
+                    refs.append(wire_ref(entry))
+                continue
+            obs = next((o for o in op.observations if o.get("observation_id") == evidence_id), None)
+            if obs is not None:
+                if obs.get("found") is True:
+                    break
+                detail = f": {obs['detail']}" if isinstance(obs.get("detail"), str) else ""
+                why.append(f"{evidence_id} ({obs.get('source')}) found {obs.get('found')}{detail}")
+                refs.append(log_ref(obs))
+        else:
+            if why:
+                yield (f"{op.operation_id} was resolved succeeded citing {', '.join(cited)}, but none proves it is "
+                       f"done: {'; '.join(why)}. Asynchronous work needs a status poll that reports succeeded; "
+                       f"reconciliation needs a lookup that found the record", refs + [log_ref(logged)])
+
+
+def _first_line(record: dict[str, Any]) -> int:
+    lines = [n for n in record.get("_lines") or [record.get("_line")] if isinstance(n, int)]
+    return min(lines) if lines else 0
+
+
+@rule("H026", "closure-after-evidence", requires=("events",))
+def closure_after_evidence(op: OperationContext) -> OpFindings:
+    """A resolution comes after the evidence it cites, in log order and by timestamp: it cannot rest on an
+    observation or attempt not yet made."""
+    cited_records: dict[str, dict[str, Any]] = {o["observation_id"]: o for o in op.observations}
+    cited_records.update({a["approval_id"]: a for a in op.approvals})
+    for logged in op.resolutions:
+        line, ts = logged.get("_line") or 0, ts_value(logged.get("ts"))
+        for evidence_id in logged.get("evidence") or []:
+            if not isinstance(evidence_id, str):
+                continue
+            record = op.attempt(evidence_id) or cited_records.get(evidence_id)
+            if record is None:
+                continue  # H015's
+            later_line = _first_line(record) > line
+            later_ts = ts and ts_value(record.get("ts")) > ts
+            if later_line or later_ts:
+                how = " and ".join(w for w, b in (("logged after it", later_line), ("timestamped after it", later_ts))
+                                   if b)
+                yield (f"resolution of {op.operation_id} ({logged.get('state')}, {_logged_at(logged)}) cites "
+                       f"{record.get('event')} {evidence_id}, {how} ({_logged_at(record)}): the closure was "
+                       f"written before the evidence it claims", [log_ref(logged), log_ref(record)])
+
+
+def _logged_at(record: dict[str, Any]) -> str:
+    return f"line {record.get('_line')}, ts {record.get('ts')}"

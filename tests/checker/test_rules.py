@@ -238,9 +238,28 @@ def h024(b, bad):
         b.events[2]["retry_reason"] = "rate_limited"
 
 
+def h025(b, bad):
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=202, effect="tkt_1", attempt_budget_remaining=2)
+    if bad:  # accepted is not done: closed on the 202 alone
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    else:
+        b.observation("op_1", "obs_1", found=True, effect="tkt_1", source="status_poll")
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+
+
+def h026(b, bad):
+    reference_lookup_run(b)
+    if bad:  # the resolution written before the lookup it cites
+        obs, res = b.events[2], b.events[3]
+        obs["ts"], res["ts"] = res["ts"], obs["ts"]
+        b.events[2:] = [res, obs]
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h024)}
+                                            h024, h025, h026)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -424,3 +443,25 @@ def test_h024_holds_each_retry_reason_against_the_parent_flow(tmp_path, reason, 
               retry_reason=reason, attempt_budget_remaining=1)
     b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
     assert bool(b.check().by_code("H024")) is flagged
+
+
+def test_h025_names_a_pending_status_poll_and_the_202_it_was_cited_with(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=202, effect="tkt_1", attempt_budget_remaining=2)
+    b.observation("op_1", "obs_1", found=False, source="status_poll", detail="operation opn_1 is pending")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+    [finding] = b.check().by_code("H025")
+    assert "att_1 got 202 Accepted (journal line 1, flow flow_1): accepted, not done" in finding.message
+    assert "obs_1 (status_poll) found False: operation opn_1 is pending" in finding.message
+
+
+def test_h025_takes_the_status_the_wire_shows_not_the_logged_one(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=202, effect="tkt_1", attempt_budget_remaining=2)
+    b.events[-1]["http_status"] = 201  # the log claims a 201; the client received a 202
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    assert "202 Accepted" in b.check().by_code("H025")[0].message
