@@ -864,3 +864,44 @@ def closure_after_evidence(op: OperationContext) -> OpFindings:
 
 def _logged_at(record: dict[str, Any]) -> str:
     return f"line {record.get('_line')}, ts {record.get('ts')}"
+
+
+@rule("H027", "negative-lookup-contradicted", requires=("wire",))
+def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
+    """A lookup that came back empty is contradicted by the ledger when the effect was committed before it and the
+    destination declares no index lag: the lookup asked for the wrong thing (e.g. not the client reference sent)."""
+    if op.lookup_lag_seconds() > 0:
+        return  # an empty answer may be the index lagging: H014's subject
+    flows = {e.get("flow_id"): e for e in op.wire.values() if e.get("flow_id")}
+    committed = []  # (when the committing flow was answered, on the wire's clock; the effect row; its flow)
+    for row in op.ledger_effects:
+        entry = flows.get(row.get("flow_id"))
+        if entry and entry.get("ts_done") is not None and row.get("effect_ref"):
+            committed.append((ts_value(entry["ts_done"]), row, entry))
+    if not committed:
+        return
+    lookup = op.contract.lookup if op.contract is not None else None
+    lookup_path = bare_path(lookup.path if lookup is not None else None)
+    for obs in op.observations:
+        if obs.get("source") not in ("lookup", "read_after_write") or (
+                lookup_path and bare_path(obs.get("path")) != lookup_path):
+            continue  # a status poll's "pending" is not a lookup's "not there"
+        read = op.observed.get(obs.get("observation_id") or "")
+        if obs.get("found") is not False or read is None or read.get("client_outcome") != "response" or \
+                not isinstance(read.get("client_status"), int) or not 200 <= read["client_status"] < 300 or \
+                read.get("ts_request") is None:
+            continue
+        asked_at = ts_value(read["ts_request"])
+        before = [(done, row, entry) for done, row, entry in committed if done <= asked_at]
+        if not before:
+            continue
+        done, row, entry = before[0]
+        sent = row.get("client_reference")
+        query = f"?{read['query']}" if read.get("query") else ""
+        yield (f"lookup {obs['observation_id']} of {op.operation_id} came back empty (journal line "
+               f"{read.get('_line')}, flow {read.get('flow_id')}: {read.get('method')} {read.get('path')}{query} "
+               f"answered {read.get('client_status')}), but the ledger holds {row['effect_ref']} (seq {row.get('seq')}"
+               f"{', client reference ' + str(sent) if sent else ''}), committed by flow {entry.get('flow_id')} "
+               f"{asked_at - done:.2f} s before the lookup, and {op.destination} declares no index lag: the "
+               f"lookup asked for the wrong reference, and its negative answer proves nothing",
+               [log_ref(obs), wire_ref(read), effect_ref_row(row), wire_ref(entry)])

@@ -257,9 +257,22 @@ def h026(b, bad):
         b.events[2:] = [res, obs]
 
 
+def h027(b, bad):
+    lost_then(b)  # tkt_1 committed by the lost request, client reference op_1
+    b.effects[0]["client_reference"] = "op_1"
+    if bad:  # looked up by the intent id: empty, though the ticket exists and the index does not lag
+        b.observation("op_1", "obs_1", found=False, lag_possible=False)
+        b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=True, retry_of_attempt_id="att_1",
+                  retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    else:
+        b.observation("op_1", "obs_1", found=True, effect="tkt_1")
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h024, h025, h026)}
+                                            h024, h025, h026, h027)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -455,6 +468,7 @@ def test_h025_names_a_pending_status_poll_and_the_202_it_was_cited_with(tmp_path
     [finding] = b.check().by_code("H025")
     assert "att_1 got 202 Accepted (journal line 1, flow flow_1): accepted, not done" in finding.message
     assert "obs_1 (status_poll) found False: operation opn_1 is pending" in finding.message
+    assert not b.check().by_code("H027")  # a pending poll is no lookup that the ledger contradicts
 
 
 def test_h025_takes_the_status_the_wire_shows_not_the_logged_one(tmp_path):
@@ -465,3 +479,20 @@ def test_h025_takes_the_status_the_wire_shows_not_the_logged_one(tmp_path):
     b.events[-1]["http_status"] = 201  # the log claims a 201; the client received a 202
     b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
     assert "202 Accepted" in b.check().by_code("H025")[0].message
+
+
+@pytest.mark.parametrize("lag", [0.0, 2.0])
+def test_h027_names_the_lookup_the_ledger_contradicts_unless_the_index_may_lag(tmp_path, lag):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    h027(b, True)
+    if lag:
+        b.context["destinations"]["tickets"]["spec"]["lookup_lag_seconds"] = lag
+    found = b.check().by_code("H027")
+    if lag:
+        assert not found
+        return
+    [finding] = found
+    assert "lookup obs_1 of op_1 came back empty (journal line 2, flow flow_2: GET /tickets?client_reference=int_1" \
+        in finding.message
+    assert "the ledger holds tkt_1 (seq 1, client reference op_1), committed by flow flow_1" in finding.message
+    assert {e["source"] for e in finding.evidence} == {"log", "journal", "ledger"}
