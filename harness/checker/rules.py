@@ -905,3 +905,40 @@ def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
                f"{asked_at - done:.2f} s before the lookup, and {op.destination} declares no index lag: the "
                f"lookup asked for the wrong reference, and its negative answer proves nothing",
                [log_ref(obs), wire_ref(read), effect_ref_row(row), wire_ref(entry)])
+
+
+@rule("H028", "logged-outcome-matches-wire", requires=("wire",))
+def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
+    """What the log says an attempt or lookup got is what the journal and the ledger hold: the HTTP status the
+    client received, the effect ref the destination answered with, the records a lookup found."""
+    for attempt in op.attempts:
+        entry = op.wire.get(attempt["attempt_id"])
+        if entry is None or entry.get("client_outcome") is None:
+            continue  # unmatched (H018), or a destination the proxy does not front
+        where = f"the journal (line {entry.get('_line')}, flow {entry.get('flow_id')})"
+        logged, received = attempt.get("http_status"), entry.get("client_status")
+        state = attempt.get("dispatch_state")
+        if state == "response_received" and entry.get("client_outcome") == "response" and \
+                logged is not None and received is not None and logged != received:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged http_status {logged}, but "
+                   f"{where} shows the client received {received}", [log_ref(attempt), wire_ref(entry)])
+        if state == "response_received" and entry.get("client_outcome") != "response" and not entry.get("forwarded"):
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged response_received, but {where} "
+                   f"shows the client got {_wire_said(entry)}", [log_ref(attempt), wire_ref(entry)])
+        rows = op.ledger_requests.get(entry.get("flow_id") or "", [])
+        answered = {r["effect_ref"] for r in rows if r.get("effect_ref")}
+        claimed = [r for r in attempt.get("effect_refs") or [] if isinstance(r, str)]
+        strangers = [r for r in claimed if r not in answered]
+        if rows and strangers:
+            seqs = ", ".join(str(r.get("seq")) for r in rows)
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} claims effect(s) {', '.join(strangers)}, but "
+                   f"the destination's ledger (request seq {seqs}, flow {entry.get('flow_id')}) answered it with "
+                   f"{', '.join(sorted(answered)) or 'no effect'}", [log_ref(attempt), wire_ref(entry)])
+    held = set(op.effect_refs())
+    for obs in op.observations:
+        claimed = [r for r in obs.get("effect_refs") or [] if isinstance(r, str)]
+        strangers = [r for r in claimed if r not in held]
+        if obs.get("found") is True and strangers:
+            yield (f"observation {obs['observation_id']} of {op.operation_id} claims it found {', '.join(strangers)}, "
+                   f"but the ledger holds {', '.join(held) or 'no effect'} for this operation",
+                   [log_ref(obs)] + [effect_ref_row(r) for r in op.ledger_effects])

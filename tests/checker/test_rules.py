@@ -270,9 +270,21 @@ def h027(b, bad):
         b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
 
 
+def h028(b, bad):
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=502, attempt_budget_remaining=2)
+    if bad:  # the client received a 502; the log says 201
+        b.events[-1]["http_status"] = 201
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="destination_5xx", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h024, h025, h026, h027)}
+                                            h024, h025, h026, h027, h028)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -496,3 +508,17 @@ def test_h027_names_the_lookup_the_ledger_contradicts_unless_the_index_may_lag(t
         in finding.message
     assert "the ledger holds tkt_1 (seq 1, client reference op_1), committed by flow flow_1" in finding.message
     assert {e["source"] for e in finding.evidence} == {"log", "journal", "ledger"}
+
+
+def test_h028_holds_logged_effect_refs_and_found_records_against_the_ledger(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", attempt_budget_remaining=2)
+    b.events[-1]["effect_refs"] = ["tkt_7"]  # the destination answered with tkt_1
+    b.observation("op_1", "obs_1", found=True, effect="tkt_8")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+    messages = [f.message for f in b.check().by_code("H028")]
+    assert any("claims effect(s) tkt_7, but the destination's ledger (request seq 1, flow flow_1) answered it "
+               "with tkt_1" in m for m in messages), messages
+    assert any("obs_1 of op_1 claims it found tkt_8, but the ledger holds tkt_1" in m for m in messages), messages
