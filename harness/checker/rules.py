@@ -936,6 +936,14 @@ def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
                    f"{', '.join(sorted(answered)) or 'no effect'}", [log_ref(attempt), wire_ref(entry)])
     held = set(op.effect_refs())
     for obs in op.observations:
+        read = op.observed.get(obs.get("observation_id") or "")
+        if read is not None and isinstance(obs.get("found"), bool) and not (
+                read.get("client_outcome") == "response" and isinstance(read.get("client_status"), int)
+                and 200 <= read["client_status"] < 300):
+            yield (f"observation {obs['observation_id']} of {op.operation_id} is logged found: "
+                   f"{str(obs['found']).lower()}, but the journal (line {read.get('_line')}, flow "
+                   f"{read.get('flow_id')}) shows its read got {_wire_said(read)}: an unanswered lookup is no "
+                   f"evidence either way (found: null)", [log_ref(obs), wire_ref(read)])
         claimed = [r for r in obs.get("effect_refs") or [] if isinstance(r, str)]
         strangers = [r for r in claimed if r not in held]
         if obs.get("found") is True and strangers:

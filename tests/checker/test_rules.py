@@ -522,3 +522,15 @@ def test_h028_holds_logged_effect_refs_and_found_records_against_the_ledger(tmp_
     assert any("claims effect(s) tkt_7, but the destination's ledger (request seq 1, flow flow_1) answered it "
                "with tkt_1" in m for m in messages), messages
     assert any("obs_1 of op_1 claims it found tkt_8, but the ledger holds tkt_1" in m for m in messages), messages
+
+
+def test_h028_a_lookup_logged_negative_although_its_read_got_a_502(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    lost_then(b)
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.journal[-1].update(upstream_status=None, client_status=502, forwarded=False)
+    b.observation("op_1", "obs_2", found=True, effect="tkt_1")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_2"])
+    [finding] = b.check().by_code("H028")
+    assert "obs_1 of op_1 is logged found: false, but the journal (line 2, flow flow_2) shows its read got a 502" \
+        in finding.message
