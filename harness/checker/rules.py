@@ -323,6 +323,16 @@ def _clock(op: OperationContext, record: dict[str, Any]) -> tuple[float, dict[st
     return ts_value(record.get("ts")), log_ref(record)
 
 
+def _read_answered(op: OperationContext, obs: dict[str, Any]) -> bool:
+    """False when the journal shows the observation's read got no 2xx answer (a 502 lookup reconciles
+    nothing, whatever the log says it found); True when it did, or nothing on the wire says otherwise."""
+    read = op.observed.get(obs.get("observation_id") or "")
+    if read is None:
+        return True
+    status = read.get("client_status")
+    return read.get("client_outcome") == "response" and isinstance(status, int) and 200 <= status < 300
+
+
 @rule("H010", "retry-after-unknown-justified")
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
     """A retry after sent_no_response or a 5xx needs dedup in force (same key, within retention on the wire's
@@ -344,7 +354,7 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
         if dedup and retention is not None and gap > retention:
             dedup = False
         observed = [o for o in _between(op.observations, start, end)
-                    if not (o.get("found") is False and o.get("lag_possible") is True)]
+                    if not (o.get("found") is False and o.get("lag_possible") is True) and _read_answered(op, o)]
         approved = [a for a in op.approvals if (a.get("_line") or 0) < end and a.get("decision") == "approved"
                     and a.get("scope") == "retry"]
         if not (dedup or observed or approved):

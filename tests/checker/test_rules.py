@@ -534,3 +534,17 @@ def test_h028_a_lookup_logged_negative_although_its_read_got_a_502(tmp_path):
     [finding] = b.check().by_code("H028")
     assert "obs_1 of op_1 is logged found: false, but the journal (line 2, flow flow_2) shows its read got a 502" \
         in finding.message
+
+
+def test_h010_a_lookup_whose_read_got_a_502_reconciles_nothing(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.context["destinations"]["tickets"]["contract"] = dict(
+        b.context["destinations"]["tickets"]["contract"],
+        idempotency=dict(b.context["destinations"]["tickets"]["contract"]["idempotency"], style="none"))
+    lost_then(b, key=None)
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.journal[-1].update(upstream_status=None, client_status=502, forwarded=False)
+    b.attempt("op_1", "att_2", "response_received", key=None, effect="tkt_2", retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+    assert "att_2" in b.check().by_code("H010")[0].message
