@@ -932,6 +932,10 @@ def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
                 logged is not None and received is not None and logged != received:
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged http_status {logged}, but "
                    f"{where} shows the client received {received}", [log_ref(attempt), wire_ref(entry)])
+        if state == "sent_no_response" and entry.get("client_outcome") == "response" and received is not None:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged sent_no_response, but {where} "
+                   f"shows the client received a {received} answer: a received answer is logged "
+                   f"response_received with its status", [log_ref(attempt), wire_ref(entry)])
         if state == "response_received" and entry.get("client_outcome") != "response" and not entry.get("forwarded"):
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged response_received, but {where} "
                    f"shows the client got {_wire_said(entry)}", [log_ref(attempt), wire_ref(entry)])

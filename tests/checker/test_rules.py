@@ -548,3 +548,17 @@ def test_h010_a_lookup_whose_read_got_a_502_reconciles_nothing(tmp_path):
               retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
     b.resolution("op_1", "succeeded", effects=["tkt_2"], evidence=["att_2"])
     assert "att_2" in b.check().by_code("H010")[0].message
+
+
+def test_h028_an_answer_logged_as_a_lost_response(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", status=500, attempt_budget_remaining=2)  # the client got a 500
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="destination_5xx", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    [finding] = b.check().by_code("H028")
+    assert "att_1 of op_1 is logged sent_no_response, but the journal (line 1, flow flow_1) shows the client " \
+        "received a 500 answer" in finding.message
