@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.checker import OperationContext, _observation_view, _resolution_view
 from harness.checker.context import SAFE_METHODS
+from harness.checker.correlation import ts_value
 from harness.events import RETRY_REASONS
 
 
@@ -25,9 +26,11 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
 
     The stories: one operation event (nothing superseded or delegated), no approval, one or two
     attempts with one idempotency key (or none) that does not contain an attempt id, and one
-    ``succeeded`` resolution citing only ids the operation holds and naming its one distinct effect.
+    ``succeeded`` resolution citing only ids the operation holds, logged before it, one of which proves
+    the success (a 2xx other than 202, an exit 0, a lookup that found the effect), and naming its one
+    distinct effect.
     A second attempt must be a linked, budgeted retry of the first with the same payload, and when
-    the first lost its response the shared key is what justifies it; at most one observation (a
+    the first lost its response or got a 5xx the shared key is what justifies it; at most one observation (a
     lookup that reconciled a lost response). No rule can fire on these, and the dict equals
     ``judge_operation``'s (a property test holds both against the full rules), so a production log
     of mostly clean operations audits fast.
@@ -57,7 +60,8 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
                 or first.get("http_status") == 429
                 or second.get("request_fingerprint") != first.get("request_fingerprint")
                 or (prior and prior != first.get("request_fingerprint"))
-                or (not key and first.get("dispatch_state") == "sent_no_response")):
+                or (not key and (first.get("dispatch_state") == "sent_no_response"
+                                 or (first.get("http_status") or 0) >= 500))):
             return None
     refs = op.effect_refs()
     named = resolution.get("effect_refs")
@@ -70,9 +74,27 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
             return None
     attempt_ids = op._attempt_index  # op.evidence_ids without building a set (there is no approval)
     observation_ids = [o["observation_id"] for o in op.observations]
+    line = resolution.get("_line") or 0
+    ts = ts_value(resolution.get("ts"))
+    proven = False
     for evidence_id in cited:
-        if evidence_id not in attempt_ids and evidence_id not in observation_ids:
+        if evidence_id in attempt_ids:
+            record = attempts[attempt_ids[evidence_id]]
+            status = record.get("http_status")
+            proven = proven or (record.get("dispatch_state") == "response_received" and (
+                (status is None and record.get("exit_status") in (0, None))
+                or (isinstance(status, int) and 200 <= status < 300 and status != 202)))
+        elif evidence_id in observation_ids:
+            record = op.observations[0]
+            proven = proven or record.get("found") is True
+        else:
             return None
+        # H026: the evidence comes before the closure, by line and by timestamp
+        last_line = max(n or 0 for n in record.get("_lines") or [record.get("_line")])
+        if last_line > line or ts_value(record.get("ts")) > ts:
+            return None
+    if not proven:  # H025: one cited id must prove the success
+        return None
     return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
             "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],
             "effects": list(refs), "findings": [], "observations": [_observation_view(o) for o in op.observations],

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import attribute_ledger, correlate
+from harness.checker.correlation import attribute_ledger, correlate, correlate_observations
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
@@ -59,8 +59,8 @@ class OperationContext:
 
     # slots: the offline audit makes one per operation, hundreds of thousands on a long log
     __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "_attempt_index", "observations",
-                 "resolutions", "approvals", "log_effects", "wire", "ledger_effects", "ledger_requests", "contract",
-                 "spec", "all_operation_ids", "peers", "_refs", "_fps")
+                 "resolutions", "approvals", "log_effects", "wire", "observed", "ledger_effects", "ledger_requests",
+                 "contract", "spec", "all_operation_ids", "peers", "_refs", "_fps")
 
     def __init__(self, operation_id: str, *, fmt: str = "events", offline: bool = True) -> None:
         self.operation_id = operation_id
@@ -73,7 +73,8 @@ class OperationContext:
         self.resolutions: list[dict[str, Any]] = []
         self.approvals: list[dict[str, Any]] = []
         self.log_effects: list[dict[str, Any]] = []  # article-format effect lines
-        self.wire: dict[str, dict[str, Any]] = {}
+        self.wire: dict[str, dict[str, Any]] = {}  # attempt id -> its journal entry
+        self.observed: dict[str, dict[str, Any]] = {}  # observation id -> the read's journal entry
         self.ledger_effects: list[dict[str, Any]] = []
         self.ledger_requests: dict[str, list[dict[str, Any]]] = {}
         self.contract: DestinationContract | None = None
@@ -290,6 +291,7 @@ class RunContext:
         self.unattributed_effects: list[dict[str, Any]] = []
         if not self.offline:
             self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests)
+            correlate_observations(self.ops, self.unmatched_wire)
             self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
 
     def _add(self, record: dict[str, Any]) -> OperationContext:

@@ -107,6 +107,35 @@ def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, 
     return [e for i, e in enumerate(journal) if i not in used]
 
 
+def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]]) -> None:
+    """Match each logged observation to the read that carried it (``op.observed``): among the journal
+    entries no attempt explains, the next one of the operation's destination with the observation's
+    method and path, observations in time order. One pass over each: linear in events and flows.
+
+    An observation is logged once its read is answered, so a flow that went out after the observation
+    was written is not its read (it stays for a later one)."""
+    queues: dict[tuple[Any, str, str | None], list[dict[str, Any]]] = {}
+    for entry in leftover:
+        if entry.get("source", "journal") != "journal":
+            continue  # a ledger stand-in (a destination the proxy does not front) carries no lookup
+        queues.setdefault((entry.get("destination"), str(entry.get("method") or "").upper(),
+                           bare_path(entry.get("path"))), []).append(entry)
+    heads = dict.fromkeys(queues, 0)
+    pending = [(op, o) for op in ops.values() for o in op.observations if o.get("method") and o.get("path")]
+    pending.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
+    for op, obs in pending:
+        key = (op.destination, str(obs["method"]).upper(), bare_path(obs["path"]))
+        queue = queues.get(key)
+        if not queue or heads[key] >= len(queue):
+            continue
+        entry = queue[heads[key]]
+        logged_at = ts_value(obs.get("ts"))
+        if logged_at and entry.get("ts_request") is not None and ts_value(entry["ts_request"]) > logged_at + 0.5:
+            continue  # the next read went out after this observation was written: not its read
+        heads[key] += 1
+        op.observed[obs["observation_id"]] = entry
+
+
 def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, Any]],
                      effects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Give each operation its ledger request rows and effects; returns the effects no operation owns."""

@@ -301,24 +301,60 @@ def _between(records: list[dict[str, Any]], start: int, end: int) -> list[dict[s
     return [r for r in records if start < (r.get("_line") or 0) < end]
 
 
+def _status_seen(op: OperationContext, attempt: dict[str, Any]) -> Any:
+    """The HTTP status the client received: the journal's (the wire's word) when the attempt is matched to a
+    flow that got a response, else the logged one."""
+    entry = op.wire.get(attempt["attempt_id"])
+    if entry and entry.get("client_outcome") == "response" and entry.get("client_status") is not None:
+        return entry["client_status"]
+    return attempt.get("http_status") if attempt.get("dispatch_state") == "response_received" else None
+
+
+def _is_5xx(status: Any) -> bool:
+    return isinstance(status, int) and not isinstance(status, bool) and status >= 500
+
+
+def _clock(op: OperationContext, record: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """When an attempt went out, on the wire's clock (the matched flow's ts_request) where there is one, else
+    the agent's ts (logged once the attempt finished); with the evidence pointer that says so."""
+    entry = op.wire.get(record["attempt_id"]) if record.get("attempt_id") else None
+    if entry and entry.get("ts_request") is not None:
+        return ts_value(entry["ts_request"]), wire_ref(entry)
+    return ts_value(record.get("ts")), log_ref(record)
+
+
+def _read_answered(op: OperationContext, obs: dict[str, Any]) -> bool:
+    """False when the journal shows the observation's read got no 2xx answer (a 502 lookup reconciles
+    nothing, whatever the log says it found); True when it did, or nothing on the wire says otherwise."""
+    read = op.observed.get(obs.get("observation_id") or "")
+    if read is None:
+        return True
+    status = read.get("client_status")
+    return read.get("client_outcome") == "response" and isinstance(status, int) and 200 <= status < 300
+
+
 @rule("H010", "retry-after-unknown-justified")
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
-    """A retry after sent_no_response needs dedup in force (same key, within retention), reconciliation, or
-    an approval."""
+    """A retry after sent_no_response or a 5xx needs dedup in force (same key, within retention on the wire's
+    clock), reconciliation, or an approval."""
     for index, attempt in enumerate(op.attempts):
         if index == 0:
             continue
         parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
-        if not op.is_unknown(parent):
+        status = _status_seen(op, parent)
+        lost = op.is_unknown(parent)
+        if not lost and not _is_5xx(status):
             continue
         start, end = parent.get("_line") or 0, attempt.get("_line") or 0
         key = attempt.get("idempotency_key")
         dedup = bool(key) and key == parent.get("idempotency_key") and op.takes_keys() is not False
         retention = op.retention_seconds()
-        if dedup and retention is not None and ts_value(attempt.get("ts")) - ts_value(parent.get("ts")) > retention:
+        (sent_at, parent_ref), (resent_at, child_ref) = _clock(op, parent), _clock(op, attempt)
+        gap = resent_at - sent_at
+        if dedup and retention is not None and gap > retention:
             dedup = False
         observed = [o for o in _between(op.observations, start, end)
-                    if not (o.get("found") is False and o.get("lag_possible") is True)]
+                    if not (o.get("found") is False and o.get("lag_possible") is True) and _read_answered(op, o)]
         approved = [a for a in op.approvals if (a.get("_line") or 0) < end and a.get("decision") == "approved"
                     and a.get("scope") == "retry"]
         if not (dedup or observed or approved):
@@ -329,27 +365,45 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
             elif op.takes_keys() is False:
                 why = f"on {op.destination}, which does not deduplicate (same key, but nobody honours it)"
             else:
-                why = f"after the key's {retention:g} s retention window"
-            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, whose "
-                   f"response was lost, {why}, with no reconciliation observation and no approval in between; "
-                   f"{_effects_phrase(op)}", [log_ref(parent), log_ref(attempt)])
+                clock = "the log's clock"
+                if parent_ref["source"] == child_ref["source"] == "journal":
+                    clock = (f"the wire's clock (journal line {parent_ref['line']} flow {parent_ref['flow_id']}, "
+                             f"then line {child_ref['line']} flow {child_ref['flow_id']})")
+                why = (f"{gap:.2f} s after it on {clock}, past the key's {retention:g} s retention window, so "
+                       f"the destination no longer deduplicates it")
+            what = ("whose response was lost" if lost else
+                    f"whose answer was a {status} (the destination may have committed before failing)")
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, {what}, "
+                   f"{why}, with no reconciliation observation and no approval in between; {_effects_phrase(op)}",
+                   [log_ref(parent), log_ref(attempt)]
+                   + [r for r in (parent_ref, child_ref) if r["source"] == "journal"])
 
 
 # --------------------------------------------------------------------------------------------- H011
-def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> float | None:
+def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> tuple[float | None, str]:
+    """The Retry-After the destination asked for, and who says so: the journal (what the client received),
+    else the log, else the destination's spec."""
+    entry = op.wire.get(attempt["attempt_id"])
+    header = entry.get("client_retry_after") if entry else None  # the header as received: a string
+    if header is not None and not isinstance(header, bool):
+        try:
+            return float(header), "journal"
+        except (TypeError, ValueError):
+            pass  # an HTTP date or garbage: fall back on what the log says
     value = attempt.get("retry_after_seconds")
     if isinstance(value, (int, float)):
-        return float(value)
+        return float(value), "log"
     spec = op.spec or {}
     for key in ("retry_after_seconds", "retry_after"):
         if isinstance(spec.get(key), (int, float)):
-            return float(spec[key])
-    return None
+            return float(spec[key]), "spec"
+    return None, ""
 
 
 @rule("H011", "retry-after-honoured")
 def retry_after_honoured(op: OperationContext) -> OpFindings:
-    """After a 429 with Retry-After, the retry waits at least that long."""
+    """After a 429 with Retry-After (the journal's, else the log's), the retry waits at least that long on the
+    wire's clock."""
     for index, attempt in enumerate(op.attempts[1:], start=1):
         parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
         status = parent.get("http_status")
@@ -358,19 +412,27 @@ def retry_after_honoured(op: OperationContext) -> OpFindings:
             status = entry.get("client_status")
         if status != 429:
             continue
-        wait = _retry_after(op, parent)
+        wait, said_by = _retry_after(op, parent)
         if wait is None:
             continue
         child_entry = op.wire.get(attempt["attempt_id"])
         if entry and child_entry and entry.get("ts_done") is not None and child_entry.get("ts_request") is not None:
             waited = float(child_entry["ts_request"]) - float(entry["ts_done"])
-            evidence = [wire_ref(entry), wire_ref(child_entry)]
+            evidence = [log_ref(parent), log_ref(attempt), wire_ref(entry), wire_ref(child_entry)]
+            clock = (f"on the wire (journal line {entry.get('_line')} flow {entry.get('flow_id')} answered, journal "
+                     f"line {child_entry.get('_line')} flow {child_entry.get('flow_id')} went out)")
         else:
             waited = ts_value(attempt.get("ts")) - ts_value(parent.get("ts"))
             evidence = [log_ref(parent), log_ref(attempt)]
+            clock = "by the log's timestamps"
         if waited + 0.05 < wait:  # 50 ms slack for clock reads around the sleep
+            asked = "Retry-After"
+            if said_by == "journal":
+                omitted = parent.get("retry_after_seconds") is None
+                asked = "Retry-After, as the journal records" + (
+                    "; the log omits retry_after_seconds" if omitted else "")
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} came {waited:.2f} s after the 429 on "
-                   f"{parent['attempt_id']}, which asked to wait {wait:g} s (Retry-After)", evidence)
+                   f"{parent['attempt_id']} {clock}, which asked to wait {wait:g} s ({asked})", evidence)
 
 
 # --------------------------------------------------------------------------------------------- H012
@@ -678,3 +740,227 @@ class IntentCovered(RunRule):
                 self.found(None, (f"intent {intent_id} ({intent.get('kind')} on {intent.get('destination')}) has no "
                                   f"operation in the audit log: the agent never took it up"),
                            [{"source": "context", "intent_id": intent_id}])
+
+
+# ================================================================================== H024-H031: claims vs truth
+# The log's word held against the ground truth (the proxy journal, the ledger) wherever one exists.
+
+def _wire_said(entry: dict[str, Any]) -> str:
+    """What the client got for a flow, in a few words, from its journal entry."""
+    outcome = entry.get("client_outcome")
+    if outcome == "response":
+        return f"a {entry.get('client_status')} response"
+    if outcome == "refused":
+        return "a refused connection (nothing left the machine)"
+    left = "after the request reached the destination" if entry.get("forwarded") else "before it was forwarded"
+    return f"no response ({outcome}, {left})"
+
+
+def _reason_contradicted(reason: Any, entry: dict[str, Any]) -> bool:
+    """Whether the parent attempt's flow contradicts the retry reason given for retrying it."""
+    outcome, status = entry.get("client_outcome"), entry.get("client_status")
+    answered = outcome == "response"
+    if reason == "rate_limited":
+        return not (answered and status == 429)
+    if reason == "destination_5xx":
+        return not (answered and _is_5xx(status))
+    if reason == "connection_not_established":
+        return answered or bool(entry.get("forwarded"))
+    if reason == "response_lost_after_dispatch":  # a 409 (still processing under this key) is taken as lost too
+        return outcome == "refused" or (answered and (status == 429 or _is_5xx(status)))
+    if reason == "credential_refreshed":
+        return not (answered and status in (401, 403))
+    return False  # operator_requested: the operator's call, nothing on the wire to hold it against
+
+
+@rule("H024", "retry-reason-matches-wire", requires=("wire",))
+def retry_reason_matches_wire(op: OperationContext) -> OpFindings:
+    """A retry's retry_reason is what the wire shows for the attempt it retries (429, 5xx, lost response,
+    refused connection)."""
+    for attempt in op.attempts:
+        reason = attempt.get("retry_reason")
+        parent = op.attempt(attempt.get("retry_of_attempt_id"))
+        entry = op.wire.get(parent["attempt_id"]) if parent else None
+        if not reason or parent is None or entry is None or entry.get("client_outcome") is None:
+            continue  # unlinked (H008), unmatched (H018), or a destination the proxy does not front
+        if _reason_contradicted(reason, entry):
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives retry_reason {reason} for retrying "
+                   f"{parent['attempt_id']}, but the journal (line {entry.get('_line')}, flow {entry.get('flow_id')}) "
+                   f"shows the client got {_wire_said(entry)}: the reason does not match what happened",
+                   [log_ref(parent), log_ref(attempt), wire_ref(entry)])
+
+
+def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tuple[bool, str]:
+    """Whether an attempt's answer proves the effect is done, and what it was (the wire's status where matched)."""
+    if attempt.get("dispatch_state") != "response_received":
+        return False, f"{attempt['attempt_id']} got no answer ({attempt.get('dispatch_state')})"
+    status = _status_seen(op, attempt)
+    entry = op.wire.get(attempt["attempt_id"])
+    where = (f" (journal line {entry.get('_line')}, flow {entry.get('flow_id')})"
+             if entry and entry.get("client_outcome") == "response" else "")
+    if status is None:  # no HTTP status: an SSH command's exit status is the answer
+        exit_status = attempt.get("exit_status")
+        return exit_status in (0, None), f"{attempt['attempt_id']} exited {exit_status}"
+    if status == 202:
+        return False, f"{attempt['attempt_id']} got 202 Accepted{where}: accepted, not done"
+    if isinstance(status, int) and 200 <= status < 300:
+        return True, f"{attempt['attempt_id']} got {status}{where}"
+    return False, f"{attempt['attempt_id']} got {status}{where}"
+
+
+@rule("H025", "closure-proves-state", requires=("events",))
+def closure_proves_state(op: OperationContext) -> OpFindings:
+    """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), or an
+    observation that found the effect (a lookup's record, a status poll's terminal succeeded)."""
+    for logged in op.resolutions:
+        cited = [c for c in logged.get("evidence") or [] if isinstance(c, str)]
+        if logged.get("state") != "succeeded" or not cited:
+            continue  # uncited closures are H015's
+        why: list[str] = []
+        refs: list[dict[str, Any]] = []
+        for evidence_id in cited:
+            attempt = op.attempt(evidence_id)
+            if attempt is not None:
+                proves, said = _attempt_proves_success(op, attempt)
+                if proves:
+                    break
+                why.append(said)
+                refs.append(log_ref(attempt))
+                if (entry := op.wire.get(evidence_id)) is not None:
+                    refs.append(wire_ref(entry))
+                continue
+            obs = next((o for o in op.observations if o.get("observation_id") == evidence_id), None)
+            if obs is not None:
+                if obs.get("found") is True:
+                    break
+                detail = f": {obs['detail']}" if isinstance(obs.get("detail"), str) else ""
+                why.append(f"{evidence_id} ({obs.get('source')}) found {obs.get('found')}{detail}")
+                refs.append(log_ref(obs))
+        else:
+            if why:
+                yield (f"{op.operation_id} was resolved succeeded citing {', '.join(cited)}, but none proves it is "
+                       f"done: {'; '.join(why)}. Asynchronous work needs a status poll that reports succeeded; "
+                       f"reconciliation needs a lookup that found the record", refs + [log_ref(logged)])
+
+
+def _first_line(record: dict[str, Any]) -> int:
+    lines = [n for n in record.get("_lines") or [record.get("_line")] if isinstance(n, int)]
+    return min(lines) if lines else 0
+
+
+@rule("H026", "closure-after-evidence", requires=("events",))
+def closure_after_evidence(op: OperationContext) -> OpFindings:
+    """A resolution comes after the evidence it cites, in log order and by timestamp: it cannot rest on an
+    observation or attempt not yet made."""
+    cited_records: dict[str, dict[str, Any]] = {o["observation_id"]: o for o in op.observations}
+    cited_records.update({a["approval_id"]: a for a in op.approvals})
+    for logged in op.resolutions:
+        line, ts = logged.get("_line") or 0, ts_value(logged.get("ts"))
+        for evidence_id in logged.get("evidence") or []:
+            if not isinstance(evidence_id, str):
+                continue
+            record = op.attempt(evidence_id) or cited_records.get(evidence_id)
+            if record is None:
+                continue  # H015's
+            later_line = _first_line(record) > line
+            later_ts = ts and ts_value(record.get("ts")) > ts
+            if later_line or later_ts:
+                how = " and ".join(w for w, b in (("logged after it", later_line), ("timestamped after it", later_ts))
+                                   if b)
+                yield (f"resolution of {op.operation_id} ({logged.get('state')}, {_logged_at(logged)}) cites "
+                       f"{record.get('event')} {evidence_id}, {how} ({_logged_at(record)}): the closure was "
+                       f"written before the evidence it claims", [log_ref(logged), log_ref(record)])
+
+
+def _logged_at(record: dict[str, Any]) -> str:
+    return f"line {record.get('_line')}, ts {record.get('ts')}"
+
+
+@rule("H027", "negative-lookup-contradicted", requires=("wire",))
+def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
+    """A lookup that came back empty is contradicted by the ledger when the effect was committed before it and the
+    destination declares no index lag: the lookup asked for the wrong thing (e.g. not the client reference sent)."""
+    if op.lookup_lag_seconds() > 0:
+        return  # an empty answer may be the index lagging: H014's subject
+    flows = {e.get("flow_id"): e for e in op.wire.values() if e.get("flow_id")}
+    committed = []  # (when the committing flow was answered, on the wire's clock; the effect row; its flow)
+    for row in op.ledger_effects:
+        entry = flows.get(row.get("flow_id"))
+        if entry and entry.get("ts_done") is not None and row.get("effect_ref"):
+            committed.append((ts_value(entry["ts_done"]), row, entry))
+    if not committed:
+        return
+    lookup = op.contract.lookup if op.contract is not None else None
+    lookup_path = bare_path(lookup.path if lookup is not None else None)
+    for obs in op.observations:
+        if obs.get("source") not in ("lookup", "read_after_write") or (
+                lookup_path and bare_path(obs.get("path")) != lookup_path):
+            continue  # a status poll's "pending" is not a lookup's "not there"
+        read = op.observed.get(obs.get("observation_id") or "")
+        if obs.get("found") is not False or read is None or read.get("client_outcome") != "response" or \
+                not isinstance(read.get("client_status"), int) or not 200 <= read["client_status"] < 300 or \
+                read.get("ts_request") is None:
+            continue
+        asked_at = ts_value(read["ts_request"])
+        before = [(done, row, entry) for done, row, entry in committed if done <= asked_at]
+        if not before:
+            continue
+        done, row, entry = before[0]
+        sent = row.get("client_reference")
+        query = f"?{read['query']}" if read.get("query") else ""
+        yield (f"lookup {obs['observation_id']} of {op.operation_id} came back empty (journal line "
+               f"{read.get('_line')}, flow {read.get('flow_id')}: {read.get('method')} {read.get('path')}{query} "
+               f"answered {read.get('client_status')}), but the ledger holds {row['effect_ref']} (seq {row.get('seq')}"
+               f"{', client reference ' + str(sent) if sent else ''}), committed by flow {entry.get('flow_id')} "
+               f"{asked_at - done:.2f} s before the lookup, and {op.destination} declares no index lag: the "
+               f"lookup asked for the wrong reference, and its negative answer proves nothing",
+               [log_ref(obs), wire_ref(read), effect_ref_row(row), wire_ref(entry)])
+
+
+@rule("H028", "logged-outcome-matches-wire", requires=("wire",))
+def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
+    """What the log says an attempt or lookup got is what the journal and the ledger hold: the HTTP status the
+    client received, the effect ref the destination answered with, the records a lookup found."""
+    for attempt in op.attempts:
+        entry = op.wire.get(attempt["attempt_id"])
+        if entry is None or entry.get("client_outcome") is None:
+            continue  # unmatched (H018), or a destination the proxy does not front
+        where = f"the journal (line {entry.get('_line')}, flow {entry.get('flow_id')})"
+        logged, received = attempt.get("http_status"), entry.get("client_status")
+        state = attempt.get("dispatch_state")
+        if state == "response_received" and entry.get("client_outcome") == "response" and \
+                logged is not None and received is not None and logged != received:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged http_status {logged}, but "
+                   f"{where} shows the client received {received}", [log_ref(attempt), wire_ref(entry)])
+        if state == "sent_no_response" and entry.get("client_outcome") == "response" and received is not None:
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged sent_no_response, but {where} "
+                   f"shows the client received a {received} answer: a received answer is logged "
+                   f"response_received with its status", [log_ref(attempt), wire_ref(entry)])
+        if state == "response_received" and entry.get("client_outcome") != "response" and not entry.get("forwarded"):
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged response_received, but {where} "
+                   f"shows the client got {_wire_said(entry)}", [log_ref(attempt), wire_ref(entry)])
+        rows = op.ledger_requests.get(entry.get("flow_id") or "", [])
+        answered = {r["effect_ref"] for r in rows if r.get("effect_ref")}
+        claimed = [r for r in attempt.get("effect_refs") or [] if isinstance(r, str)]
+        strangers = [r for r in claimed if r not in answered]
+        if rows and strangers:
+            seqs = ", ".join(str(r.get("seq")) for r in rows)
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} claims effect(s) {', '.join(strangers)}, but "
+                   f"the destination's ledger (request seq {seqs}, flow {entry.get('flow_id')}) answered it with "
+                   f"{', '.join(sorted(answered)) or 'no effect'}", [log_ref(attempt), wire_ref(entry)])
+    held = set(op.effect_refs())
+    for obs in op.observations:
+        read = op.observed.get(obs.get("observation_id") or "")
+        if read is not None and isinstance(obs.get("found"), bool) and not (
+                read.get("client_outcome") == "response" and isinstance(read.get("client_status"), int)
+                and 200 <= read["client_status"] < 300):
+            yield (f"observation {obs['observation_id']} of {op.operation_id} is logged found: "
+                   f"{str(obs['found']).lower()}, but the journal (line {read.get('_line')}, flow "
+                   f"{read.get('flow_id')}) shows its read got {_wire_said(read)}: an unanswered lookup is no "
+                   f"evidence either way (found: null)", [log_ref(obs), wire_ref(read)])
+        claimed = [r for r in obs.get("effect_refs") or [] if isinstance(r, str)]
+        strangers = [r for r in claimed if r not in held]
+        if obs.get("found") is True and strangers:
+            yield (f"observation {obs['observation_id']} of {op.operation_id} claims it found {', '.join(strangers)}, "
+                   f"but the ledger holds {', '.join(held) or 'no effect'} for this operation",
+                   [log_ref(obs)] + [effect_ref_row(r) for r in op.ledger_effects])

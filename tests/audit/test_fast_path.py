@@ -43,7 +43,7 @@ def retry_story() -> list[dict]:
     second = dict(clean_story()[1], _line=3, ts=2.0, attempt_id="a2", attempt_number=2, retry_of_attempt_id="a1",
                   retry_reason="response_lost_after_dispatch", retry_decision="retry", attempt_budget_remaining=1,
                   prior_request_fingerprint="sha256:1")
-    return [op, first, second, dict(resolution, evidence=["a2"])]
+    return [op, first, second, dict(resolution, ts=2.0, evidence=["a2"])]
 
 
 STORIES = {"clean": clean_story, "lookup": lookup_story, "retry": retry_story}
@@ -60,14 +60,14 @@ CHANGES = {
                                                             "execution_error"],
                 "effect_refs": REFS, "retry_of_attempt_id": IDS, "attempt_id": ["a1", "a2", "a3", "idem", "op_1"],
                 "retry_reason": [None, "response_lost_after_dispatch", "destination_5xx", "felt_like_it"],
-                "method": [None, "POST", "PUT", "get", "HEAD"], "http_status": [None, 201, 429, 500, 503],
+                "method": [None, "POST", "PUT", "get", "HEAD"], "http_status": [None, 201, 202, 429, 500, 503],
                 "attempt_budget_remaining": [None, -1, 0, 1, 2], "request_fingerprint": PRINTS,
                 "prior_request_fingerprint": PRINTS, "retry_after_seconds": [None, 0.5, 30.0]},
     "observation": {"found": [None, True, False], "lag_possible": [None, True, False], "effect_refs": REFS,
                     "observation_id": ["o1", "o2", "a1"], "source": ["lookup", "callback", "operator"]},
     "resolution": {"state": ["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"],
                    "evidence": EVIDENCE, "effect_refs": REFS, "correction_operation_id": [None, "op_2", "op_1"],
-                   "reason": [None, "ok"]},
+                   "reason": [None, "ok"], "ts": [0.5, 1.0, 3.0]},
 }
 
 

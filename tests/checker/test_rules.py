@@ -231,8 +231,60 @@ def h023(b, bad):
                           "operation_key": None, "client_reference": None, "flow_id": None})
 
 
+# -- H024-H031: the log's claims held against the journal and the ledger
+def h024(b, bad):
+    reference_dedup_retry_run(b)  # att_1's response was lost on the wire (journal: connection_closed)
+    if bad:
+        b.events[2]["retry_reason"] = "rate_limited"
+
+
+def h025(b, bad):
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=202, effect="tkt_1", attempt_budget_remaining=2)
+    if bad:  # accepted is not done: closed on the 202 alone
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    else:
+        b.observation("op_1", "obs_1", found=True, effect="tkt_1", source="status_poll")
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+
+
+def h026(b, bad):
+    reference_lookup_run(b)
+    if bad:  # the resolution written before the lookup it cites
+        obs, res = b.events[2], b.events[3]
+        obs["ts"], res["ts"] = res["ts"], obs["ts"]
+        b.events[2:] = [res, obs]
+
+
+def h027(b, bad):
+    lost_then(b)  # tkt_1 committed by the lost request, client reference op_1
+    b.effects[0]["client_reference"] = "op_1"
+    if bad:  # looked up by the intent id: empty, though the ticket exists and the index does not lag
+        b.observation("op_1", "obs_1", found=False, lag_possible=False)
+        b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=True, retry_of_attempt_id="att_1",
+                  retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    else:
+        b.observation("op_1", "obs_1", found=True, effect="tkt_1")
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+
+
+def h028(b, bad):
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=502, attempt_budget_remaining=2)
+    if bad:  # the client received a 502; the log says 201
+        b.events[-1]["http_status"] = 201
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="destination_5xx", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
-                                            h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023)}
+                                            h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
+                                            h024, h025, h026, h027, h028)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -353,3 +405,160 @@ def test_owner_and_worker_writing_at_once_is_h020(tmp_path, overlap):
     if overlap:
         assert "att_1 (owner) and att_2 (worker-1) of op_1 were on the wire at the same time" in \
             verdict.by_code("H020")[0].message
+
+
+def test_a_retry_after_a_5xx_with_a_fresh_key_and_no_lookup_is_h010(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=500, attempt_budget_remaining=2)
+    b.attempt("op_1", "att_2", "response_received", key="idem-op_1-b", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="destination_5xx", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    verdict = b.check()
+    [finding] = verdict.by_code("H010")
+    assert "att_2" in finding.message and "whose answer was a 500" in finding.message
+    assert "different idempotency key" in finding.message
+
+
+def test_h010_measures_key_retention_on_the_wire_clock_not_the_log(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.context["destinations"]["tickets"]["contract"] = dict(
+        b.context["destinations"]["tickets"]["contract"],
+        idempotency=dict(b.context["destinations"]["tickets"]["contract"]["idempotency"], retention_seconds=1.0))
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", lost=True, effect="tkt_1", attempt_budget_remaining=2)
+    b.journal[0]["ts_request"] -= 1.5  # the request went out 1.5 s before the agent logged its loss
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_2", retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+    assert b.events[2]["ts"] - b.events[1]["ts"] < 1.0  # the log's gap is within the window...
+    [finding] = b.check().by_code("H010")  # ...the wire's is not
+    assert "past the key's 1 s retention window" in finding.message
+    assert "wire's clock (journal line 1 flow flow_1" in finding.message
+    assert any(e.get("source") == "journal" and e.get("flow_id") == "flow_1" for e in finding.evidence)
+
+
+def test_h011_reads_retry_after_from_the_journal_when_the_log_omits_it(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=429, attempt_budget_remaining=2)  # no retry_after logged
+    b.journal[0]["client_retry_after"] = "2"
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="rate_limited", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    [finding] = b.check().by_code("H011")
+    assert "the journal records; the log omits retry_after_seconds" in finding.message
+    assert "flow_1" in finding.message
+
+
+@pytest.mark.parametrize("reason, status, lost, flagged", [
+    ("rate_limited", 429, False, False), ("rate_limited", 500, False, True), ("destination_5xx", 503, False, False),
+    ("destination_5xx", 201, True, True), ("response_lost_after_dispatch", 500, False, True),
+    ("response_lost_after_dispatch", 201, True, False), ("connection_not_established", 201, True, True)])
+def test_h024_holds_each_retry_reason_against_the_parent_flow(tmp_path, reason, status, lost, flagged):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response" if lost else "response_received", lost=lost, status=status,
+              effect="tkt_1" if lost else None, attempt_budget_remaining=2)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=lost, retry_of_attempt_id="att_1",
+              retry_reason=reason, attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    assert bool(b.check().by_code("H024")) is flagged
+
+
+def test_h025_names_a_pending_status_poll_and_the_202_it_was_cited_with(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=202, effect="tkt_1", attempt_budget_remaining=2)
+    b.observation("op_1", "obs_1", found=False, source="status_poll", detail="operation opn_1 is pending")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+    [finding] = b.check().by_code("H025")
+    assert "att_1 got 202 Accepted (journal line 1, flow flow_1): accepted, not done" in finding.message
+    assert "obs_1 (status_poll) found False: operation opn_1 is pending" in finding.message
+    assert not b.check().by_code("H027")  # a pending poll is no lookup that the ledger contradicts
+
+
+def test_h025_takes_the_status_the_wire_shows_not_the_logged_one(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", status=202, effect="tkt_1", attempt_budget_remaining=2)
+    b.events[-1]["http_status"] = 201  # the log claims a 201; the client received a 202
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    assert "202 Accepted" in b.check().by_code("H025")[0].message
+
+
+@pytest.mark.parametrize("lag", [0.0, 2.0])
+def test_h027_names_the_lookup_the_ledger_contradicts_unless_the_index_may_lag(tmp_path, lag):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    h027(b, True)
+    if lag:
+        b.context["destinations"]["tickets"]["spec"]["lookup_lag_seconds"] = lag
+    found = b.check().by_code("H027")
+    if lag:
+        assert not found
+        return
+    [finding] = found
+    assert "lookup obs_1 of op_1 came back empty (journal line 2, flow flow_2: GET /tickets?client_reference=int_1" \
+        in finding.message
+    assert "the ledger holds tkt_1 (seq 1, client reference op_1), committed by flow flow_1" in finding.message
+    assert {e["source"] for e in finding.evidence} == {"log", "journal", "ledger"}
+
+
+def test_h028_holds_logged_effect_refs_and_found_records_against_the_ledger(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", attempt_budget_remaining=2)
+    b.events[-1]["effect_refs"] = ["tkt_7"]  # the destination answered with tkt_1
+    b.observation("op_1", "obs_1", found=True, effect="tkt_8")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_1"])
+    messages = [f.message for f in b.check().by_code("H028")]
+    assert any("claims effect(s) tkt_7, but the destination's ledger (request seq 1, flow flow_1) answered it "
+               "with tkt_1" in m for m in messages), messages
+    assert any("obs_1 of op_1 claims it found tkt_8, but the ledger holds tkt_1" in m for m in messages), messages
+
+
+def test_h028_a_lookup_logged_negative_although_its_read_got_a_502(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    lost_then(b)
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.journal[-1].update(upstream_status=None, client_status=502, forwarded=False)
+    b.observation("op_1", "obs_2", found=True, effect="tkt_1")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1", "obs_2"])
+    [finding] = b.check().by_code("H028")
+    assert "obs_1 of op_1 is logged found: false, but the journal (line 2, flow flow_2) shows its read got a 502" \
+        in finding.message
+
+
+def test_h010_a_lookup_whose_read_got_a_502_reconciles_nothing(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.context["destinations"]["tickets"]["contract"] = dict(
+        b.context["destinations"]["tickets"]["contract"],
+        idempotency=dict(b.context["destinations"]["tickets"]["contract"]["idempotency"], style="none"))
+    lost_then(b, key=None)
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.journal[-1].update(upstream_status=None, client_status=502, forwarded=False)
+    b.attempt("op_1", "att_2", "response_received", key=None, effect="tkt_2", retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+    assert "att_2" in b.check().by_code("H010")[0].message
+
+
+def test_h028_an_answer_logged_as_a_lost_response(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", status=500, attempt_budget_remaining=2)  # the client got a 500
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="destination_5xx", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+    [finding] = b.check().by_code("H028")
+    assert "att_1 of op_1 is logged sent_no_response, but the journal (line 1, flow flow_1) shows the client " \
+        "received a 500 answer" in finding.message

@@ -171,8 +171,9 @@ def test_two_effects_without_duplicate_resolution_is_h016(b):
     b.intent()
     b.operation(key=None, destination="webhook")
     b.attempt("op_1", "att_1", "response_received", key=None, destination="webhook", effect="dlv_a", status=200)
+    # (an operator's call: a retry after a 200 labelled destination_5xx would be H024)
     b.attempt("op_1", "att_2", "response_received", key=None, destination="webhook", effect="dlv_b", status=200,
-              retry_of_attempt_id="att_1", retry_reason="destination_5xx", attempt_budget_remaining=0)
+              retry_of_attempt_id="att_1", retry_reason="operator_requested", attempt_budget_remaining=0)
     b.resolution("op_1", "succeeded", effects=["dlv_b"], evidence=["att_2"])
     verdict = b.check()
     assert codes(verdict) == {"H016"}, render_text(verdict)

@@ -113,7 +113,7 @@ class EvidenceBuilder:
         return record
 
     def observation(self, operation_id: str, observation_id: str, *, found: bool, effect: str | None = None,
-                    wire: bool = True, **fields: Any) -> dict[str, Any]:
+                    wire: bool = True, source: str = "lookup", **fields: Any) -> dict[str, Any]:
         if wire:
             flow_id = f"flow_{len(self.journal) + 1}"
             self.journal.append({"seq": len(self.journal) + 1, "flow_id": flow_id, "ts_request": self.tick(0.01),
@@ -122,7 +122,7 @@ class EvidenceBuilder:
                                  "body_fingerprint": None, "idempotency_key": None, "traceparent": None,
                                  "rule_id": None, "fault": None, "forwarded": True, "upstream_status": 200,
                                  "client_outcome": "response", "client_status": 200})
-        return self.event("observation", operation_id, observation_id=observation_id, source="lookup", method="GET",
+        return self.event("observation", operation_id, observation_id=observation_id, source=source, method="GET",
                           path="/tickets", found=found, effect_refs=[effect] if effect else None, **fields)
 
     def resolution(self, operation_id: str, state: str, *, effects: list[str] | None = None,
