@@ -255,10 +255,17 @@ def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence
         failures.append(f"the agent exited with status {last.exit_status} (the contract asks for 0 "
                         f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}")
     by_intent = {op.intent_id: op for op in verdict.operations}
+    # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
+    borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
+                for e in f.evidence if e.get("intent_id")}
     for intent_id, allowed in expect.get("states", {}).items():
         op = by_intent.get(intent_id)
         state = getattr(op, "state", None)
-        if state not in allowed:
+        if op is None and intent_id in borrowed:
+            failures.append(f"intent {intent_id} has no operation of its own: it was declared under "
+                            f"{borrowed[intent_id]}, another intent's operation id (H032); a correct agent ends "
+                            f"it {' or '.join(allowed)} in this scenario")
+        elif state not in allowed:
             failures.append(f"intent {intent_id} ended {state or 'without an operation'}"
                             f"{' (' + op.operation_id + ')' if op else ''}; a correct agent ends it "
                             f"{' or '.join(allowed)} in this scenario")

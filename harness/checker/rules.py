@@ -95,7 +95,7 @@ class OperationIdStable(RunRule):
 def idempotency_key_reused(op: OperationContext) -> OpFindings:
     """Every attempt of an operation carries the same idempotency key, where the destination takes keys."""
     takes = op.takes_keys()
-    if takes is False:
+    if takes is False or len(op.intent_ids()) > 1:  # one id over two intents: H032 names that, not the keys
         return
     attempts = [a for a in op.attempts if a.get("dispatch_state") != "not_sent"] or op.attempts
     keyed = [a for a in attempts if a.get("idempotency_key")]
@@ -142,6 +142,8 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
             yield (f"idempotency key {key} of {attempt['attempt_id']} ({op.operation_id}) contains attempt id "
                    f"{hits[0]}: the key must come from the operation, not the attempt", [log_ref(attempt)])
     keyed = [a for a in op.attempts if a.get("idempotency_key")]
+    if len(op.intent_ids()) > 1:
+        return  # the attempts of two intents under one operation id (H032): a key per intent is no fault here
     if len(keyed) >= 2 and len({a["idempotency_key"] for a in keyed}) == len(keyed):
         yield (f"every attempt of {op.operation_id} ({_ids(keyed)}) carries a fresh idempotency key: the key "
                f"is minted per attempt, so the destination cannot deduplicate the retries",
@@ -260,6 +262,8 @@ def not_sent_means_not_sent(op: OperationContext) -> OpFindings:
 @rule("H008", "retry-linked", requires=("events",))
 def retry_linked(op: OperationContext) -> OpFindings:
     """Every retry names retry_of_attempt_id (an earlier attempt) and a reason from the closed vocabulary."""
+    if len(op.intent_ids()) > 1:
+        return  # the second intent's first attempt is no retry: H032 names the shared operation id
     seen: set[str] = set()
     for index, attempt in enumerate(op.attempts):
         parent = attempt.get("retry_of_attempt_id")
@@ -379,7 +383,7 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
     """A changed payload is a new operation with supersedes_operation_id, not a retry."""
     prints = [a for a in op.attempts if a.get("request_fingerprint")]
     distinct = list(dict.fromkeys(a["request_fingerprint"] for a in prints))
-    if len(distinct) > 1:
+    if len(distinct) > 1 and len(op.intent_ids()) < 2:  # two intents' payloads under one id: H032
         changed = [a for a in prints if a["request_fingerprint"] != distinct[0]]
         yield (f"attempt(s) {_ids(changed)} of {op.operation_id} sent a different payload than "
                f"{prints[0]['attempt_id']}: a changed payload must be a new operation with supersedes_operation_id",
@@ -659,7 +663,9 @@ class IntentCovered(RunRule):
         first = len(op.operations) == 1  # an operation's first declaration is its word
         if superseded and first:
             self.superseded.add(superseded)
-        if self.evidence.intents and first and record.get("intent_id"):
+        if self.evidence.intents and record.get("intent_id"):
+            # any declaration counts: an intent declared under another intent's operation id has an
+            # operation (H032 names that flaw); "no operation" would misname it
             self.covered.add(record["intent_id"])
 
     def operation_done(self, op: OperationContext) -> None:
@@ -678,3 +684,41 @@ class IntentCovered(RunRule):
                 self.found(None, (f"intent {intent_id} ({intent.get('kind')} on {intent.get('destination')}) has no "
                                   f"operation in the audit log: the agent never took it up"),
                            [{"source": "context", "intent_id": intent_id}])
+
+
+# ===================================================================================== H032-H039
+# The agent's claims held against the intents: diagnoses that name the flaw, the first article's
+# practices (approvals, SSH command families, evidence age, the surviving effect).
+
+
+# --------------------------------------------------------------------------------------------- H032
+@rule("H032", "operation-id-one-intent", scope="run", requires=("events",))
+class OperationIdOneIntent(RunRule):
+    """One operation id names one intent: an id declared for a second intent (a conversation or session id
+    used as the operation id) is flagged."""
+
+    feeds = frozenset({"operation"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        # operation id -> (its first intent, the line declaring it); one entry per operation
+        self.first: dict[str, tuple[str, int | None]] = {}
+        self.reported: set[tuple[str, str]] = set()
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        intent_id = record.get("intent_id")
+        if not intent_id:
+            return
+        first_intent, first_line = self.first.setdefault(op.operation_id, (intent_id, record.get("_line")))
+        if first_intent == intent_id or (op.operation_id, intent_id) in self.reported:
+            return
+        self.reported.add((op.operation_id, intent_id))
+        declared = next((r for r in op.operations if r.get("intent_id") == first_intent), None)
+        line = record.get("_line") or 0
+        self.found(op.operation_id, (
+            f"one operation id, two intents: {op.operation_id} was declared for intent {first_intent} "
+            f"({self.where(first_line or 0)}) and again for intent {intent_id} ({self.where(line)}): "
+            f"an operation id names one intended effect (a conversation or session id is not an operation id), "
+            f"so their attempts, keys and effects cannot be told apart"),
+            ([{**log_ref(declared), "intent_id": first_intent}] if declared else []) +
+            [{**log_ref(record), "intent_id": intent_id}])

@@ -231,8 +231,21 @@ def h023(b, bad):
                           "operation_key": None, "client_reference": None, "flow_id": None})
 
 
+# ----------------------------------------------------------------------------------------- H032-H039
+def h032(b, bad):
+    """One conversation id used as the operation id of two intents (bad), or one operation per intent."""
+    reference_lookup_run(b)
+    b.intent("int_2")
+    op2 = "op_1" if bad else "op_2"
+    key2 = "idem-op_2"
+    b.operation(op2, intent_id="int_2", key=key2)
+    b.attempt(op2, "att_2", "response_received", key=key2, effect="tkt_2")
+    b.resolution(op2, "succeeded", effects=["tkt_2"] if not bad else ["tkt_1", "tkt_2"], evidence=["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
-                                            h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023)}
+                                            h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
+                                            h032)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -353,3 +366,17 @@ def test_owner_and_worker_writing_at_once_is_h020(tmp_path, overlap):
     if overlap:
         assert "att_1 (owner) and att_2 (worker-1) of op_1 were on the wire at the same time" in \
             verdict.by_code("H020")[0].message
+
+
+def test_one_operation_id_for_two_intents_is_named_so_and_not_as_a_missing_operation(tmp_path):
+    """The diagnosis names the flaw: H032 with both intents and lines; no H021 'has no operation', no
+    H003 'minted per attempt' for the two intents' keys."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    h032(b, True)
+    verdict = b.check()
+    found = verdict.by_code("H032")
+    assert len(found) == 1, render_text(verdict)
+    assert "one operation id, two intents" in found[0].message
+    assert "int_1 (agent.ndjson:1)" in found[0].message and "int_2 (agent.ndjson:5)" in found[0].message
+    assert not any("has no operation" in f.message for f in verdict.findings), render_text(verdict)
+    assert "H003" not in codes(verdict) and "H002" not in codes(verdict), render_text(verdict)
