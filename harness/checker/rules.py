@@ -8,6 +8,7 @@ report with ``self.found(operation_id, message, evidence)``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -722,3 +723,41 @@ class OperationIdOneIntent(RunRule):
             f"so their attempts, keys and effects cannot be told apart"),
             ([{**log_ref(declared), "intent_id": first_intent}] if declared else []) +
             [{**log_ref(record), "intent_id": intent_id}])
+
+
+# --------------------------------------------------------------------------------------------- H033
+def _committed_params(row: dict[str, Any]) -> dict[str, Any] | None:
+    value = row.get("committed_params")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+@rule("H033", "effect-is-the-intended-one", scope="run", requires=("wire",))
+class EffectIsTheIntendedOne(RunRule):
+    """The surviving effect is the intended one: the parameters the destination committed are the
+    intent's (a ticket in the wrong project is not the ticket asked for)."""
+
+    def finish(self, run: RunContext | None) -> None:
+        assert run is not None  # a wire rule: never offline
+        intents = {i.get("intent_id"): i for i in self.evidence.intents if isinstance(i, dict)}
+        for op in run.ops.values():
+            intent = intents.get(op.intent_id)
+            wanted = intent.get("params") if intent else None
+            if not isinstance(wanted, dict) or not wanted or len(op.intent_ids()) > 1:
+                continue  # no intent of the run's own (a correction), or one id over two intents (H032)
+            for row in op.ledger_effects:
+                committed = _committed_params(row)
+                if committed is None:
+                    continue
+                wrong = [(k, v, committed[k]) for k, v in wanted.items() if k in committed and committed[k] != v]
+                if wrong:
+                    said = ", ".join(f"{k}={got!r} (asked {want!r})" for k, want, got in wrong)
+                    self.found(op.operation_id, (
+                        f"effect {row.get('effect_ref')} of {op.operation_id} (ledger effects seq {row.get('seq')}) "
+                        f"committed {said}: intent {op.intent_id} asked for other parameters, so the surviving "
+                        f"effect is not the intended one"),
+                        [effect_ref_row(row)] + ([log_ref(op.operation)] if op.operation else []))

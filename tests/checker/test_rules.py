@@ -243,9 +243,17 @@ def h032(b, bad):
     b.resolution(op2, "succeeded", effects=["tkt_2"] if not bad else ["tkt_1", "tkt_2"], evidence=["att_2"])
 
 
+def h033(b, bad):
+    """The ticket exists, but the destination committed it in another project than the intent's."""
+    reference_lookup_run(b)
+    b.context["intents"][0]["params"] = dict(PAYLOAD, project="NET")
+    committed = dict(PAYLOAD, project="OPS" if bad else "NET")
+    b.effects[0]["committed_params"] = json.dumps(committed)
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h032)}
+                                            h032, h033)}
 
 
 def test_every_registered_rule_has_a_story():
