@@ -743,7 +743,7 @@ class EffectIsTheIntendedOne(RunRule):
 
     def finish(self, run: RunContext | None) -> None:
         assert run is not None  # a wire rule: never offline
-        intents = {i.get("intent_id"): i for i in self.evidence.intents if isinstance(i, dict)}
+        intents = {i.get("intent_id"): i for i in self.evidence.intents}
         for op in run.ops.values():
             intent = intents.get(op.intent_id)
             wanted = intent.get("params") if intent else None
