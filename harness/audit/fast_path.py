@@ -70,8 +70,16 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
             return None
     attempt_ids = op._attempt_index  # op.evidence_ids without building a set (there is no approval)
     observation_ids = [o["observation_id"] for o in op.observations]
+    freshest = 0
     for evidence_id in cited:
-        if evidence_id not in attempt_ids and evidence_id not in observation_ids:
+        if evidence_id in attempt_ids:
+            freshest = max(freshest, attempts[attempt_ids[evidence_id]].get("_line") or 0)
+        elif evidence_id in observation_ids:
+            freshest = max(freshest, op.observations[observation_ids.index(evidence_id)].get("_line") or 0)
+        else:
+            return None
+    for attempt in attempts:  # H034: nothing cited is older than the last dispatch
+        if attempt.get("dispatch_state") != "not_sent" and (attempt.get("_line") or 0) > freshest:
             return None
     return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
             "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],

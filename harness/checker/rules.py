@@ -761,3 +761,35 @@ class EffectIsTheIntendedOne(RunRule):
                         f"committed {said}: intent {op.intent_id} asked for other parameters, so the surviving "
                         f"effect is not the intended one"),
                         [effect_ref_row(row)] + ([log_ref(op.operation)] if op.operation else []))
+
+
+# --------------------------------------------------------------------------------------------- H034
+DECISIVE_STATES = frozenset({"succeeded", "failed", "cancelled", "duplicate_effect_confirmed"})
+
+
+@rule("H034", "evidence-not-older-than-state", requires=("events",))
+def evidence_not_older_than_state(op: OperationContext) -> OpFindings:
+    """A resolution rests on evidence gathered after the last attempt it closes: an observation (or an
+    attempt) older than a later dispatch says nothing of that dispatch's fate."""
+    sent = [a for a in op.attempts if a.get("dispatch_state") != "not_sent"]
+    if not sent:
+        return
+    where = {a["attempt_id"]: a for a in op.attempts}
+    where.update((o["observation_id"], o) for o in op.observations)
+    for resolution in op.resolutions:
+        if resolution.get("state") not in DECISIVE_STATES:
+            continue
+        at = resolution.get("_line") or 0
+        before = [a for a in sent if (a.get("_line") or 0) < at]
+        cited = [where[c] for c in resolution.get("evidence") or [] if c in where]
+        if not before or not cited:
+            continue  # nothing dispatched yet, or nothing cited (H015)
+        latest = max(before, key=lambda a: a.get("_line") or 0)
+        freshest = max(cited, key=lambda r: r.get("_line") or 0)
+        if (freshest.get("_line") or 0) < (latest.get("_line") or 0):
+            name = freshest.get("observation_id") or freshest.get("attempt_id")
+            yield (f"resolution of {op.operation_id} ({resolution['state']}, log line {at}) rests on {name} (log line "
+                   f"{freshest.get('_line')}), gathered before attempt {latest['attempt_id']} (log line "
+                   f"{latest.get('_line')}) was dispatched: evidence older than the state it is cited to prove "
+                   f"says nothing of that attempt's fate",
+                   [log_ref(r) for r in cited] + [log_ref(latest), log_ref(resolution)])

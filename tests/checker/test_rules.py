@@ -251,9 +251,22 @@ def h033(b, bad):
     b.effects[0]["committed_params"] = json.dumps(committed)
 
 
+def h034(b, bad):
+    """A negative lookup, then a retry the key makes safe; the resolution cites the retry (right) or the
+    lookup made before it (the evidence is older than the state it proves)."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", reached=False, client_outcome="connection_closed",
+              attempt_budget_remaining=2)
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["obs_1"] if bad else ["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h032, h033)}
+                                            h032, h033, h034)}
 
 
 def test_every_registered_rule_has_a_story():
