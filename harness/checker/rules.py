@@ -793,3 +793,47 @@ def evidence_not_older_than_state(op: OperationContext) -> OpFindings:
                    f"{latest.get('_line')}) was dispatched: evidence older than the state it is cited to prove "
                    f"says nothing of that attempt's fate",
                    [log_ref(r) for r in cited] + [log_ref(latest), log_ref(resolution)])
+
+
+# --------------------------------------------------------------------------------------------- H035
+FREE_RERUN = frozenset({"read_only"})
+NEEDS_DEDUP_OR_HUMAN = frozenset({"append", "financial", "destructive", "notification"})
+
+
+@rule("H035", "command-family-rerun")
+def command_family_rerun(op: OperationContext) -> OpFindings:
+    """A command reruns after an unknown result only as its family allows: read-only freely; set-state
+    with a convergence condition; append, financial, destructive and notification commands with a remote
+    dedup record or a human decision (an approved retry) after the unknown."""
+    if op.contract is None or not op.attempts:
+        return
+    kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
+    spec = op.contract.operations.get(kind) if isinstance(kind, str) else None
+    family = spec.family if spec is not None else None
+    if family is None or family in FREE_RERUN:
+        return
+    dedup = op.contract.deduplicates(kind)
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        human = [a for a in _between(op.approvals, start, end)
+                 if a.get("decision") == "approved" and a.get("scope") == "retry"]
+        if dedup or human:
+            continue
+        if family == "set_state":
+            if spec is not None and spec.convergence:
+                continue
+            looked = _between(op.observations, start, end)
+            if looked:
+                continue
+            need = "a set-state command needs a convergence condition (the contract declares none, and no " \
+                   "observation of the state came between)"
+        else:
+            need = (f"{'an' if family[0] in 'aeiou' else 'a'} {family} command needs a remote dedup record or a "
+                    f"human decision after an unknown result; a lookup or a local check does not undo it")
+        yield (f"{kind} ({family}) attempt {attempt['attempt_id']} of {op.operation_id} reran "
+               f"{parent['attempt_id']}, whose result was unknown ({parent.get('dispatch_state')}), with no dedup "
+               f"record on {op.destination} and no approved retry in between: {need}; {_effects_phrase(op)}",
+               [log_ref(parent), log_ref(attempt)] + [effect_ref_row(r) for r in op.ledger_effects])

@@ -264,9 +264,36 @@ def h034(b, bad):
     b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["obs_1"] if bad else ["att_2"])
 
 
+def ssh_rerun(b, *, kind="install_key", between="approval"):
+    """An SSH command whose result was unknown (the session dropped), then rerun after ``between``."""
+    params = {"username": "deployer", "public_key": "ssh-ed25519 AAAAC3 ci"}
+    b.intent(kind=kind, destination="web1", params=params)
+    b.event("operation", "op_1", intent_id="int_1", state="open",
+            intent={"kind": kind, "destination": "web1", "params": params})
+    command = "install-key deployer 'ssh-ed25519 AAAAC3 ci'" if kind == "install_key" else "create-user deployer"
+    b.attempt("op_1", "att_1", "sent_no_response", key=None, destination="web1", method="EXEC", path=command,
+              reached=False, client_outcome="connection_closed", attempt_budget_remaining=2)
+    if between == "approval":
+        b.event("approval", "op_1", approval_id="apr_1", approver="oncall", decision="approved", scope="retry",
+                reason="att_1 was sent_no_response; the host shows no new key; rerun once")
+    elif between == "local_check":
+        b.observation("op_1", "obs_1", found=False, lag_possible=False, wire=False)
+    b.attempt("op_1", "att_2", "response_received", key=None, destination="web1", method="EXEC", path=command,
+              effect="key_1", status=0, retry_of_attempt_id="att_1", retry_reason="response_lost_after_dispatch",
+              attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["key_1"],
+                 evidence=["att_2"] + (["apr_1"] if between == "approval" else []))
+
+
+def h035(b, bad):
+    """An append command (install-key) rerun after its session dropped: after an operator approved it
+    (right), or after a local check, which proves nothing of the host (the flaw)."""
+    ssh_rerun(b, between="local_check" if bad else "approval")
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h032, h033, h034)}
+                                            h032, h033, h034, h035)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -401,3 +428,16 @@ def test_one_operation_id_for_two_intents_is_named_so_and_not_as_a_missing_opera
     assert "int_1 (agent.ndjson:1)" in found[0].message and "int_2 (agent.ndjson:5)" in found[0].message
     assert not any("has no operation" in f.message for f in verdict.findings), render_text(verdict)
     assert "H003" not in codes(verdict) and "H002" not in codes(verdict), render_text(verdict)
+
+
+@pytest.mark.parametrize("kind, between, flagged", [
+    ("install_key", "nothing", True), ("install_key", "local_check", True), ("install_key", "approval", False),
+    ("create_user", "nothing", False),  # set-state with a declared convergence condition
+])
+def test_a_command_reruns_only_as_its_family_allows(tmp_path, kind, between, flagged):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    ssh_rerun(b, kind=kind, between=between)
+    verdict = b.check()
+    assert ("H035" in codes(verdict)) is flagged, render_text(verdict)
+    if flagged:
+        assert "install_key (append) attempt att_2 of op_1 reran att_1" in verdict.by_code("H035")[0].message

@@ -30,6 +30,15 @@ WEBHOOK_CONTRACT = {
     "operations": {"notify": {"method": "POST", "path": "/hooks", "client_reference_field": None,
                               "effect_ref_field": "delivery_id"}},
 }
+SSH_CONTRACT = {
+    "service": "ssh",
+    "idempotency": {"style": "none", "header": None, "body_field": None, "retention_seconds": None, "scope": None},
+    "lookup": None,
+    "operations": {"install_key": {"method": "EXEC", "command": "install-key {username} {public_key}",
+                                   "family": "append"},
+                   "create_user": {"method": "EXEC", "command": "create-user {username}", "family": "set_state",
+                                   "convergence": "exits 9 when the user exists"}},
+}
 PAYLOAD = {"title": "disk full", "client_reference": "int_1"}
 
 
@@ -42,7 +51,8 @@ class EvidenceBuilder:
         self.effects: list[dict[str, Any]] = []
         self.context: dict[str, Any] = {"scenario": "test", "destinations": {
             "tickets": {"spec": {"name": "tickets"}, "contract": TICKETS_CONTRACT},
-            "webhook": {"spec": {"name": "webhook"}, "contract": WEBHOOK_CONTRACT}},
+            "webhook": {"spec": {"name": "webhook"}, "contract": WEBHOOK_CONTRACT},
+            "web1": {"spec": {"name": "web1"}, "contract": SSH_CONTRACT}},
             "intents": [], "secrets": {}, "agent": {"command": "test", "exit_status": 0, "timed_out": False}}
         self.clock = 1_700_000_000.0
         self.raw_lines: list[str] = []
