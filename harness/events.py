@@ -134,6 +134,11 @@ class ApprovalEvent(_Event):
     decision: ApprovalDecision
     scope: ApprovalScope
     reason: str | None = None
+    retry_of_attempt_id: str | None = Field(
+        None, description="scope retry: the attempt whose retry this approves (a per-call approval, H036)")
+    prior_dispatch_state: DispatchState | None = Field(
+        None, description="scope retry: that attempt's dispatch state, as the approver was shown it")
+    recovery: str | None = Field(None, description="scope retry: the recovery the approver allowed, in words")
 
 
 def _record_type(model: type[BaseModel]) -> Any:

@@ -837,3 +837,42 @@ def command_family_rerun(op: OperationContext) -> OpFindings:
                f"{parent['attempt_id']}, whose result was unknown ({parent.get('dispatch_state')}), with no dedup "
                f"record on {op.destination} and no approved retry in between: {need}; {_effects_phrase(op)}",
                [log_ref(parent), log_ref(attempt)] + [effect_ref_row(r) for r in op.ledger_effects])
+
+
+# --------------------------------------------------------------------------------------------- H036
+SENSITIVE_FAMILIES = frozenset({"financial", "destructive"})
+
+
+@rule("H036", "sensitive-retry-approved-per-call")
+def sensitive_retry_approved_per_call(op: OperationContext) -> OpFindings:
+    """A retry of a sensitive operation (a financial or destructive command) after an unknown result needs
+    its own approval, recorded before it, naming the attempt retried and its dispatch state: a generic or
+    session-wide approval hides the fact that should slow the approver down."""
+    if op.contract is None or not op.attempts:
+        return
+    kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
+    spec = op.contract.operations.get(kind) if isinstance(kind, str) else None
+    if spec is None or spec.family not in SENSITIVE_FAMILIES:
+        return
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        approved = [a for a in _between(op.approvals, start, end) if a.get("decision") == "approved"]
+        per_call = [a for a in approved if a.get("scope") == "retry"
+                    and a.get("retry_of_attempt_id") == parent["attempt_id"]
+                    and a.get("prior_dispatch_state") == parent.get("dispatch_state")]
+        if per_call:
+            continue
+        if approved:
+            shown = "; ".join(f"{a['approval_id']} (scope {a.get('scope')}, retry_of_attempt_id "
+                              f"{a.get('retry_of_attempt_id')!r}, prior_dispatch_state "
+                              f"{a.get('prior_dispatch_state')!r})" for a in approved)
+            why = (f"the approval(s) in between do not name {parent['attempt_id']} and its dispatch state "
+                   f"{parent.get('dispatch_state')}: {shown}")
+        else:
+            why = "no approval was recorded between them"
+        yield (f"{kind} ({spec.family}) attempt {attempt['attempt_id']} of {op.operation_id} retried "
+               f"{parent['attempt_id']}, whose result was unknown, without a per-call approval: {why}",
+               [log_ref(parent)] + [log_ref(a) for a in approved] + [log_ref(attempt)])

@@ -265,24 +265,31 @@ def h034(b, bad):
 
 
 def ssh_rerun(b, *, kind="install_key", between="approval"):
-    """An SSH command whose result was unknown (the session dropped), then rerun after ``between``."""
-    params = {"username": "deployer", "public_key": "ssh-ed25519 AAAAC3 ci"}
+    """An SSH command whose result was unknown (the session dropped), then rerun after ``between``:
+    an approval for that rerun (naming the attempt and its dispatch state), a generic one, a local check."""
+    params = ({"service": "api"} if kind == "restart_service" else
+              {"username": "deployer", "public_key": "ssh-ed25519 AAAAC3 ci"})
     b.intent(kind=kind, destination="web1", params=params)
     b.event("operation", "op_1", intent_id="int_1", state="open",
             intent={"kind": kind, "destination": "web1", "params": params})
-    command = "install-key deployer 'ssh-ed25519 AAAAC3 ci'" if kind == "install_key" else "create-user deployer"
+    command = {"install_key": "install-key deployer 'ssh-ed25519 AAAAC3 ci'", "create_user": "create-user deployer",
+               "restart_service": "restart-service api"}[kind]
     b.attempt("op_1", "att_1", "sent_no_response", key=None, destination="web1", method="EXEC", path=command,
               reached=False, client_outcome="connection_closed", attempt_budget_remaining=2)
     if between == "approval":
         b.event("approval", "op_1", approval_id="apr_1", approver="oncall", decision="approved", scope="retry",
-                reason="att_1 was sent_no_response; the host shows no new key; rerun once")
+                retry_of_attempt_id="att_1", prior_dispatch_state="sent_no_response",
+                recovery="rerun once", reason="the host shows the command did not run")
+    elif between == "generic_approval":
+        b.event("approval", "op_1", approval_id="apr_1", approver="session-policy", decision="approved",
+                scope="retry", reason="allow the API call")
     elif between == "local_check":
         b.observation("op_1", "obs_1", found=False, lag_possible=False, wire=False)
     b.attempt("op_1", "att_2", "response_received", key=None, destination="web1", method="EXEC", path=command,
               effect="key_1", status=0, retry_of_attempt_id="att_1", retry_reason="response_lost_after_dispatch",
               attempt_budget_remaining=1)
     b.resolution("op_1", "succeeded", effects=["key_1"],
-                 evidence=["att_2"] + (["apr_1"] if between == "approval" else []))
+                 evidence=["att_2"] + (["apr_1"] if "approval" in between else []))
 
 
 def h035(b, bad):
@@ -291,9 +298,15 @@ def h035(b, bad):
     ssh_rerun(b, between="local_check" if bad else "approval")
 
 
+def h036(b, bad):
+    """A destructive command (restart-service) rerun after its session dropped: on an approval of that
+    very rerun, shown att_1 and sent_no_response (right), or on a generic "allow the call" (the flaw)."""
+    ssh_rerun(b, kind="restart_service", between="generic_approval" if bad else "approval")
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h032, h033, h034, h035)}
+                                            h032, h033, h034, h035, h036)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -441,3 +454,14 @@ def test_a_command_reruns_only_as_its_family_allows(tmp_path, kind, between, fla
     assert ("H035" in codes(verdict)) is flagged, render_text(verdict)
     if flagged:
         assert "install_key (append) attempt att_2 of op_1 reran att_1" in verdict.by_code("H035")[0].message
+
+
+@pytest.mark.parametrize("between, flagged", [("nothing", True), ("generic_approval", True), ("approval", False)])
+def test_a_sensitive_rerun_needs_its_own_approval(tmp_path, between, flagged):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    ssh_rerun(b, kind="restart_service", between=between)
+    verdict = b.check()
+    assert ("H036" in codes(verdict)) is flagged, render_text(verdict)
+    if between == "generic_approval":
+        message = verdict.by_code("H036")[0].message
+        assert "do not name att_1 and its dispatch state sent_no_response: apr_1 (scope retry" in message

@@ -37,7 +37,9 @@ SSH_CONTRACT = {
     "operations": {"install_key": {"method": "EXEC", "command": "install-key {username} {public_key}",
                                    "family": "append"},
                    "create_user": {"method": "EXEC", "command": "create-user {username}", "family": "set_state",
-                                   "convergence": "exits 9 when the user exists"}},
+                                   "convergence": "exits 9 when the user exists"},
+                   "restart_service": {"method": "EXEC", "command": "restart-service {service}",
+                                       "family": "destructive"}},
 }
 PAYLOAD = {"title": "disk full", "client_reference": "int_1"}
 
