@@ -876,3 +876,75 @@ def sensitive_retry_approved_per_call(op: OperationContext) -> OpFindings:
         yield (f"{kind} ({spec.family}) attempt {attempt['attempt_id']} of {op.operation_id} retried "
                f"{parent['attempt_id']}, whose result was unknown, without a per-call approval: {why}",
                [log_ref(parent)] + [log_ref(a) for a in approved] + [log_ref(attempt)])
+
+
+# --------------------------------------------------------------------------------------------- H037
+def _clock(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
+
+
+@rule("H037", "session-approval-window", scope="run", requires=("events",))
+class SessionApprovalWindow(RunRule):
+    """A process that holds a session approval attempts nothing outside it: not before its approval time,
+    not after its revocation."""
+
+    feeds = frozenset({"approval", "attempt"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        # holder -> approval id -> [approved_at, revoked_at, line]; small: one entry per session approval
+        self.windows: dict[str, dict[str, list[Any]]] = {}
+        # holder -> (ts, attempt id, line, operation id): its first attempt before any approval, its last one
+        self.first: dict[str, tuple[float, str, int, str]] = {}
+        self.last: dict[str, tuple[float, str, int, str]] = {}
+        self.reported: set[str] = set()
+
+    def inside(self, holder: str, ts: float) -> bool:
+        return any((start is None or start <= ts) and (end is None or ts <= end)
+                   for start, end, _ in self.windows.get(holder, {}).values())
+
+    def flag(self, holder: str, attempt: tuple[float, str, int, str], why: str) -> None:
+        ts, attempt_id, line, op_id = attempt
+        if attempt_id in self.reported:
+            return
+        self.reported.add(attempt_id)
+        shown = "; ".join(f"{aid} approved {_clock(start)}, revoked {_clock(end)} ({self.where(at)})"
+                          for aid, (start, end, at) in self.windows.get(holder, {}).items())
+        self.found(op_id, (f"attempt {attempt_id} of {op_id} by {holder} at {_clock(ts)} ({self.where(line)}) {why}: "
+                           f"its session approval(s) {shown} do not cover it, so nothing gave it the right to try"),
+                   [{"source": "log", "line": line, "event": "attempt", "attempt_id": attempt_id}] +
+                   [{"source": "log", "line": at, "event": "approval", "approval_id": aid}
+                    for aid, (_, _, at) in self.windows.get(holder, {}).items()])
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        if record["event"] == "approval":
+            if record.get("scope") != "session" or record.get("decision") != "approved":
+                return
+            holder = str(record.get("holder") or record.get("session_id"))
+            window = self.windows.setdefault(holder, {}).setdefault(record["approval_id"],
+                                                                    [None, None, record.get("_line") or 0])
+            for index, name in ((0, "approved_at"), (1, "revoked_at")):
+                if isinstance(record.get(name), (int, float)):
+                    window[index] = float(record[name])
+            if window[1] is not None:
+                window[2] = record.get("_line") or window[2]  # the line that says when it ended
+            early = self.first.pop(holder, None)
+            if early is not None and not self.inside(holder, early[0]):
+                self.flag(holder, early, "came before its session approval")
+            late = self.last.get(holder)
+            if late is not None and not self.inside(holder, late[0]):
+                self.flag(holder, late, "came after its session approval was revoked")
+            return
+        if record.get("dispatch_state") == "not_sent":
+            return  # nothing left the machine
+        holder = str(record.get("worker") or record.get("session_id"))
+        seen = (ts_value(record.get("ts")), record["attempt_id"], record.get("_line") or 0, op.operation_id)
+        self.last[holder] = seen
+        if holder not in self.windows:
+            self.first.setdefault(holder, seen)
+        elif not self.inside(holder, seen[0]):
+            self.flag(holder, seen, "lies outside its session approval")

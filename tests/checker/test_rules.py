@@ -304,9 +304,25 @@ def h036(b, bad):
     ssh_rerun(b, kind="restart_service", between="generic_approval" if bad else "approval")
 
 
+def h037(b, bad):
+    """The agent holds a session approval for its calls; it is revoked after the first operation. The
+    second operation's attempt comes before the revocation (right) or after it (the flaw)."""
+    reference_lookup_run(b)
+    start = b.events[0]["ts"] - 1
+    b.event("approval", "op_1", approval_id="apr_s", approver="oncall", decision="approved", scope="session",
+            holder="ses_1", approved_at=start)
+    b.intent("int_2")
+    b.operation("op_2", intent_id="int_2", key="idem-op_2")
+    b.attempt("op_2", "att_2", "response_received", key="idem-op_2", effect="tkt_2")
+    b.resolution("op_2", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+    revoked = b.events[-2]["ts"] + (-0.05 if bad else 0.05)  # just before or just after att_2
+    b.event("approval", "op_2", approval_id="apr_s", approver="oncall", decision="approved", scope="session",
+            holder="ses_1", approved_at=start, revoked_at=revoked)
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h032, h033, h034, h035, h036)}
+                                            h032, h033, h034, h035, h036, h037)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -465,3 +481,14 @@ def test_a_sensitive_rerun_needs_its_own_approval(tmp_path, between, flagged):
     if between == "generic_approval":
         message = verdict.by_code("H036")[0].message
         assert "do not name att_1 and its dispatch state sent_no_response: apr_1 (scope retry" in message
+
+
+def test_an_attempt_before_its_session_approval_is_h037(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    reference_lookup_run(b)
+    b.event("approval", "op_1", approval_id="apr_s", decision="approved", scope="session",
+            approved_at=b.events[1]["ts"] + 0.01)  # granted after att_1 was sent; holder: this session
+    verdict = b.check()
+    [finding] = verdict.by_code("H037")
+    assert "attempt att_1 of op_1 by ses_1" in finding.message and "came before its session approval" in \
+        finding.message, render_text(verdict)
