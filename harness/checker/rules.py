@@ -389,6 +389,15 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
         yield (f"attempt(s) {_ids(changed)} of {op.operation_id} sent a different payload than "
                f"{prints[0]['attempt_id']}: a changed payload must be a new operation with supersedes_operation_id",
                [log_ref(a) for a in prints])
+    elif len(op.intent_ids()) < 2:  # the log says one payload: what crossed the wire may say otherwise
+        sent = [(a, e) for a in op.attempts if (e := op.wire.get(a["attempt_id"])) and e.get("body_fingerprint")]
+        wired = list(dict.fromkeys(e["body_fingerprint"] for _, e in sent))
+        if len(wired) > 1:
+            drifted = [a for a, e in sent if e["body_fingerprint"] != wired[0]]
+            yield (f"attempt(s) {_ids(drifted)} of {op.operation_id} carried another body on the wire "
+                   f"than {sent[0][0]['attempt_id']} (flow {sent[0][1].get('flow_id')}), though the log gives one "
+                   f"request fingerprint: a changed payload must be a new operation with supersedes_operation_id",
+                   [ref for a, e in sent for ref in (log_ref(a), wire_ref(e))])
     for attempt in op.attempts:
         prior = attempt.get("prior_request_fingerprint")
         parent = op.attempt(attempt.get("retry_of_attempt_id"))

@@ -492,3 +492,14 @@ def test_an_attempt_before_its_session_approval_is_h037(tmp_path):
     [finding] = verdict.by_code("H037")
     assert "attempt att_1 of op_1 by ses_1" in finding.message and "came before its session approval" in \
         finding.message, render_text(verdict)
+
+
+def test_a_payload_changed_on_the_wire_but_not_in_the_log_is_h012(tmp_path):
+    """The article's fork: the agent "fixed" the body during recovery and logged the old fingerprint.
+    The journal's body fingerprints differ: H012, naming the flow."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    reference_dedup_retry_run(b)
+    b.journal[1]["body_fingerprint"] = fingerprint(dict(PAYLOAD, title="disk FULL"))
+    verdict = b.check()  # matched by its key; H004 sees the key over two bodies too
+    found = [f for f in verdict.by_code("H012") if "on the wire" in f.message]
+    assert found and "flow flow_1" in found[0].message, render_text(verdict)
