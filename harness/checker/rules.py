@@ -776,12 +776,25 @@ class EffectIsTheIntendedOne(RunRule):
 DECISIVE_STATES = frozenset({"succeeded", "failed", "cancelled", "duplicate_effect_confirmed"})
 
 
-@rule("H034", "evidence-not-older-than-state", requires=("events",))
+@rule("H034", "evidence-not-older-than-state")
 def evidence_not_older_than_state(op: OperationContext) -> OpFindings:
     """A resolution rests on evidence gathered after the last attempt it closes: an observation (or an
-    attempt) older than a later dispatch says nothing of that dispatch's fate."""
+    attempt) older than a later dispatch says nothing of that dispatch's fate; an effect observed before
+    the operation's first attempt (the article's observedAt) is not this operation's effect."""
     sent = [a for a in op.attempts if a.get("dispatch_state") != "not_sent"]
     if not sent:
+        return
+    if op.format == "ledger":  # the article's lines: no resolution, effects are the evidence; their clock is all
+        first = min(sent, key=lambda a: ts_value(a.get("ts")))
+        began = ts_value(first.get("ts"))
+        for effect in op.log_effects:
+            seen = ts_value(effect.get("ts"))
+            if 0 < seen < began:
+                yield (f"effect {effect.get('effect_ref')} of {op.operation_id} was observed at {effect.get('ts')} "
+                       f"(line {effect.get('_line')}), before its first attempt {first['attempt_id']} was made at "
+                       f"{first.get('ts')} (line {first.get('_line')}): evidence older than the state it is cited to "
+                       f"prove (an earlier effect taken for this operation's)",
+                       [{"source": "log", "line": effect.get("_line"), "event": "effect"}, log_ref(first)])
         return
     where = {a["attempt_id"]: a for a in op.attempts}
     where.update((o["observation_id"], o) for o in op.observations)

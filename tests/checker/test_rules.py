@@ -503,3 +503,20 @@ def test_a_payload_changed_on_the_wire_but_not_in_the_log_is_h012(tmp_path):
     verdict = b.check()  # matched by its key; H004 sees the key over two bodies too
     found = [f for f in verdict.by_code("H012") if "on the wire" in f.message]
     assert found and "flow flow_1" in found[0].message, render_text(verdict)
+
+
+@pytest.mark.parametrize("effect_at, flagged", [("2026-03-02T09:59:00Z", True), ("2026-03-02T10:00:06Z", False)])
+def test_an_effect_observed_before_the_first_attempt_is_h034_in_the_article_format(tmp_path, effect_at, flagged):
+    from harness.audit import load_log
+    from harness.checker import check
+
+    log = tmp_path / "ledger.ndjson"
+    log.write_text("\n".join(json.dumps(line) for line in (
+        {"type": "attempt", "operationId": "op_t", "attemptId": "a1", "idempotencyKey": "k", "payloadHash": "sha256:1",
+         "result": "success", "observedAt": "2026-03-02T10:00:00Z"},
+        {"type": "effect", "operationId": "op_t", "effectRef": "ticket_1", "observedAt": effect_at})) + "\n")
+    verdict = check(load_log(log), offline=True)
+    assert ("H034" in codes(verdict)) is flagged, render_text(verdict, offline=True)
+    if flagged:
+        assert "observed at 2026-03-02T09:59:00Z (line 2), before its first attempt a1" in \
+            verdict.by_code("H034")[0].message
