@@ -230,7 +230,7 @@ class HttpDestination(DestinationRuntime):
             resource = {"id": rid, **params, CLIENT_REFERENCE_FIELD: params.get(CLIENT_REFERENCE_FIELD),
                         "status": s.initial_status}
             self.ledger.put_resource(self.name, s.collection, rid, resource, now)
-            effects.append({"effect_ref": rid, "kind": op.effect_kind})
+            effects.append({"effect_ref": rid, "kind": op.effect_kind, "params": params})
             row["effect_ref"] = rid
             status, answer, outcome = 201, resource, "committed"
             if op.action == CREATE_ASYNC:
@@ -251,7 +251,7 @@ class HttpDestination(DestinationRuntime):
                 current = {**current, **wanted, "version": current["version"] + 1}
                 current["revision"] = f"{rid}@r{current['version']}"
                 self.ledger.put_resource(self.name, s.collection, rid, current, now)
-                effects.append({"effect_ref": current["revision"], "kind": op.effect_kind})
+                effects.append({"effect_ref": current["revision"], "kind": op.effect_kind, "params": params})
             row["effect_ref"] = current.get("revision")
             if self.spec["put_notifies"]:
                 ntf = f"ntf_{self.ledger.next_number(self.name, 'notifications'):04d}"

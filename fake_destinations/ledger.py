@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS effects (
     request_seq INTEGER REFERENCES requests(seq),
     flow_id TEXT,
     replay INTEGER NOT NULL DEFAULT 0,
-    committed_at REAL NOT NULL
+    committed_at REAL NOT NULL,
+    committed_params TEXT                -- JSON: the parameters the destination committed (null: not said)
 );
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     destination TEXT NOT NULL,
@@ -115,11 +116,13 @@ class Ledger:
             for effect in effects:
                 self.db.execute(
                     "INSERT INTO effects (destination, effect_ref, kind, operation_key, client_reference,"
-                    " payload_fingerprint, request_seq, flow_id, replay, committed_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                    " payload_fingerprint, request_seq, flow_id, replay, committed_at, committed_params)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                     (request["destination"], effect["effect_ref"], effect["kind"],
                      request.get("idempotency_key"), request.get("client_reference"),
-                     request.get("payload_fingerprint"), seq, request.get("flow_id"), now))
+                     request.get("payload_fingerprint"), seq, request.get("flow_id"), now,
+                     json.dumps(effect["params"], sort_keys=True, default=str)
+                     if effect.get("params") is not None else None))
         return seq
 
     # -- destination state -------------------------------------------------------------------

@@ -31,6 +31,10 @@ class Operation:
     required: tuple[str, ...] = ()
     body_defaults: dict[str, Any] = field(default_factory=dict)
     effect_ref_field: str = "id"
+    # SSH: the command's family (harness.contract.COMMAND_FAMILIES) and, for a set-state command, the
+    # condition under which a rerun converges instead of acting again
+    family: str | None = None
+    convergence: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,12 +76,14 @@ SERVICES: dict[str, Service] = {s.name: s for s in (
                   ("service", "version")),
     ), idempotency="ietf", lookup="client_reference", initial_status="pending"),
     Service("ssh", "", "cmd", (
-        Operation("create_user", "EXEC", "create-user {username}", EXEC, "ssh_exec", ("username",)),
+        Operation("create_user", "EXEC", "create-user {username}", EXEC, "ssh_exec", ("username",),
+                  family="set_state", convergence="exits 9 without acting when the user already exists"),
         Operation("install_key", "EXEC", "install-key {username} {public_key}", EXEC, "ssh_exec",
-                  ("username", "public_key")),
-        Operation("restart_service", "EXEC", "restart-service {service}", EXEC, "ssh_exec", ("service",)),
+                  ("username", "public_key"), family="append"),
+        Operation("restart_service", "EXEC", "restart-service {service}", EXEC, "ssh_exec", ("service",),
+                  family="destructive"),  # interrupts the service on every call
         Operation("deploy_release", "EXEC", "deploy {release} --operation-id {operation_id}", EXEC,
-                  "ssh_exec", ("release", "operation_id")),
+                  "ssh_exec", ("release", "operation_id"), family="set_state"),  # its marker is the dedup record
     ), idempotency="none", lookup="none", transport="ssh"),
 )}
 

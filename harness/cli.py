@@ -184,7 +184,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from harness.agent_process import AgentRun
     from harness.checker import check
-    from harness.engine import expectation_failures
+    from harness.engine import expectation_findings
     from harness.evidence import load_evidence
     from harness.report import render_check, render_incomplete
 
@@ -197,11 +197,14 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_INCOMPLETE
     verdict = check(evidence)
     runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
-    failures = expectation_failures(evidence.expect, verdict, runs, evidence.effects) if evidence.expect else []
-    passed = verdict.passed and not failures
+    unmet = expectation_findings(evidence.expect, verdict, runs, evidence.effects) if evidence.expect else []
+    verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
+    failures = [f.message for f in unmet]
+    passed = verdict.passed
     if args.format == "json":
         data = verdict.to_dict()
-        data["verdict_passed"] = data.pop("passed")
+        data["verdict_passed"] = data.pop("passed")  # == passed: X001 findings are the verdict's
+        data["rules_passed"] = verdict.rules_passed  # the checker's rules alone
         print(json.dumps({"outcome": "passed" if passed else "failed", "passed": passed,
                           "expectation_failures": failures, **data}, indent=2, default=str))
     else:

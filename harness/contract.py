@@ -302,6 +302,12 @@ class StatusContract:
         return cls(path=_required(data, "path", str, where), method=_get(data, "method", str, where, default="GET"))
 
 
+# Command families (the first article): what a rerun after an unknown result may do. read_only may be
+# rerun freely; set_state needs a convergence condition (or a dedup record); the others need a remote
+# dedup record or a human decision (rule H035).
+COMMAND_FAMILIES = ("read_only", "set_state", "append", "financial", "destructive", "notification")
+
+
 @dataclass(frozen=True)
 class OperationContract:
     """One kind of operation: an HTTP ``method path`` (``{param}`` placeholders filled from the
@@ -315,10 +321,13 @@ class OperationContract:
     effect_ref_field: str | None = None  # answer field naming the effect
     body_defaults: Mapping[str, Any] | None = None
     required_params: tuple[str, ...] = ()
+    family: str | None = None  # COMMAND_FAMILIES: what a rerun after an unknown result needs
+    convergence: str | None = None  # set_state: the condition under which a rerun does not act again
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method}
-        for name in ("path", "command", "dedup", "client_reference_field", "effect_ref_field"):
+        for name in ("path", "command", "dedup", "client_reference_field", "effect_ref_field", "family",
+                     "convergence"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.body_defaults is not None:
@@ -332,6 +341,9 @@ class OperationContract:
         params = _get(data, "required_params", list, where) or []
         if not all(isinstance(p, str) for p in params):
             raise ContractError(f"{where}.required_params: expected a list of strings")
+        family = _get(data, "family", str, where)
+        if family is not None and family not in COMMAND_FAMILIES:
+            raise ContractError(f"{where}.family: {family!r}; valid: {', '.join(COMMAND_FAMILIES)}")
         return cls(method=_required(data, "method", str, where),
                    path=_get(data, "path", str, where),
                    command=_get(data, "command", str, where),
@@ -339,7 +351,8 @@ class OperationContract:
                    client_reference_field=_get(data, "client_reference_field", str, where),
                    effect_ref_field=_get(data, "effect_ref_field", str, where),
                    body_defaults=dict(defaults) if defaults is not None else None,
-                   required_params=tuple(params))
+                   required_params=tuple(params), family=family,
+                   convergence=_get(data, "convergence", str, where))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.agent_process import AgentRun, run_agent
 from harness.chain import record_checkpoint
+from harness.checker.model import EXPECTATION_CODE as EXPECTATION_CODE
+from harness.checker.model import EXPECTATION_RULE as EXPECTATION_RULE
+from harness.checker.model import Finding
 from harness.contract import (
     AGENT_STDERR_FILE,
     COMPLETENESS_KEY,
@@ -39,9 +42,6 @@ from harness.scenario import Scenario
 
 if TYPE_CHECKING:
     from harness.checker import Verdict
-
-EXPECTATION_CODE = "X001"
-EXPECTATION_RULE = "scenario-expectation"
 
 
 @dataclass
@@ -63,10 +63,12 @@ class ScenarioResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
 
-        ``passed`` is the run's: the checker's verdict *and* the scenario's expectations held; the
-        checker's own is ``verdict_passed``."""
+        ``passed`` is the run's; ``verdict_passed`` the verdict's, which holds the scenario's
+        expectations as X001 findings (so it never reads passed when an expectation failed);
+        ``rules_passed`` the checker's rules alone (what ``verdict_passed`` meant before X001 joined it)."""
         verdict = self.verdict.to_dict()
         verdict["verdict_passed"] = verdict.pop("passed")
+        verdict["rules_passed"] = self.verdict.rules_passed
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
@@ -77,7 +79,9 @@ class ScenarioResult:
     def from_dict(cls, data: dict[str, Any]) -> ScenarioResult:
         from harness.checker import Verdict
 
-        return cls(data["scenario"], data["agent"], data["passed"], Verdict.from_dict(data),
+        verdict = Verdict.from_dict(data)
+        verdict.add_expectation_failures(list(data.get("expectation_failures", [])))  # an older file's strings
+        return cls(data["scenario"], data["agent"], data["passed"], verdict,
                    Path(data["evidence_dir"]), [AgentRun(**run) for run in data.get("agent_runs", [])],
                    dict(data.get("timings", {})), list(data.get("expectation_failures", [])),
                    data.get("evidence_kept", True), list(data.get("incomplete", [])))
@@ -201,9 +205,11 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         verdict, failures = Verdict(), []
     else:
         verdict = check(evidence)
-        failures = expectation_failures(context["expect"], verdict, runs, effects)
+        unmet = expectation_findings(context["expect"], verdict, runs, effects)
+        verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
+        failures = [f.message for f in unmet]
     timings["check"] = time.perf_counter() - t3
-    passed = verdict.passed and not failures and not evidence.incomplete
+    passed = verdict.passed and not evidence.incomplete
     result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures,
                             incomplete=list(evidence.incomplete))
     if passed and keep_evidence == "failed":
@@ -244,31 +250,73 @@ def expectations_of(scenario: Scenario) -> dict[str, Any]:
 
 def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
                          effects: list[dict[str, Any]]) -> list[str]:
+    """What the scenario itself demands beyond the generic rules, as sentences (``expectation_findings``)."""
+    return [f.message for f in expectation_findings(expect, verdict, runs, effects)]
+
+
+def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
+                         effects: list[dict[str, Any]]) -> list[Finding]:
     """What the scenario itself demands beyond the generic rules (``expectations_of``): final states
-    and effect counts, and an agent that finished in time with status 0."""
-    failures = []
+    and effect counts, and an agent that finished in time with status 0. Each failure is an X001
+    finding with its evidence: the resolution's log line and the ledger rows that contradict it."""
+    from harness.checker.context import effect_ref_row
+
+    def finding(operation_id: str | None, message: str, evidence: list[dict[str, Any]]) -> Finding:
+        return Finding(EXPECTATION_CODE, EXPECTATION_RULE, operation_id, message, evidence)
+
+    found: list[Finding] = []
     last = runs[-1] if runs else None
-    if last is not None and last.timed_out:
-        failures.append(f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
-                        "(it was stopped; its evidence so far was judged)")
-    elif last is not None and last.exit_status not in (0, None):
-        failures.append(f"the agent exited with status {last.exit_status} (the contract asks for 0 "
-                        f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}")
+    if last is not None:
+        run_ref = {"source": "context", "agent_run": len(runs), "exit_status": last.exit_status,
+                   "timed_out": last.timed_out, "seconds": round(last.seconds, 2)}
+        if last.timed_out:
+            found.append(finding(None, f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
+                                       "(it was stopped; its evidence so far was judged)", [run_ref]))
+        elif last.exit_status not in (0, None):
+            found.append(finding(None, f"the agent exited with status {last.exit_status} (the contract asks for 0 "
+                                       f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
+                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
+    live = [e for e in effects if not e.get("replay")]
     by_intent = {op.intent_id: op for op in verdict.operations}
+    # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
+    borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
+                for e in f.evidence if e.get("intent_id")}
     for intent_id, allowed in expect.get("states", {}).items():
         op = by_intent.get(intent_id)
         state = getattr(op, "state", None)
-        if state not in allowed:
-            failures.append(f"intent {intent_id} ended {state or 'without an operation'}"
-                            f"{' (' + op.operation_id + ')' if op else ''}; a correct agent ends it "
-                            f"{' or '.join(allowed)} in this scenario")
+        wanted = " or ".join(allowed)
+        if op is None and intent_id in borrowed:
+            found.append(finding(borrowed[intent_id], (
+                f"intent {intent_id} has no operation of its own: it was declared under {borrowed[intent_id]}, "
+                f"another intent's operation id (H032); a correct agent ends it {wanted} in this scenario"),
+                [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
+        elif op is None:
+            found.append(finding(None, (f"intent {intent_id} ended without an operation; a correct agent ends it "
+                                        f"{wanted} in this scenario"),
+                                 [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
+        elif state not in allowed:
+            resolution = op.resolution or {}
+            evidence: list[dict[str, Any]] = [{"source": "log", "line": resolution.get("line"), "event": "resolution",
+                                               "state": state}] if resolution else [
+                {"source": "context", "intent_id": intent_id, "state": state, "expected_state": wanted}]
+            evidence += [effect_ref_row(e) for e in live if e.get("effect_ref") in op.effects]
+            held = f"; the destination holds {', '.join(op.effects)} for it" if op.effects else ""
+            found.append(finding(op.operation_id, (
+                f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "
+                f"this scenario"), evidence))
     for destination, expected in expect.get("effects", {}).items():
-        refs = sorted({e["effect_ref"] for e in effects
-                       if e.get("destination") == destination and not e.get("replay")})
+        rows = [e for e in live if e.get("destination") == destination]
+        refs = sorted({e["effect_ref"] for e in rows})
         if len(refs) != expected:
-            failures.append(f"destination {destination} holds {len(refs)} distinct effect(s) "
-                            f"{refs}; expected {expected}")
-    return failures
+            first: dict[str, dict[str, Any]] = {}
+            for row in rows:
+                first.setdefault(row["effect_ref"], row)
+            found.append(finding(None, f"destination {destination} holds {len(refs)} distinct effect(s) {refs}; "
+                                       f"expected {expected}",
+                                 [effect_ref_row(r) for r in first.values()] or [
+                                     {"source": "ledger", "table": "effects", "destination": destination,
+                                      "rows": 0}]))
+    return found
 
 
 @contextlib.contextmanager

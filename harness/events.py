@@ -33,7 +33,7 @@ OperationState = Literal["open", "succeeded", "failed", "unknown", "cancelled", 
 ResolutionState = Literal["succeeded", "failed", "unknown", "cancelled", "duplicate_effect_confirmed"]
 ObservationSource = Literal["lookup", "status_poll", "callback", "read_after_write", "operator"]
 ApprovalDecision = Literal["approved", "denied"]
-ApprovalScope = Literal["retry", "compensate", "close"]
+ApprovalScope = Literal["retry", "compensate", "close", "session"]
 
 # The closed retry vocabulary. Checked by rule H008 (not by the schema gate H000), so that a log
 # with an invented reason is still audited and the finding names the retry that broke the rule.
@@ -134,6 +134,17 @@ class ApprovalEvent(_Event):
     decision: ApprovalDecision
     scope: ApprovalScope
     reason: str | None = None
+    retry_of_attempt_id: str | None = Field(
+        None, description="scope retry: the attempt whose retry this approves (a per-call approval, H036)")
+    prior_dispatch_state: DispatchState | None = Field(
+        None, description="scope retry: that attempt's dispatch state, as the approver was shown it")
+    recovery: str | None = Field(None, description="scope retry: the recovery the approver allowed, in words")
+    holder: str | None = Field(
+        None, description="scope session: the process granted authority (a session_id or worker id; default: this "
+                          "event's session_id)")
+    approved_at: float | None = Field(None, description="scope session: unix seconds the authority starts")
+    revoked_at: float | None = Field(
+        None, description="scope session: unix seconds it ends (logged again under the same approval_id when revoked)")
 
 
 def _record_type(model: type[BaseModel]) -> Any:

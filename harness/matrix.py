@@ -100,9 +100,8 @@ def run_cell(agent: str, scenario_path: str, evidence_root: str, expected: Expec
                               keep_evidence="failed")
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
         return Cell(agent, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}")
-    codes = sorted({f.code for f in result.verdict.findings})
-    if result.expectation_failures:
-        codes.append(EXPECTATION_CODE)
+    codes = sorted({f.code for f in result.verdict.findings}  # X001 findings are the verdict's
+                   | ({EXPECTATION_CODE} if result.expectation_failures else set()))
     return Cell(agent, scenario.name, result.passed, codes, str(result.evidence_dir), codes_wanted)
 
 

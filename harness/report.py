@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.model import Finding, OperationVerdict, Verdict
+from harness.checker.model import EXPECTATION_CODE, EXPECTATION_RULE, Finding, OperationVerdict, Verdict
 
 if TYPE_CHECKING:
     from harness.audit import AuditSummary
@@ -98,8 +98,10 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
 def render_text(verdict: Verdict, *, offline: bool = False) -> str:
     """Per operation: intent, attempts with dispatch states and what the wire/destination saw, effects,
     the checks that held and the ones that failed with their evidence; then run-wide findings."""
+    unmet = sum(f.code == EXPECTATION_CODE for f in verdict.findings)
+    of_which = f", {unmet} of them the scenario's own expectations ({EXPECTATION_CODE})" if unmet else ""
     lines = [f"verdict: {'PASSED' if verdict.passed else 'FAILED'} "
-             f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s))"]
+             f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
     for op in verdict.operations:
         lines.append("")
         lines += render_operation(op, offline=offline)
@@ -130,16 +132,12 @@ def render_incomplete(gaps: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _expectation_lines(failures: list[str]) -> list[str]:
-    """The scenario's own expectations that failed, each under the expectation's code."""
-    from harness.engine import EXPECTATION_CODE, EXPECTATION_RULE
-
-    return [f"[{EXPECTATION_CODE} {EXPECTATION_RULE}] {failure}" for failure in failures]
-
-
 def render_check(verdict: Verdict, expectation_failures: list[str]) -> str:
-    """``python -m harness check``: the verdict, then the scenario's own expectations that failed."""
-    lines = [render_text(verdict), *_expectation_lines(expectation_failures)]
+    """``python -m harness check``: the verdict, the scenario's own expectations among its findings (X001,
+    under their operation or run-wide), then a line counting them."""
+    said = {f.message for f in verdict.by_code(EXPECTATION_CODE)}
+    lines = [render_text(verdict)] + [f"FAIL {EXPECTATION_CODE} {EXPECTATION_RULE}: {failure}"
+                                      for failure in expectation_failures if failure not in said]
     if expectation_failures:
         lines.append(f"expectations: FAILED ({len(expectation_failures)} of the scenario's own failed)")
     return "\n".join(lines)
@@ -158,8 +156,7 @@ def render_result(result: ScenarioResult) -> str:
     if result.incomplete:
         lines.append(render_incomplete(result.incomplete))
     else:
-        lines.append(render_text(result.verdict))
-        lines += _expectation_lines(result.expectation_failures)
+        lines.append(render_text(result.verdict))  # the scenario's expectations are among its findings (X001)
     lines.append(render_evidence_line(result))
     return "\n".join(lines)
 

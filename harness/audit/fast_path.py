@@ -77,6 +77,7 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
     line = resolution.get("_line") or 0
     ts = ts_value(resolution.get("ts"))
     proven = False
+    freshest = 0
     for evidence_id in cited:
         if evidence_id in attempt_ids:
             record = attempts[attempt_ids[evidence_id]]
@@ -85,16 +86,20 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
                 (status is None and record.get("exit_status") in (0, None))
                 or (isinstance(status, int) and 200 <= status < 300 and status != 202)))
         elif evidence_id in observation_ids:
-            record = op.observations[0]
+            record = op.observations[observation_ids.index(evidence_id)]
             proven = proven or record.get("found") is True
         else:
             return None
+        freshest = max(freshest, record.get("_line") or 0)
         # H026: the evidence comes before the closure, by line and by timestamp
         last_line = max(n or 0 for n in record.get("_lines") or [record.get("_line")])
         if last_line > line or ts_value(record.get("ts")) > ts:
             return None
     if not proven:  # H025: one cited id must prove the success
         return None
+    for attempt in attempts:  # H034: nothing cited is older than the last dispatch
+        if attempt.get("dispatch_state") != "not_sent" and (attempt.get("_line") or 0) > freshest:
+            return None
     return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
             "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],
             "effects": list(refs), "findings": [], "observations": [_observation_view(o) for o in op.observations],

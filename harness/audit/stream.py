@@ -162,6 +162,8 @@ class StreamingAudit:
         if not op_id or record.get("supersedes_operation_id") or record.get("parent_operation_id") \
                 or record.get("correction_operation_id"):
             raise ShardBail(f"line {record['_line']} refers to another operation")
+        if record.get("event") == "approval" and record.get("scope") == "session":  # H037: it covers every
+            raise ShardBail(f"line {record['_line']} is a session approval (it covers other operations' attempts)")
 
     def _judge(self, op_id: str, *, drop: bool = True) -> None:
         """Judge an open operation; ``drop=False`` leaves it among the open ones (``peers``) for the rest."""

@@ -135,6 +135,10 @@ class OperationContext:
         op = self.operation
         return op.get("intent") if op else None
 
+    def intent_ids(self) -> list[str]:
+        """The distinct intents the operation's declarations name (more than one is H032)."""
+        return list(dict.fromkeys(o["intent_id"] for o in self.operations if o.get("intent_id")))
+
     @property
     def destination(self) -> str | None:
         intent = self.intent

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
+# A scenario's own expectation (final states, effect counts, the agent's exit) that failed: judged by
+# the engine beside the rules, part of the verdict all the same.
+EXPECTATION_CODE = "X001"
+EXPECTATION_RULE = "scenario-expectation"
 
 
 @dataclass
@@ -102,6 +106,28 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return not self.findings
+
+    @property
+    def rules_passed(self) -> bool:
+        """The checker's rules alone held (the scenario's expectations, X001, aside)."""
+        return all(f.code == EXPECTATION_CODE for f in self.findings)
+
+    def add_findings(self, findings: list[Finding]) -> None:
+        """Findings judged beside the rules (the scenario's expectations): into the run's list, and into
+        their operation's when they name one the verdict holds."""
+        ops = {op.operation_id: op for op in self.operations}
+        for finding in findings:
+            self.findings.append(finding)
+            if finding.operation_id in ops:
+                ops[finding.operation_id].findings.append(finding)
+        self.findings.sort(key=lambda f: (f.code, f.operation_id or ""))
+
+    def add_expectation_failures(self, failures: list[str]) -> None:
+        """An expectation failure known only as a sentence (a verdict file written before X001 findings
+        were part of the verdict): an X001 finding without evidence, unless one says it already."""
+        said = {f.message for f in self.findings if f.code == EXPECTATION_CODE}
+        self.add_findings([Finding(EXPECTATION_CODE, EXPECTATION_RULE, None, failure)
+                           for failure in failures if failure not in said])
 
     def by_code(self, code: str) -> list[Finding]:
         return [f for f in self.findings if f.code == code]

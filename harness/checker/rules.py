@@ -8,6 +8,7 @@ report with ``self.found(operation_id, message, evidence)``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -95,7 +96,7 @@ class OperationIdStable(RunRule):
 def idempotency_key_reused(op: OperationContext) -> OpFindings:
     """Every attempt of an operation carries the same idempotency key, where the destination takes keys."""
     takes = op.takes_keys()
-    if takes is False:
+    if takes is False or len(op.intent_ids()) > 1:  # one id over two intents: H032 names that, not the keys
         return
     attempts = [a for a in op.attempts if a.get("dispatch_state") != "not_sent"] or op.attempts
     keyed = [a for a in attempts if a.get("idempotency_key")]
@@ -142,6 +143,8 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
             yield (f"idempotency key {key} of {attempt['attempt_id']} ({op.operation_id}) contains attempt id "
                    f"{hits[0]}: the key must come from the operation, not the attempt", [log_ref(attempt)])
     keyed = [a for a in op.attempts if a.get("idempotency_key")]
+    if len(op.intent_ids()) > 1:
+        return  # the attempts of two intents under one operation id (H032): a key per intent is no fault here
     if len(keyed) >= 2 and len({a["idempotency_key"] for a in keyed}) == len(keyed):
         yield (f"every attempt of {op.operation_id} ({_ids(keyed)}) carries a fresh idempotency key: the key "
                f"is minted per attempt, so the destination cannot deduplicate the retries",
@@ -260,6 +263,8 @@ def not_sent_means_not_sent(op: OperationContext) -> OpFindings:
 @rule("H008", "retry-linked", requires=("events",))
 def retry_linked(op: OperationContext) -> OpFindings:
     """Every retry names retry_of_attempt_id (an earlier attempt) and a reason from the closed vocabulary."""
+    if len(op.intent_ids()) > 1:
+        return  # the second intent's first attempt is no retry: H032 names the shared operation id
     seen: set[str] = set()
     for index, attempt in enumerate(op.attempts):
         parent = attempt.get("retry_of_attempt_id")
@@ -441,11 +446,20 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
     """A changed payload is a new operation with supersedes_operation_id, not a retry."""
     prints = [a for a in op.attempts if a.get("request_fingerprint")]
     distinct = list(dict.fromkeys(a["request_fingerprint"] for a in prints))
-    if len(distinct) > 1:
+    if len(distinct) > 1 and len(op.intent_ids()) < 2:  # two intents' payloads under one id: H032
         changed = [a for a in prints if a["request_fingerprint"] != distinct[0]]
         yield (f"attempt(s) {_ids(changed)} of {op.operation_id} sent a different payload than "
                f"{prints[0]['attempt_id']}: a changed payload must be a new operation with supersedes_operation_id",
                [log_ref(a) for a in prints])
+    elif len(op.intent_ids()) < 2:  # the log says one payload: what crossed the wire may say otherwise
+        sent = [(a, e) for a in op.attempts if (e := op.wire.get(a["attempt_id"])) and e.get("body_fingerprint")]
+        wired = list(dict.fromkeys(e["body_fingerprint"] for _, e in sent))
+        if len(wired) > 1:
+            drifted = [a for a, e in sent if e["body_fingerprint"] != wired[0]]
+            yield (f"attempt(s) {_ids(drifted)} of {op.operation_id} carried another body on the wire "
+                   f"than {sent[0][0]['attempt_id']} (flow {sent[0][1].get('flow_id')}), though the log gives one "
+                   f"request fingerprint: a changed payload must be a new operation with supersedes_operation_id",
+                   [ref for a, e in sent for ref in (log_ref(a), wire_ref(e))])
     for attempt in op.attempts:
         prior = attempt.get("prior_request_fingerprint")
         parent = op.attempt(attempt.get("retry_of_attempt_id"))
@@ -721,7 +735,9 @@ class IntentCovered(RunRule):
         first = len(op.operations) == 1  # an operation's first declaration is its word
         if superseded and first:
             self.superseded.add(superseded)
-        if self.evidence.intents and first and record.get("intent_id"):
+        if self.evidence.intents and record.get("intent_id"):
+            # any declaration counts: an intent declared under another intent's operation id has an
+            # operation (H032 names that flaw); "no operation" would misname it
             self.covered.add(record["intent_id"])
 
     def operation_done(self, op: OperationContext) -> None:
@@ -964,3 +980,280 @@ def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
             yield (f"observation {obs['observation_id']} of {op.operation_id} claims it found {', '.join(strangers)}, "
                    f"but the ledger holds {', '.join(held) or 'no effect'} for this operation",
                    [log_ref(obs)] + [effect_ref_row(r) for r in op.ledger_effects])
+
+
+# ===================================================================================== H032-H039
+# The agent's claims held against the intents: diagnoses that name the flaw, the first article's
+# practices (approvals, SSH command families, evidence age, the surviving effect).
+
+
+# --------------------------------------------------------------------------------------------- H032
+@rule("H032", "operation-id-one-intent", scope="run", requires=("events",))
+class OperationIdOneIntent(RunRule):
+    """One operation id names one intent: an id declared for a second intent (a conversation or session id
+    used as the operation id) is flagged."""
+
+    feeds = frozenset({"operation"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        # operation id -> (its first intent, the line declaring it); one entry per operation
+        self.first: dict[str, tuple[str, int | None]] = {}
+        self.reported: set[tuple[str, str]] = set()
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        intent_id = record.get("intent_id")
+        if not intent_id:
+            return
+        first_intent, first_line = self.first.setdefault(op.operation_id, (intent_id, record.get("_line")))
+        if first_intent == intent_id or (op.operation_id, intent_id) in self.reported:
+            return
+        self.reported.add((op.operation_id, intent_id))
+        declared = next((r for r in op.operations if r.get("intent_id") == first_intent), None)
+        line = record.get("_line") or 0
+        self.found(op.operation_id, (
+            f"one operation id, two intents: {op.operation_id} was declared for intent {first_intent} "
+            f"({self.where(first_line or 0)}) and again for intent {intent_id} ({self.where(line)}): "
+            f"an operation id names one intended effect (a conversation or session id is not an operation id), "
+            f"so their attempts, keys and effects cannot be told apart"),
+            ([{**log_ref(declared), "intent_id": first_intent}] if declared else []) +
+            [{**log_ref(record), "intent_id": intent_id}])
+
+
+# --------------------------------------------------------------------------------------------- H033
+def _committed_params(row: dict[str, Any]) -> dict[str, Any] | None:
+    value = row.get("committed_params")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+@rule("H033", "effect-is-the-intended-one", scope="run", requires=("wire",))
+class EffectIsTheIntendedOne(RunRule):
+    """The surviving effect is the intended one: the parameters the destination committed are the
+    intent's (a ticket in the wrong project is not the ticket asked for)."""
+
+    def finish(self, run: RunContext | None) -> None:
+        assert run is not None  # a wire rule: never offline
+        intents = {i.get("intent_id"): i for i in self.evidence.intents}
+        for op in run.ops.values():
+            intent = intents.get(op.intent_id)
+            wanted = intent.get("params") if intent else None
+            if not isinstance(wanted, dict) or not wanted or len(op.intent_ids()) > 1:
+                continue  # no intent of the run's own (a correction), or one id over two intents (H032)
+            for row in op.ledger_effects:
+                committed = _committed_params(row)
+                if committed is None:
+                    continue
+                wrong = [(k, v, committed[k]) for k, v in wanted.items() if k in committed and committed[k] != v]
+                if wrong:
+                    said = ", ".join(f"{k}={got!r} (asked {want!r})" for k, want, got in wrong)
+                    self.found(op.operation_id, (
+                        f"effect {row.get('effect_ref')} of {op.operation_id} (ledger effects seq {row.get('seq')}) "
+                        f"committed {said}: intent {op.intent_id} asked for other parameters, so the surviving "
+                        f"effect is not the intended one"),
+                        [effect_ref_row(row)] + ([log_ref(op.operation)] if op.operation else []))
+
+
+# --------------------------------------------------------------------------------------------- H034
+DECISIVE_STATES = frozenset({"succeeded", "failed", "cancelled", "duplicate_effect_confirmed"})
+
+
+@rule("H034", "evidence-not-older-than-state")
+def evidence_not_older_than_state(op: OperationContext) -> OpFindings:
+    """A resolution rests on evidence gathered after the last attempt it closes: an observation (or an
+    attempt) older than a later dispatch says nothing of that dispatch's fate; an effect observed before
+    the operation's first attempt (the article's observedAt) is not this operation's effect."""
+    sent = [a for a in op.attempts if a.get("dispatch_state") != "not_sent"]
+    if not sent:
+        return
+    if op.format == "ledger":  # the article's lines: no resolution, effects are the evidence; their clock is all
+        first = min(sent, key=lambda a: ts_value(a.get("ts")))
+        began = ts_value(first.get("ts"))
+        for effect in op.log_effects:
+            seen = ts_value(effect.get("ts"))
+            if 0 < seen < began:
+                yield (f"effect {effect.get('effect_ref')} of {op.operation_id} was observed at {effect.get('ts')} "
+                       f"(line {effect.get('_line')}), before its first attempt {first['attempt_id']} was made at "
+                       f"{first.get('ts')} (line {first.get('_line')}): evidence older than the state it is cited to "
+                       f"prove (an earlier effect taken for this operation's)",
+                       [{"source": "log", "line": effect.get("_line"), "event": "effect"}, log_ref(first)])
+        return
+    where = {a["attempt_id"]: a for a in op.attempts}
+    where.update((o["observation_id"], o) for o in op.observations)
+    for resolution in op.resolutions:
+        if resolution.get("state") not in DECISIVE_STATES:
+            continue
+        at = resolution.get("_line") or 0
+        before = [a for a in sent if (a.get("_line") or 0) < at]
+        cited = [where[c] for c in resolution.get("evidence") or [] if c in where]
+        if not before or not cited:
+            continue  # nothing dispatched yet, or nothing cited (H015)
+        latest = max(before, key=lambda a: a.get("_line") or 0)
+        freshest = max(cited, key=lambda r: r.get("_line") or 0)
+        if (freshest.get("_line") or 0) < (latest.get("_line") or 0):
+            name = freshest.get("observation_id") or freshest.get("attempt_id")
+            yield (f"resolution of {op.operation_id} ({resolution['state']}, log line {at}) rests on {name} (log line "
+                   f"{freshest.get('_line')}), gathered before attempt {latest['attempt_id']} (log line "
+                   f"{latest.get('_line')}) was dispatched: evidence older than the state it is cited to prove "
+                   f"says nothing of that attempt's fate",
+                   [log_ref(r) for r in cited] + [log_ref(latest), log_ref(resolution)])
+
+
+# --------------------------------------------------------------------------------------------- H035
+FREE_RERUN = frozenset({"read_only"})
+NEEDS_DEDUP_OR_HUMAN = frozenset({"append", "financial", "destructive", "notification"})
+
+
+@rule("H035", "command-family-rerun")
+def command_family_rerun(op: OperationContext) -> OpFindings:
+    """A command reruns after an unknown result only as its family allows: read-only freely; set-state
+    with a convergence condition; append, financial, destructive and notification commands with a remote
+    dedup record or a human decision (an approved retry) after the unknown."""
+    if op.contract is None or not op.attempts:
+        return
+    kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
+    spec = op.contract.operations.get(kind) if isinstance(kind, str) else None
+    family = spec.family if spec is not None else None
+    if family is None or family in FREE_RERUN:
+        return
+    dedup = op.contract.deduplicates(kind)
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        human = [a for a in _between(op.approvals, start, end)
+                 if a.get("decision") == "approved" and a.get("scope") == "retry"]
+        if dedup or human:
+            continue
+        if family == "set_state":
+            if spec is not None and spec.convergence:
+                continue
+            looked = _between(op.observations, start, end)
+            if looked:
+                continue
+            need = "a set-state command needs a convergence condition (the contract declares none, and no " \
+                   "observation of the state came between)"
+        else:
+            need = (f"{'an' if family[0] in 'aeiou' else 'a'} {family} command needs a remote dedup record or a "
+                    f"human decision after an unknown result; a lookup or a local check does not undo it")
+        yield (f"{kind} ({family}) attempt {attempt['attempt_id']} of {op.operation_id} reran "
+               f"{parent['attempt_id']}, whose result was unknown ({parent.get('dispatch_state')}), with no dedup "
+               f"record on {op.destination} and no approved retry in between: {need}; {_effects_phrase(op)}",
+               [log_ref(parent), log_ref(attempt)] + [effect_ref_row(r) for r in op.ledger_effects])
+
+
+# --------------------------------------------------------------------------------------------- H036
+SENSITIVE_FAMILIES = frozenset({"financial", "destructive"})
+
+
+@rule("H036", "sensitive-retry-approved-per-call")
+def sensitive_retry_approved_per_call(op: OperationContext) -> OpFindings:
+    """A retry of a sensitive operation (a financial or destructive command) after an unknown result needs
+    its own approval, recorded before it, naming the attempt retried and its dispatch state: a generic or
+    session-wide approval hides the fact that should slow the approver down."""
+    if op.contract is None or not op.attempts:
+        return
+    kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
+    spec = op.contract.operations.get(kind) if isinstance(kind, str) else None
+    if spec is None or spec.family not in SENSITIVE_FAMILIES:
+        return
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        approved = [a for a in _between(op.approvals, start, end) if a.get("decision") == "approved"]
+        per_call = [a for a in approved if a.get("scope") == "retry"
+                    and a.get("retry_of_attempt_id") == parent["attempt_id"]
+                    and a.get("prior_dispatch_state") == parent.get("dispatch_state")]
+        if per_call:
+            continue
+        if approved:
+            shown = "; ".join(f"{a['approval_id']} (scope {a.get('scope')}, retry_of_attempt_id "
+                              f"{a.get('retry_of_attempt_id')!r}, prior_dispatch_state "
+                              f"{a.get('prior_dispatch_state')!r})" for a in approved)
+            why = (f"the approval(s) in between do not name {parent['attempt_id']} and its dispatch state "
+                   f"{parent.get('dispatch_state')}: {shown}")
+        else:
+            why = "no approval was recorded between them"
+        yield (f"{kind} ({spec.family}) attempt {attempt['attempt_id']} of {op.operation_id} retried "
+               f"{parent['attempt_id']}, whose result was unknown, without a per-call approval: {why}",
+               [log_ref(parent)] + [log_ref(a) for a in approved] + [log_ref(attempt)])
+
+
+# --------------------------------------------------------------------------------------------- H037
+def _clock_text(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
+
+
+@rule("H037", "session-approval-window", scope="run", requires=("events",))
+class SessionApprovalWindow(RunRule):
+    """A process that holds a session approval attempts nothing outside it: not before its approval time,
+    not after its revocation."""
+
+    feeds = frozenset({"approval", "attempt"})
+
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
+        super().__init__(evidence, report)
+        # holder -> approval id -> [approved_at, revoked_at, line]; small: one entry per session approval
+        self.windows: dict[str, dict[str, list[Any]]] = {}
+        # holder -> (ts, attempt id, line, operation id): its first attempt before any approval, its last one
+        self.first: dict[str, tuple[float, str, int, str]] = {}
+        self.last: dict[str, tuple[float, str, int, str]] = {}
+        self.reported: set[str] = set()
+
+    def inside(self, holder: str, ts: float) -> bool:
+        return any((start is None or start <= ts) and (end is None or ts <= end)
+                   for start, end, _ in self.windows.get(holder, {}).values())
+
+    def flag(self, holder: str, attempt: tuple[float, str, int, str], why: str) -> None:
+        ts, attempt_id, line, op_id = attempt
+        if attempt_id in self.reported:
+            return
+        self.reported.add(attempt_id)
+        shown = "; ".join(f"{aid} approved {_clock_text(start)}, revoked {_clock_text(end)} ({self.where(at)})"
+                          for aid, (start, end, at) in self.windows.get(holder, {}).items())
+        self.found(op_id, (f"attempt {attempt_id} of {op_id} by {holder} at {_clock_text(ts)} ({self.where(line)}) "
+                           f"{why}: "
+                           f"its session approval(s) {shown} do not cover it, so nothing gave it the right to try"),
+                   [{"source": "log", "line": line, "event": "attempt", "attempt_id": attempt_id}] +
+                   [{"source": "log", "line": at, "event": "approval", "approval_id": aid}
+                    for aid, (_, _, at) in self.windows.get(holder, {}).items()])
+
+    def record(self, record: dict[str, Any], op: OperationContext) -> None:
+        if record["event"] == "approval":
+            if record.get("scope") != "session" or record.get("decision") != "approved":
+                return
+            holder = str(record.get("holder") or record.get("session_id"))
+            window = self.windows.setdefault(holder, {}).setdefault(record["approval_id"],
+                                                                    [None, None, record.get("_line") or 0])
+            for index, name in ((0, "approved_at"), (1, "revoked_at")):
+                if isinstance(record.get(name), (int, float)):
+                    window[index] = float(record[name])
+            if window[1] is not None:
+                window[2] = record.get("_line") or window[2]  # the line that says when it ended
+            early = self.first.pop(holder, None)
+            if early is not None and not self.inside(holder, early[0]):
+                self.flag(holder, early, "came before its session approval")
+            late = self.last.get(holder)
+            if late is not None and not self.inside(holder, late[0]):
+                self.flag(holder, late, "came after its session approval was revoked")
+            return
+        if record.get("dispatch_state") == "not_sent":
+            return  # nothing left the machine
+        holder = str(record.get("worker") or record.get("session_id"))
+        seen = (ts_value(record.get("ts")), record["attempt_id"], record.get("_line") or 0, op.operation_id)
+        self.last[holder] = seen
+        if holder not in self.windows:
+            self.first.setdefault(holder, seen)
+        elif not self.inside(holder, seen[0]):
+            self.flag(holder, seen, "lies outside its session approval")

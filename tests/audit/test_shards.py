@@ -126,6 +126,8 @@ ESCAPED = json.dumps({"event": "operation", "ts": 1, "session_id": "s", "operati
     (NESTED, None),  # an operation_id nested before the real one: read wrong from the text, caught on parsing
     (ESCAPED, False),
     (json.dumps({"event": "operation", "ts": 1, "session_id": "s", "operation_id": ""}), True),
+    (json.dumps({"event": "approval", "ts": 1, "session_id": "s", "operation_id": "op_7", "approval_id": "apr_s",
+                 "decision": "approved", "scope": "session", "approved_at": 1, "revoked_at": 2}), True),  # H037
 ])
 def test_what_one_worker_cannot_judge_is_judged_by_one_process(tmp_path, extra, bails):
     log = write_log(tmp_path / "agent.ndjson", 99, count=20)

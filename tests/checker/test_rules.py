@@ -282,9 +282,102 @@ def h028(b, bad):
     b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
 
 
+# ----------------------------------------------------------------------------------------- H032-H039
+def h032(b, bad):
+    """One conversation id used as the operation id of two intents (bad), or one operation per intent."""
+    reference_lookup_run(b)
+    b.intent("int_2")
+    op2 = "op_1" if bad else "op_2"
+    key2 = "idem-op_2"
+    b.operation(op2, intent_id="int_2", key=key2)
+    b.attempt(op2, "att_2", "response_received", key=key2, effect="tkt_2")
+    b.resolution(op2, "succeeded", effects=["tkt_2"] if not bad else ["tkt_1", "tkt_2"], evidence=["att_2"])
+
+
+def h033(b, bad):
+    """The ticket exists, but the destination committed it in another project than the intent's."""
+    reference_lookup_run(b)
+    b.context["intents"][0]["params"] = dict(PAYLOAD, project="NET")
+    committed = dict(PAYLOAD, project="OPS" if bad else "NET")
+    b.effects[0]["committed_params"] = json.dumps(committed)
+
+
+def h034(b, bad):
+    """A negative lookup, then a retry the key makes safe; the resolution cites the retry (right) or the
+    lookup made before it (the evidence is older than the state it proves)."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", reached=False, client_outcome="connection_closed",
+              attempt_budget_remaining=2)
+    b.observation("op_1", "obs_1", found=False, lag_possible=False)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", retry_of_attempt_id="att_1",
+              retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["obs_1"] if bad else ["att_2"])
+
+
+def ssh_rerun(b, *, kind="install_key", between="approval"):
+    """An SSH command whose result was unknown (the session dropped), then rerun after ``between``:
+    an approval for that rerun (naming the attempt and its dispatch state), a generic one, a local check."""
+    params = ({"service": "api"} if kind == "restart_service" else
+              {"username": "deployer", "public_key": "ssh-ed25519 AAAAC3 ci"})
+    b.intent(kind=kind, destination="web1", params=params)
+    b.event("operation", "op_1", intent_id="int_1", state="open",
+            intent={"kind": kind, "destination": "web1", "params": params})
+    command = {"install_key": "install-key deployer 'ssh-ed25519 AAAAC3 ci'", "create_user": "create-user deployer",
+               "restart_service": "restart-service api"}[kind]
+    # the first exec reached the host (its ledger row, no effect) and lost its session; each exec carries its
+    # own traceparent, as the reference agent's do: on SSH the ledger's rows stand in for the wire, and two
+    # runs of one command are told apart by it
+    b.attempt("op_1", "att_1", "sent_no_response", key=None, destination="web1", method="EXEC", path=command,
+              client_outcome="connection_closed", attempt_budget_remaining=2,
+              traceparent=f"00-{'1' * 32}-{'a' * 16}-01")
+    if between == "approval":
+        b.event("approval", "op_1", approval_id="apr_1", approver="oncall", decision="approved", scope="retry",
+                retry_of_attempt_id="att_1", prior_dispatch_state="sent_no_response",
+                recovery="rerun once", reason="the host shows the command did not run")
+    elif between == "generic_approval":
+        b.event("approval", "op_1", approval_id="apr_1", approver="session-policy", decision="approved",
+                scope="retry", reason="allow the API call")
+    elif between == "local_check":
+        b.observation("op_1", "obs_1", found=False, lag_possible=False, wire=False)
+    b.attempt("op_1", "att_2", "response_received", key=None, destination="web1", method="EXEC", path=command,
+              effect="key_1", status=0, retry_of_attempt_id="att_1", retry_reason="response_lost_after_dispatch",
+              attempt_budget_remaining=1, traceparent=f"00-{'1' * 32}-{'b' * 16}-01")
+    b.resolution("op_1", "succeeded", effects=["key_1"],
+                 evidence=["att_2"] + (["apr_1"] if "approval" in between else []))
+
+
+def h035(b, bad):
+    """An append command (install-key) rerun after its session dropped: after an operator approved it
+    (right), or after a local check, which proves nothing of the host (the flaw)."""
+    ssh_rerun(b, between="local_check" if bad else "approval")
+
+
+def h036(b, bad):
+    """A destructive command (restart-service) rerun after its session dropped: on an approval of that
+    very rerun, shown att_1 and sent_no_response (right), or on a generic "allow the call" (the flaw)."""
+    ssh_rerun(b, kind="restart_service", between="generic_approval" if bad else "approval")
+
+
+def h037(b, bad):
+    """The agent holds a session approval for its calls; it is revoked after the first operation. The
+    second operation's attempt comes before the revocation (right) or after it (the flaw)."""
+    reference_lookup_run(b)
+    start = b.events[0]["ts"] - 1
+    b.event("approval", "op_1", approval_id="apr_s", approver="oncall", decision="approved", scope="session",
+            holder="ses_1", approved_at=start)
+    b.intent("int_2")
+    b.operation("op_2", intent_id="int_2", key="idem-op_2")
+    b.attempt("op_2", "att_2", "response_received", key="idem-op_2", effect="tkt_2")
+    b.resolution("op_2", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+    revoked = b.events[-2]["ts"] + (-0.05 if bad else 0.05)  # just before or just after att_2
+    b.event("approval", "op_2", approval_id="apr_s", approver="oncall", decision="approved", scope="session",
+            holder="ses_1", approved_at=start, revoked_at=revoked)
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h024, h025, h026, h027, h028)}
+                                            h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -562,3 +655,80 @@ def test_h028_an_answer_logged_as_a_lost_response(tmp_path):
     [finding] = b.check().by_code("H028")
     assert "att_1 of op_1 is logged sent_no_response, but the journal (line 1, flow flow_1) shows the client " \
         "received a 500 answer" in finding.message
+
+
+def test_one_operation_id_for_two_intents_is_named_so_and_not_as_a_missing_operation(tmp_path):
+    """The diagnosis names the flaw: H032 with both intents and lines; no H021 'has no operation', no
+    H003 'minted per attempt' for the two intents' keys."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    h032(b, True)
+    verdict = b.check()
+    found = verdict.by_code("H032")
+    assert len(found) == 1, render_text(verdict)
+    assert "one operation id, two intents" in found[0].message
+    assert "int_1 (agent.ndjson:1)" in found[0].message and "int_2 (agent.ndjson:5)" in found[0].message
+    assert not any("has no operation" in f.message for f in verdict.findings), render_text(verdict)
+    assert "H003" not in codes(verdict) and "H002" not in codes(verdict), render_text(verdict)
+
+
+@pytest.mark.parametrize("kind, between, flagged", [
+    ("install_key", "nothing", True), ("install_key", "local_check", True), ("install_key", "approval", False),
+    ("create_user", "nothing", False),  # set-state with a declared convergence condition
+])
+def test_a_command_reruns_only_as_its_family_allows(tmp_path, kind, between, flagged):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    ssh_rerun(b, kind=kind, between=between)
+    verdict = b.check()
+    assert ("H035" in codes(verdict)) is flagged, render_text(verdict)
+    if flagged:
+        assert "install_key (append) attempt att_2 of op_1 reran att_1" in verdict.by_code("H035")[0].message
+
+
+@pytest.mark.parametrize("between, flagged", [("nothing", True), ("generic_approval", True), ("approval", False)])
+def test_a_sensitive_rerun_needs_its_own_approval(tmp_path, between, flagged):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    ssh_rerun(b, kind="restart_service", between=between)
+    verdict = b.check()
+    assert ("H036" in codes(verdict)) is flagged, render_text(verdict)
+    if between == "generic_approval":
+        message = verdict.by_code("H036")[0].message
+        assert "do not name att_1 and its dispatch state sent_no_response: apr_1 (scope retry" in message
+
+
+def test_an_attempt_before_its_session_approval_is_h037(tmp_path):
+    b = EvidenceBuilder(tmp_path / "evidence")
+    reference_lookup_run(b)
+    b.event("approval", "op_1", approval_id="apr_s", decision="approved", scope="session",
+            approved_at=b.events[1]["ts"] + 0.01)  # granted after att_1 was sent; holder: this session
+    verdict = b.check()
+    [finding] = verdict.by_code("H037")
+    assert "attempt att_1 of op_1 by ses_1" in finding.message and "came before its session approval" in \
+        finding.message, render_text(verdict)
+
+
+def test_a_payload_changed_on_the_wire_but_not_in_the_log_is_h012(tmp_path):
+    """The article's fork: the agent "fixed" the body during recovery and logged the old fingerprint.
+    The journal's body fingerprints differ: H012, naming the flow."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    reference_dedup_retry_run(b)
+    b.journal[1]["body_fingerprint"] = fingerprint(dict(PAYLOAD, title="disk FULL"))
+    verdict = b.check()  # matched by its key; H004 sees the key over two bodies too
+    found = [f for f in verdict.by_code("H012") if "on the wire" in f.message]
+    assert found and "flow flow_1" in found[0].message, render_text(verdict)
+
+
+@pytest.mark.parametrize("effect_at, flagged", [("2026-03-02T09:59:00Z", True), ("2026-03-02T10:00:06Z", False)])
+def test_an_effect_observed_before_the_first_attempt_is_h034_in_the_article_format(tmp_path, effect_at, flagged):
+    from harness.audit import load_log
+    from harness.checker import check
+
+    log = tmp_path / "ledger.ndjson"
+    log.write_text("\n".join(json.dumps(line) for line in (
+        {"type": "attempt", "operationId": "op_t", "attemptId": "a1", "idempotencyKey": "k", "payloadHash": "sha256:1",
+         "result": "success", "observedAt": "2026-03-02T10:00:00Z"},
+        {"type": "effect", "operationId": "op_t", "effectRef": "ticket_1", "observedAt": effect_at})) + "\n")
+    verdict = check(load_log(log), offline=True)
+    assert ("H034" in codes(verdict)) is flagged, render_text(verdict, offline=True)
+    if flagged:
+        assert "observed at 2026-03-02T09:59:00Z (line 2), before its first attempt a1" in \
+            verdict.by_code("H034")[0].message

@@ -30,6 +30,17 @@ WEBHOOK_CONTRACT = {
     "operations": {"notify": {"method": "POST", "path": "/hooks", "client_reference_field": None,
                               "effect_ref_field": "delivery_id"}},
 }
+SSH_CONTRACT = {
+    "service": "ssh",
+    "idempotency": {"style": "none", "header": None, "body_field": None, "retention_seconds": None, "scope": None},
+    "lookup": None,
+    "operations": {"install_key": {"method": "EXEC", "command": "install-key {username} {public_key}",
+                                   "family": "append"},
+                   "create_user": {"method": "EXEC", "command": "create-user {username}", "family": "set_state",
+                                   "convergence": "exits 9 when the user exists"},
+                   "restart_service": {"method": "EXEC", "command": "restart-service {service}",
+                                       "family": "destructive"}},
+}
 PAYLOAD = {"title": "disk full", "client_reference": "int_1"}
 
 
@@ -42,7 +53,8 @@ class EvidenceBuilder:
         self.effects: list[dict[str, Any]] = []
         self.context: dict[str, Any] = {"scenario": "test", "destinations": {
             "tickets": {"spec": {"name": "tickets"}, "contract": TICKETS_CONTRACT},
-            "webhook": {"spec": {"name": "webhook"}, "contract": WEBHOOK_CONTRACT}},
+            "webhook": {"spec": {"name": "webhook"}, "contract": WEBHOOK_CONTRACT},
+            "web1": {"spec": {"name": "web1"}, "contract": SSH_CONTRACT}},
             "intents": [], "secrets": {}, "agent": {"command": "test", "exit_status": 0, "timed_out": False}}
         self.clock = 1_700_000_000.0
         self.raw_lines: list[str] = []
@@ -79,8 +91,9 @@ class EvidenceBuilder:
         path = path or ("/tickets" if destination == "tickets" else "/hooks")
         fp = fingerprint(payload if payload is not None else PAYLOAD) if method != "GET" else None
         record = None
+        ssh = method == "EXEC"  # the proxy does not front SSH hosts: their ledger rows stand in for the wire
         if wire:
-            flow_id = f"flow_{len(self.journal) + 1}"
+            flow_id = None if ssh else f"flow_{len(self.journal) + 1}"
             sent_key = key if wire_key == "same" else wire_key
             if reached:
                 outcome = ("replayed" if replay else "committed" if effect else "read" if method == "GET"
@@ -88,26 +101,31 @@ class EvidenceBuilder:
                 self.requests.append({"seq": len(self.requests) + 1, "destination": destination, "method": method,
                                       "path": path, "query": None, "idempotency_key": sent_key,
                                       "client_reference": None, "payload_fingerprint": fp, "flow_id": flow_id,
-                                      "traceparent": None, "status": status, "outcome": outcome,
+                                      "traceparent": fields.get("traceparent"), "status": status, "outcome": outcome,
                                       "effect_ref": effect, "received_at": self.tick(0.01)})
                 if effect and not replay:
                     self.effects.append({"seq": len(self.effects) + 1, "destination": destination, "effect_ref": effect,
                                          "kind": "ticket_created", "operation_key": sent_key, "client_reference": None,
                                          "payload_fingerprint": fp, "request_seq": len(self.requests),
                                          "flow_id": flow_id, "replay": 0, "committed_at": self.clock})
-            self.journal.append({"seq": len(self.journal) + 1, "flow_id": flow_id, "ts_request": self.tick(0.01),
-                                 "ts_done": self.tick(0.01), "destination": destination, "method": method, "path": path,
-                                 "query": None, "headers": {}, "body_fingerprint": fp, "idempotency_key": sent_key,
-                                 "traceparent": fields.get("traceparent"), "rule_id": "drop" if lost else None,
-                                 "fault": "drop_response" if lost else None, "forwarded": reached,
-                                 "upstream_status": status if reached else None,
-                                 "client_outcome": client_outcome or ("connection_closed" if lost else "response"),
-                                 "client_status": None if lost else status})
+            if not ssh:
+                self.journal.append({"seq": len(self.journal) + 1, "flow_id": flow_id, "ts_request": self.tick(0.01),
+                                     "ts_done": self.tick(0.01), "destination": destination, "method": method,
+                                     "path": path,
+                                     "query": None, "headers": {}, "body_fingerprint": fp, "idempotency_key": sent_key,
+                                     "traceparent": fields.get("traceparent"), "rule_id": "drop" if lost else None,
+                                     "fault": "drop_response" if lost else None, "forwarded": reached,
+                                     "upstream_status": status if reached else None,
+                                     "client_outcome": client_outcome or ("connection_closed" if lost else "response"),
+                                     "client_status": None if lost else status})
         if log:
+            answered = dispatch_state == "response_received"
+            if ssh and answered:  # an SSH command answers with its exit status, not an HTTP one
+                fields.setdefault("exit_status", status)
             record = self.event("attempt", operation_id, attempt_id=attempt_id, dispatch_state=dispatch_state,
                                 idempotency_key=key, destination=destination, method=method, path=path,
                                 request_fingerprint=fp,
-                                http_status=None if dispatch_state != "response_received" else status,
+                                http_status=None if not answered or ssh else status,
                                 effect_refs=[effect] if effect and dispatch_state == "response_received" else None,
                                 **fields)
         return record

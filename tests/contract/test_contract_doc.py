@@ -362,7 +362,8 @@ def test_the_readme_and_the_architecture_link_the_doc() -> None:
 # -- the minimal agent ----------------------------------------------------------------------------
 
 MINIMAL_AGENT_SCENARIOS = ("response_lost", "response_lost_key_replay", "response_lost_no_dedup_no_lookup",
-                           "crash_after_dispatch", "reconciliation_duplicate", "ssh_chain_dropped")
+                           "crash_after_dispatch", "reconciliation_duplicate", "ssh_chain_dropped",
+                           "ssh_append_dropped", "two_intents_one_run")
 
 
 @pytest.fixture(scope="module")

@@ -46,9 +46,18 @@ def test_check_applies_the_scenarios_expectations_as_the_run_did(tmp_path: Path)
     assert json.loads(EvidenceLayout(folder).context.read_text())["expect"]["effects"] == {"tickets": 2}
     again = harness("check", str(folder))
     assert again.returncode == 1, again.stdout + again.stderr
-    assert "verdict: PASSED" in again.stdout and "X001" in again.stdout and "expected 2" in again.stdout
+    # the expectation is part of the verdict: it never reads PASSED beside a failed expectation
+    assert "verdict: PASSED" not in again.stdout, again.stdout
+    assert "verdict: FAILED (1 operation(s), 1 finding(s), 1 of them the scenario's own expectations (X001))" \
+        in again.stdout
+    assert "FAIL X001 scenario-expectation: destination tickets holds 1 distinct effect(s)" in again.stdout
+    assert "expected 2" in again.stdout and "ledger effects seq 1: effect tkt_" in again.stdout
     as_json = json.loads(harness("check", str(folder), "--format", "json").stdout)
-    assert (as_json["passed"], as_json["verdict_passed"], as_json["outcome"]) == (False, True, "failed")
+    assert (as_json["passed"], as_json["verdict_passed"], as_json["rules_passed"], as_json["outcome"]) == (
+        False, False, True, "failed")
+    [unmet] = [f for f in as_json["findings"] if f["code"] == "X001"]
+    assert unmet["rule"] == "scenario-expectation" and unmet["message"] == as_json["expectation_failures"][0]
+    assert unmet["evidence"][0]["source"] == "ledger" and unmet["evidence"][0]["effect_ref"].startswith("tkt_")
 
 
 def test_check_of_a_folder_the_harness_did_not_finish_is_incomplete_exit_3(tmp_path: Path) -> None:

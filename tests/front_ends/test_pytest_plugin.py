@@ -114,5 +114,6 @@ def test_a_run_failed_by_its_expectations_alone_says_failed_everywhere(run_plugi
     result.stdout.fnmatch_lines(["*X001 scenario-expectation*tickets holds 1 distinct effect(s)*expected 2*",
                                  "*scenario expect_two_tickets * FAIL (verdict above)*"])
     [verdict] = verdict_files(result.evidence_dir)
-    assert verdict["passed"] is False and verdict["verdict_passed"] is True
+    assert verdict["passed"] is False and verdict["verdict_passed"] is False and verdict["rules_passed"] is True
+    assert [f["code"] for f in verdict["findings"]] == ["X001"]
     assert verdict["expectation_failures"]
