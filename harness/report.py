@@ -175,7 +175,8 @@ def render_failure_line(result: ScenarioResult) -> str:
         return f"INCOMPLETE: the harness lost evidence: {result.incomplete[0].splitlines()[0]}"
     by_operation: dict[str | None, dict[str, None]] = {}
     for finding in result.verdict.findings:
-        by_operation.setdefault(finding.operation_id, {})[finding.code] = None
+        if finding.code != EXPECTATION_CODE:  # the expectations' X001 findings are counted once, below
+            by_operation.setdefault(finding.operation_id, {})[finding.code] = None
     parts = [" ".join(codes) + (f" on {op}" if op else " run-wide") for op, codes in by_operation.items()]
     if result.expectation_failures:
         parts.append(f"{EXPECTATION_CODE} ({len(result.expectation_failures)} of the scenario's expectations)")
