@@ -58,6 +58,16 @@ def _has_mitmproxy(python: Path) -> bool:
         return False
 
 
+def _mitmproxy_11_here() -> bool:
+    """mitmproxy 11 installed beside the harness (the addon is built and tested against 11)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("mitmproxy").startswith("11.")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 def proxy_python() -> Path:
     """The interpreter to run ``harness.proxy.process`` with (see the module's docstring)."""
     chosen = os.environ.get(PYTHON_ENV)
@@ -66,7 +76,7 @@ def proxy_python() -> Path:
             raise RuntimeError_(f"{PYTHON_ENV}={chosen}: that interpreter cannot import mitmproxy 11 and pydantic; "
                                 f"install them there ({' '.join(REQUIREMENTS)}) or unset {PYTHON_ENV}")
         return Path(chosen)
-    if importlib.util.find_spec("mitmproxy") is not None and importlib.util.find_spec("pydantic") is not None:
+    if _mitmproxy_11_here() and importlib.util.find_spec("pydantic") is not None:
         return Path(sys.executable)
     venv = Path(os.environ.get(VENV_ENV) or default_venv())
     python = _venv_python(venv)
