@@ -732,3 +732,19 @@ def test_an_effect_observed_before_the_first_attempt_is_h034_in_the_article_form
     if flagged:
         assert "observed at 2026-03-02T09:59:00Z (line 2), before its first attempt a1" in \
             verdict.by_code("H034")[0].message
+
+
+def test_docs_say_what_each_rule_reads_from_each_source():
+    """docs/checker.md's source table: every rule once, and a rule that needs the wire reads the journal
+    or the ledger (so the table cannot claim a wire rule judges from the log alone)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "checker.md").read_text()
+    table = doc.split("<!-- rule-sources:start -->", 1)[1].split("<!-- rule-sources:end -->", 1)[0]
+    rows = re.findall(r"^\| (H\d{3}) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|$", table, flags=re.M)
+    assert [code for code, *_ in rows] == sorted(RULES), "one row per rule, in code order"
+    for code, log, journal, ledger in rows:
+        assert log.strip(), code
+        if "wire" in RULES[code].requires:
+            assert journal.strip() != "-" or not ledger.strip().startswith("-"), f"{code} needs the wire"
