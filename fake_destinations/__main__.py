@@ -66,10 +66,18 @@ def save_ledger_if_orphaned(config: dict[str, Any], run: dict[str, Any]) -> None
 def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime],
               run: dict[str, Any]) -> web.Application:
     async def reset(request: web.Request) -> web.Response:
+        """A fresh run: keys, resources, clock and ledger cleared; ``evidence_folder``, when given, is the
+        folder of the run now served (where an orphaned stop saves the ledger)."""
+        body = await request.json() if request.can_read_body else {}
+        folder = body.get("evidence_folder") if isinstance(body, dict) else None
+        if folder is not None and not isinstance(folder, str):
+            return web.json_response({"error": f"'evidence_folder' must be a path, got {folder!r}"}, status=400)
         ledger.clear()
         clock.reset()
         for runtime in runtimes.values():
             runtime.reset()
+        if folder is not None:
+            run["evidence_folder"] = folder
         return web.json_response({"reset": True})
 
     async def advance(request: web.Request) -> web.Response:
@@ -83,16 +91,7 @@ def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRunti
         return web.json_response({"now": clock.now(), "in_flight": {
             name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}})
 
-    async def serve_run(request: web.Request) -> web.Response:
-        body = await request.json()
-        folder = body.get("evidence_folder") if isinstance(body, dict) else None
-        if not isinstance(folder, str):
-            return web.json_response({"error": f"'evidence_folder' must be a path, got {folder!r}"}, status=400)
-        run["evidence_folder"] = folder
-        return web.json_response(run)
-
     app = web.Application()
-    app.router.add_post("/run", serve_run)
     app.router.add_post("/reset", reset)
     app.router.add_post("/clock", advance)
     app.router.add_get("/state", state)
@@ -101,7 +100,7 @@ def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRunti
 
 async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
     """Serve until SIGTERM/SIGINT or until orphaned; returns whether it was orphaned. ``run`` holds the
-    evidence folder of the run being served (the admin port's ``/run`` changes it)."""
+    evidence folder of the run being served (the admin port's ``/reset`` changes it)."""
     ledger = Ledger(config["ledger"])
     clock = Clock(ledger)
     ports: dict[str, int] = config.get("ports") or {}

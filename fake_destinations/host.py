@@ -195,15 +195,15 @@ class DestinationHost:
         except OSError as exc:
             raise DestinationError(f"admin {method} {path} failed: {exc}\n{self._stderr_tail()}") from exc
 
-    def reset(self) -> None:
-        """Forget keys, resources, counters, the clock offset and the ledger rows, without restarting."""
-        self._admin("POST", "/reset", {})
-
-    def serve_run(self, evidence_folder: Path) -> None:
-        """Tell the process which run it now serves: if the harness dies before saving that run's
-        ledger into ``evidence_folder``, the process saves it there before it stops."""
-        self.evidence_folder = Path(evidence_folder)
-        self._admin("POST", "/run", {"evidence_folder": str(self.evidence_folder)})
+    def reset(self, evidence_folder: Path | None = None) -> None:
+        """Forget keys, resources, counters, the clock offset and the ledger rows, without restarting.
+        ``evidence_folder``: the run now served; if the harness dies before saving that run's ledger
+        there, the process saves it there before it stops."""
+        body: dict[str, Any] = {}
+        if evidence_folder is not None:
+            self.evidence_folder = Path(evidence_folder)
+            body["evidence_folder"] = str(self.evidence_folder)
+        self._admin("POST", "/reset", body)
 
     def advance_clock(self, seconds: float) -> float:
         """Move the destination clock forward (key retention, lookup lag, async completion)."""
@@ -260,7 +260,10 @@ class DestinationPool:
         self._started = 0
         self.reused = 0
 
-    def acquire(self, specs: Mapping[str, DestinationSpec | dict[str, Any]]) -> DestinationHost:
+    def acquire(self, specs: Mapping[str, DestinationSpec | dict[str, Any]], *,
+                evidence_folder: Path | None = None) -> DestinationHost:
+        """A running host for ``specs``, fresh or reset; ``evidence_folder``: the run it now serves
+        (``DestinationHost.reset``)."""
         validated = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
                      for name, spec in specs.items()}
         key = json.dumps({n: s.model_dump(mode="json") for n, s in validated.items()}, sort_keys=True)
@@ -269,7 +272,7 @@ class DestinationPool:
             try:
                 if host.process is None or host.process.poll() is not None:
                     raise DestinationError("the pooled destination process has exited")
-                host.reset()
+                host.reset(evidence_folder)
                 self.reused += 1
             except DestinationError:
                 host.stop()
@@ -281,6 +284,7 @@ class DestinationPool:
             folder = Path(tempfile.mkdtemp(prefix=f"host-{self._started}-", dir=self.root))
             host = DestinationHost(validated, folder / LEDGER_DB_FILE, log_path=folder / "destinations.log",
                                    owned_dir=folder if self._tmp is not None else None)
+            host.evidence_folder = evidence_folder
             host.start()
         self._hosts[key] = host  # most recently used last
         while len(self._hosts) > self.max_hosts:

@@ -150,14 +150,13 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
 
     t0 = time.perf_counter()
     try:
-        host = (pool or destination_pool()).acquire(scenario.destinations)
+        host = (pool or destination_pool()).acquire(scenario.destinations, evidence_folder=evidence_dir)
         proxy = proxy or ProxyHost.shared()
     except (DestinationError, ProxyHostError) as exc:
         raise HarnessError(f"scenario {scenario.name}: cannot start the harness: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
     live_ledger = host.ledger_path
     try:
-        host.serve_run(evidence_dir)
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
