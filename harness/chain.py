@@ -211,10 +211,7 @@ def checkpoint(log_path: str | Path, key: bytes, *, key_kind: str = "operator") 
     head = None
     if size:
         with _open(path) as handle:
-            try:
-                intact, _, count, last = verify_lines(_utf8_lines(handle))
-            except EvidenceError:
-                intact, count, last = False, 0, ""
+            intact, _, count, last = verify_lines(_utf8_lines(handle))
         head = last if intact and count else None
     body: dict[str, Any] = {"log": path.name, "bytes": size, "sha256": sha, "head": head, "key": key_kind}
     body["hmac"] = _mac(body, key)
