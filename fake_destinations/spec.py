@@ -9,6 +9,8 @@ harness writes into the intents file: a typed ``harness.contract.DestinationCont
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -33,6 +35,11 @@ if TYPE_CHECKING:
 else:  # one truth: the choices are the catalogue's names, in its order
     ServiceName = Literal[tuple(SERVICES)]
 FaultName = Literal["error_before_commit", "error_after_commit", "rate_limited", "drop_after_exec"]
+# the faults a destination can produce itself, by transport (validation and exploration read it)
+FAULTS_BY_TRANSPORT: dict[str, tuple[str, ...]] = {
+    "http": ("error_before_commit", "error_after_commit", "rate_limited"),
+    "ssh": ("drop_after_exec", "error_before_commit"),
+}
 
 
 class RateLimit(BaseModel):
@@ -114,14 +121,34 @@ class DestinationSpec(BaseModel):
             if self.lookup != "none":
                 raise ValueError("lookup is not available for service 'ssh'; valid: 'none'")
         for failure in self.failures:
-            if (failure.fault == "drop_after_exec") != (service.transport == "ssh"):
-                valid = "drop_after_exec, error_before_commit" if service.transport == "ssh" else \
-                    "error_before_commit, error_after_commit, rate_limited"
+            valid = FAULTS_BY_TRANSPORT[service.transport]
+            if failure.fault not in valid:
                 raise ValueError(f"fault {failure.fault!r} is not available for service {self.service!r}; "
-                                 f"valid: {valid}")
+                                 f"valid: {', '.join(valid)}")
         if self.put_notifies and self.service != "accounts":
             raise ValueError(f"put_notifies applies to service 'accounts' only, not {self.service!r}")
         return self
+
+
+@dataclass(frozen=True)
+class ExplorableOption:
+    """A destination option exploration may vary (``harness.strategies``), within bounds that keep a
+    run short, on the destinations where it means something."""
+
+    name: str  # a DestinationSpec field
+    low: float
+    high: float
+    applies: Callable[[DestinationSpec], bool]
+
+
+EXPLORABLE_OPTIONS: tuple[ExplorableOption, ...] = (
+    ExplorableOption("retention_seconds", 0.5, 5.0, lambda spec: spec.idempotency not in (None, "none")),
+    ExplorableOption("lookup_lag_seconds", 0.0, 3.0, lambda spec: spec.lookup == "client_reference"),
+    ExplorableOption("processing_delay_seconds", 0.0, 3.0,
+                     lambda spec: SERVICES[spec.service].transport == "http"),
+    ExplorableOption("async_completion_seconds", 0.0, 3.0,
+                     lambda spec: any(op.action == CREATE_ASYNC for op in SERVICES[spec.service].operations)),
+)
 
 
 def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:

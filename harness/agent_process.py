@@ -34,6 +34,10 @@ class AgentRun:
     timed_out: bool
     killed_by_harness: bool
     seconds: float
+    # wall clock (the log's and the journal's): what a later run logs about an attempt the harness's
+    # kill interrupted (the checker reads it)
+    started_at: float | None = None
+    ended_at: float | None = None
 
 
 def argv_for(command: str) -> list[str]:
@@ -56,7 +60,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     argv = argv_for(command)
     # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
     with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch:
         proc = subprocess.Popen([sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
                                  "--", *argv], env=full_env, stdout=out, stderr=err, cwd=cwd,
@@ -88,7 +92,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                 _kill_group(proc, signal.SIGKILL)  # children the agent left behind
             _wait_group_gone(proc.pid)  # a planned crash restarts the agent only once nothing of it is left
     return AgentRun(command, None if (timed_out or killed) else proc.returncode,
-                    timed_out, killed, time.monotonic() - start)
+                    timed_out, killed, time.monotonic() - start, started_at, time.time())
 
 
 class _OrphanWatch:

@@ -1,4 +1,4 @@
-"""Command line: `python -m harness {run,audit,verify,check,matrix,scenarios,schema}`.
+"""Command line: `python -m harness {run,audit,verify,check,explore,matrix,scenarios,schema}`.
 
 A thin front end over the engine, the checker and the offline audit. Exit status (``EXIT_STATUS_HELP``):
 0 all healthy / passed, 1 a verdict failed (the agent is wrong), 2 unusable input or usage (with a
@@ -17,8 +17,16 @@ from typing import TextIO
 
 from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
+from harness.explore import (
+    DATABASE_FOLDER,
+    DEFAULT_CLIENT_TIMEOUT,
+    DEFAULT_EXAMPLES,
+    DEFAULT_MAX_FAULTS,
+    DEFAULT_MAX_SHRINK_RUNS,
+)
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 EXIT_STATUS_HELP = ("exit status: 0 passed / healthy; 1 a verdict failed (the agent is wrong); 2 unusable input "
                     "or usage; 3 incomplete evidence (run, check: the harness lost evidence of a run, e.g. it was "
                     "killed, so the agent is not judged)")
@@ -71,6 +79,41 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the key of the agent log's checkpoint, when the run used the operator's (default: "
                             f"${CHECKPOINT_KEY_FILE_ENV}); a log changed since its checkpoint is INCOMPLETE")
 
+    explore = sub.add_parser(
+        "explore", help="let Hypothesis search fault schedules over a scenario; shrink a failure to a reproducer",
+        epilog="exit status: 0 no schedule made the agent fail; 1 one did (shrunk, written to --reproducer), or a "
+               "failure was flaky; 2 usage or a bad scenario; 130 interrupted")
+    explore.add_argument("scenario", help="the base scenario: a name or a path to a .yaml file (its destinations, "
+                                          "contracts and intents are kept; its faults are replaced)")
+    explore.add_argument("--agent", type=_agent_command,
+                         help="agent command, run in the current folder (default: the scenario's, else the reference "
+                              "agent)")
+    explore.add_argument("--examples", type=_positive_int, default=DEFAULT_EXAMPLES,
+                         help=f"schedules to draw (default {DEFAULT_EXAMPLES}); shrinking runs come on top")
+    explore.add_argument("--seed", type=int, default=None, help="fix the draws: the same seed, the same schedules")
+    explore.add_argument("--reproducer", type=Path, default=None, metavar="FILE",
+                         help="where the shrunk failing scenario goes (default: found.yaml in the exploration's "
+                              "evidence folder); further failures beside it as FILE.2.yaml...")
+    explore.add_argument("--max-seconds", type=_positive_float, default=None,
+                         help="stop drawing new schedules after this long (shrinking what was found winds down)")
+    explore.add_argument("--max-shrink-runs", type=_positive_int, default=DEFAULT_MAX_SHRINK_RUNS,
+                         help=f"runs spent shrinking (default {DEFAULT_MAX_SHRINK_RUNS})")
+    explore.add_argument("--agent-timeout", type=_positive_float, default=None,
+                         help="wall-clock limit of one agent run (default: the scenario's agent_timeout_seconds)")
+    explore.add_argument("--client-timeout", type=_positive_float, default=DEFAULT_CLIENT_TIMEOUT,
+                         help=f"the agent's own timeout, around which hold times are drawn (default "
+                              f"{DEFAULT_CLIENT_TIMEOUT:g} s, the reference agent's)")
+    explore.add_argument("--max-faults", type=int, choices=range(0, 7), default=DEFAULT_MAX_FAULTS, metavar="N",
+                         help=f"proxy faults per schedule, 0-6 (default {DEFAULT_MAX_FAULTS})")
+    explore.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
+                         help="folder that keeps the exploration's evidence (default: ./evidence)")
+    explore.add_argument("--database", type=Path, default=None, metavar="DIR",
+                         help=f"Hypothesis example database (default: ./{DATABASE_FOLDER}); it replays the last "
+                              "failure first")
+    explore.add_argument("--no-database", action="store_true", help="no example database (nothing replayed or saved)")
+    explore.add_argument("--format", choices=("text", "json"), default="text")
+    explore.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
     sub.add_parser("scenarios", help="list the scenarios of the catalogue")
 
     matrix = sub.add_parser("matrix", help="run every agent against every scenario and print the table")
@@ -87,6 +130,26 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "audit-event"))
     return parser
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return number
 
 
 def _agent_command(value: str) -> str:
@@ -232,6 +295,37 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0 if caught == wrong and alarms == 0 else 1
 
 
+def _explore(args: argparse.Namespace) -> int:
+    from harness.contract import REFERENCE_AGENT
+    from harness.engine import caller_folder
+    from harness.explore import explore
+    from harness.progress import progress_line
+    from harness.report import exploration_dict, render_exploration
+    from harness.resources import catalogue_dir
+    from harness.scenario import load, resolve
+
+    paths = resolve(args.scenario, [caller_folder() / "scenarios", catalogue_dir()])
+    if len(paths) != 1:
+        raise HarnessError(f"explore starts from one scenario; {args.scenario!r} names {len(paths)}: "
+                           f"{', '.join(p.stem for p in paths)}")
+    base = load(paths[0])
+    agent = args.agent or base.agent or REFERENCE_AGENT
+    database = None if args.no_database else (args.database or caller_folder() / DATABASE_FOLDER)
+    with progress_line(f"explore {base.name}", args.examples, quiet=args.quiet or args.format == "json") as update:
+        state = explore(base, agent=agent, evidence_root=args.evidence_dir, examples=args.examples, seed=args.seed,
+                        max_seconds=args.max_seconds, database=database, client_timeout=args.client_timeout,
+                        max_faults=args.max_faults, max_shrink_runs=args.max_shrink_runs,
+                        agent_timeout=args.agent_timeout, reproducer=args.reproducer,
+                        progress=lambda s: update(s.runs, len(s.failing) + len(s.flaky)))
+    if args.format == "json":
+        print(json.dumps(exploration_dict(state), indent=2))
+    else:
+        print(render_exploration(state))
+    if state.stopped_by == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if state.failed else EXIT_PASSED
+
+
 def _scenarios(args: argparse.Namespace) -> int:
     from harness.report import render_catalogue
     from harness.resources import catalogue
@@ -250,5 +344,5 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check,
+COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
             "scenarios": _scenarios, "schema": _schema, "matrix": _matrix}

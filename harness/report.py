@@ -14,6 +14,7 @@ from harness.checker.model import EXPECTATION_CODE, EXPECTATION_RULE, Finding, O
 if TYPE_CHECKING:
     from harness.audit import AuditSummary
     from harness.engine import ScenarioResult
+    from harness.explore import Exploration
     from harness.matrix import Matrix
     from harness.scenario import Scenario
 
@@ -239,3 +240,61 @@ def render_audit_summary(summary: AuditSummary) -> str:
     lines.append(f"{summary.file}: {summary.events} events, {summary.operations} operations ({counts}); "
                  f"{summary.findings} finding(s), {summary.malformed_lines} malformed line(s)")
     return "\n".join(lines) + "\n"
+
+
+def render_exploration(state: Exploration) -> str:
+    """What an exploration found: each shrunk failure with its schedule and reproducer, flakes, counts."""
+    rate = state.runs / state.seconds if state.seconds else 0.0
+    lines = [f"explored {state.base} with `{state.agent}`: {state.runs} run(s) of {state.drawn} drawn schedule(s) "
+             f"in {state.seconds:.1f} s ({rate:.1f}/s), seed {state.seed if state.seed is not None else 'random'}, "
+             f"stopped by {state.stopped_by}"]
+    for found in state.found:
+        status = "confirmed" if found.confirmed else \
+            f"NOT confirmed: the rerun gave {', '.join(found.confirmation_codes) or 'a pass'}"
+        lines.append(f"FAIL {', '.join(f'{c} {n}' for c, n in found.rule_names.items())} "
+                     f"(first failed at schedule {found.first_seen_at}; {status})")
+        lines += [f"     - {line}" for line in found.schedule.summary()]
+        if found.reproducer:
+            lines.append(f"     reproducer: {found.reproducer}")
+        evidence = found.confirmation_evidence or found.evidence_dir
+        if evidence:
+            lines.append(f"     evidence: {evidence}")
+    for run in state.also_failed:
+        lines.append(f"ALSO FAILED {', '.join(run.codes)} (another failure, not shrunk; explore again once the "
+                     "first is fixed):")
+        lines += [f"     - {line}" for line in run.schedule.summary()]
+        if run.evidence_dir:
+            lines.append(f"     evidence: {run.evidence_dir}")
+    for flake in state.flaky:
+        again = ", ".join(flake.rerun_codes) or "passed"
+        lines.append(f"FLAKY {', '.join(flake.first_codes)} once, then {again} on the rerun (not shrunk):")
+        lines += [f"     - {line}" for line in flake.schedule.summary()]
+        if flake.evidence_dir:
+            lines.append(f"     evidence: {flake.evidence_dir}")
+    if state.incomplete:
+        lines.append(f"INCOMPLETE: the harness lost evidence of {len(state.incomplete)} run(s), not judged: "
+                     + ", ".join(str(r.evidence_dir) for r in state.incomplete[:3]))
+    if not state.found and not state.flaky:
+        lines.append(f"PASS: no schedule made the agent fail ({state.runs} run(s))")
+    return "\n".join(lines)
+
+
+def exploration_dict(state: Exploration) -> dict[str, Any]:
+    def found(f: Any) -> dict[str, Any]:
+        return {"codes": list(f.codes), "rules": f.rule_names, "first_seen_at": f.first_seen_at,
+                "schedule": f.schedule.to_dict(), "summary": f.schedule.summary(),
+                "first_schedule": f.first_schedule.to_dict(), "reproducer": str(f.reproducer or ""),
+                "confirmed": f.confirmed, "confirmation_codes": list(f.confirmation_codes),
+                "evidence_dir": str(f.confirmation_evidence or f.evidence_dir or "")}
+
+    return {"base": state.base, "agent": state.agent, "seed": state.seed, "examples": state.examples,
+            "runs": state.runs, "drawn": state.drawn, "skipped": state.skipped, "seconds": round(state.seconds, 3),
+            "agent_seconds": round(state.agent_seconds, 3), "run_seconds": round(state.run_seconds, 3),
+            "stopped_by": state.stopped_by, "passed": not state.failed, "folder": str(state.folder),
+            "found": [found(f) for f in state.found],
+            "flaky": [{"first_codes": list(f.first_codes), "rerun_codes": list(f.rerun_codes),
+                       "schedule": f.schedule.to_dict(), "evidence_dir": str(f.evidence_dir or "")}
+                      for f in state.flaky],
+            "also_failed": [{"codes": list(r.codes), "schedule": r.schedule.to_dict(),
+                             "evidence_dir": str(r.evidence_dir or "")} for r in state.also_failed],
+            "incomplete": [str(r.evidence_dir) for r in state.incomplete]}

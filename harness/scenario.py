@@ -220,6 +220,23 @@ def load(path: str | Path) -> Scenario:
     return scenario
 
 
+class _ScenarioDumper(yaml.SafeDumper):
+    """Multi-line strings (descriptions) as literal blocks, as the catalogue writes them."""
+
+
+_ScenarioDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
+
+
+def scenario_yaml(scenario: Scenario) -> str:
+    """A scenario as a file `load` reads back to an equal scenario: what was set, without defaults."""
+    data = scenario.model_dump(mode="json", exclude={"source"}, exclude_defaults=True)
+    for restart in ("restart_agent", "restart_destinations"):  # a crash with default settings is still a crash
+        if getattr(scenario, restart) is not None:
+            data[restart] = getattr(scenario, restart).model_dump(mode="json")
+    return yaml.dump(data, Dumper=_ScenarioDumper, sort_keys=False, allow_unicode=True, width=110)
+
+
 # Limits of a scenario file. Scenarios are a few hundred nodes, a handful of levels deep; the limits
 # sit far above that and far below what hurts: Python's recursion limit (~1000 frames, a few per
 # level in the composer, pydantic and json), memory and time (an alias bomb of 1.3 KB expands to

@@ -5,7 +5,9 @@ It reads the harness contract (intents file, destination URLs, audit log, state 
 for each intent, drives one operation:
 
 1. Persist the operation (id, idempotency key derived from it) in the state dir *before* dispatch,
-   then log it. After a restart it resumes the same operation and reconciles first.
+   then log it. After a restart it resumes the same operation and reconciles first: what it logged
+   before the crash (its own audit log) and what it had received (the state dir) say where it
+   stopped, and the decision that followed the last attempt is taken again.
 2. Dispatch an attempt, classify what happened (`not_sent`, `sent_no_response`,
    `response_received`), log it with its retry links.
 3. After a lost response or a 5xx: look the effect up (an observation, never an attempt), waiting
@@ -25,7 +27,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -87,6 +89,7 @@ class Agent:
             doc = json.load(f)
         self.intents: list[dict[str, Any]] = doc["intents"]
         self.contracts: dict[str, dict[str, Any]] = doc.get("destinations", {})
+        self.logged = _logged_ids(Path(env[AUDIT_LOG_ENV]))  # before a restart: what the dead run wrote
         self.recorder = Recorder(env[AUDIT_LOG_ENV])
         self.state_path = Path(env[STATE_DIR_ENV]) / "operations.json"
         self.state: dict[str, dict[str, Any]] = (
@@ -138,24 +141,41 @@ class Agent:
 
     def handle(self, intent: dict[str, Any]) -> None:
         op = self.state.get(intent["intent_id"])
-        reason = None
         if op is None:
             op = self.open_operation(intent)
         elif op.get("resolved"):
             return
+        elif ("resolution", op["operation_id"]) in self.logged:  # logged, then killed before saving it
+            op["resolved"] = "logged before a restart"
+            self.save()
+            return
+        elif ("operation", op["operation_id"]) not in self.logged:  # saved, then killed before logging it
+            self.log_operation(op)
         if intent.get("delegate_to_worker") and self.worker_id is None:
             self.delegate(op)
             return
-        if op.get("pending_attempt"):
-            # crashed mid-attempt: the request may have left; its truth is unknown until reconciled
-            pending = op.pop("pending_attempt")
-            self.log_attempt(op, Outcome(pending["attempt_id"], "sent_no_response",
-                                         error="agent restarted while this attempt was in flight"),
-                             pending["request"])
-            if self.reconcile_then_retry(op):
-                return
-            reason = "response_lost_after_dispatch"
-        self.drive(op, reason)
+        reason = self.resume(op) if op["attempts"] or op.get("pending_attempt") else None
+        if reason is not None or not (op["attempts"] or op.get("resolved")):
+            self.drive(op, reason)
+
+    def resume(self, op: dict[str, Any]) -> str | None:
+        """After a restart: where the dead run stopped, and the decision that followed its last attempt,
+        taken again (a lost answer reconciles first). Returns the retry reason, or None when resolved."""
+        pending = op.get("pending_attempt")
+        if pending is not None:
+            if pending.get("outcome"):  # it had received this before the crash
+                outcome = Outcome(**pending["outcome"])
+            else:  # the request may have left; its truth is unknown until reconciled
+                outcome = Outcome(pending["attempt_id"], "sent_no_response",
+                                  error="agent restarted while this attempt was in flight")
+            if ("attempt", outcome.attempt_id) in self.logged:  # logged, then killed before saving it
+                self.attempt_logged(op, outcome, pending["request"])
+            else:
+                self.log_attempt(op, outcome, pending["request"])
+        else:  # killed between two attempts
+            outcome = Outcome(**op["last_outcome"]) if op.get("last_outcome") else \
+                Outcome(op["attempts"][-1], "sent_no_response", error="its outcome was not kept before a restart")
+        return self.next_step(op, outcome)
 
     def delegate(self, op: dict[str, Any]) -> None:
         """Hand the operation to a worker process. The owner keeps the operation id; the worker
@@ -181,13 +201,19 @@ class Agent:
         op["idempotency_key"] = self.idempotency_key(op, "")
         op["payload_fingerprint"] = fingerprint(self.payload(op))
         superseded = self.state.get(intent.get("supersedes") or "", {}).get("operation_id")
+        op["supersedes_operation_id"] = superseded
+        op["owner"] = self.recorder.session_id
         self.state[intent["intent_id"]] = op
         self.save()  # persisted before anything is dispatched
+        self.log_operation(op)
+        return op
+
+    def log_operation(self, op: dict[str, Any]) -> None:
+        intent = op["intent"]
         self.recorder.operation(
             op["operation_id"], intent_id=intent["intent_id"], intent=intent,
             idempotency_key=op["idempotency_key"], payload_fingerprint=op["payload_fingerprint"],
-            supersedes_operation_id=superseded, owner=self.recorder.session_id)
-        return op
+            supersedes_operation_id=op.get("supersedes_operation_id"), owner=op.get("owner"))
 
     def drive(self, op: dict[str, Any], reason: str | None = None) -> None:
         while True:
@@ -220,11 +246,15 @@ class Agent:
                 self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
             return None
         if status == 429:
-            time.sleep(min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER))
-            return self.retry_if_budget(op, "rate_limited", outcome)
+            reason = self.retry_if_budget(op, "rate_limited", outcome)
+            if reason is not None:
+                time.sleep(min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER))
+            return reason
         if status == 409:
-            time.sleep(0.3)  # the first request is still being processed under this key
-            return self.retry_if_budget(op, "response_lost_after_dispatch", outcome)
+            reason = self.retry_if_budget(op, "response_lost_after_dispatch", outcome)
+            if reason is not None:
+                time.sleep(0.3)  # the first request is still being processed under this key
+            return reason
         if status >= 500:
             return self.after_unknown(op, "destination_5xx", outcome)
         self.resolve(op, "failed", [], [outcome.attempt_id], f"destination rejected the request: {status}")
@@ -394,7 +424,8 @@ class Agent:
         op["last_dispatch_at"] = time.time()
         self.save()  # a crash from here on leaves a record to reconcile on restart
         outcome = self.send(attempt_id, request, op)
-        del op["pending_attempt"]
+        op["pending_attempt"]["outcome"] = asdict(outcome)
+        self.save()  # what came back is kept before it is logged and acted on: a restart takes it up
         self.log_attempt(op, outcome, request)
         return outcome
 
@@ -445,26 +476,33 @@ class Agent:
                        error=(result.stderr or None) and str(result.stderr).strip()[:200])
 
     def log_attempt(self, op: dict[str, Any], outcome: Outcome, request: dict[str, Any]) -> None:
+        """Log the attempt, then save that it is logged (a crash in between: the log says so on restart)."""
         previous = op["attempts"][-1] if op["attempts"] else None
-        op["attempts"].append(outcome.attempt_id)
         fp = fingerprint(request["body"])
         retry = {}
         if previous is not None:
             retry = {"retry_of_attempt_id": previous, "retry_reason": request.get("retry_reason"),
                      "retry_decision": self.retry_decision(op, request.get("retry_reason")),
                      "prior_request_fingerprint": op.get("last_fingerprint")}
-        op["last_fingerprint"] = fp
-        self.save()
+        number = len(op["attempts"]) + 1
         self.recorder.attempt(
             op["operation_id"], outcome.attempt_id, outcome.dispatch_state,
-            attempt_number=len(op["attempts"]), destination=op["intent"]["destination"],
+            attempt_number=number, destination=op["intent"]["destination"],
             method=request["method"], path=request["path"], idempotency_key=request["key"],
             request_fingerprint=fp, http_status=outcome.status, exit_status=outcome.exit_status,
             error=outcome.error,
             traceparent=request.get("traceparent"),
-            attempt_budget_remaining=self.max_attempts - len(op["attempts"]),
+            attempt_budget_remaining=self.max_attempts - number,
             effect_refs=self.effect_refs(op, outcome.body) or None,
             retry_after_seconds=_retry_after(outcome), worker=self.worker_id, **retry)
+        self.attempt_logged(op, outcome, request)
+
+    def attempt_logged(self, op: dict[str, Any], outcome: Outcome, request: dict[str, Any]) -> None:
+        op["attempts"].append(outcome.attempt_id)
+        op["last_fingerprint"] = fingerprint(request["body"])
+        op["last_outcome"] = asdict(outcome)
+        op.pop("pending_attempt", None)
+        self.save()
 
     def retry_decision(self, op: dict[str, Any], reason: str | None) -> str:
         if reason in ("response_lost_after_dispatch", "destination_5xx"):
@@ -495,12 +533,12 @@ class Agent:
                 found = bool(refs)
         except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
             detail = f"lookup failed: {type(exc).__name__}"
-        op["observations"].append(obs_id)
-        self.save()
         self.recorder.observation(op["operation_id"], obs_id, source=source,
                                   method=spec.get("method", "GET"), path=spec["path"], found=found,
                                   effect_refs=refs, detail=detail,
                                   lag_possible=self.within_lag(op, spec) if found is False else None)
+        op["observations"].append(obs_id)  # after the log: a resolution cites only what is logged
+        self.save()
         return refs, found is not None
 
     def await_async(self, op: dict[str, Any], outcome: Outcome) -> None:
@@ -519,11 +557,11 @@ class Agent:
                 body = {}
             status = body.get("status")
             refs = [str(body["effect_ref"])] if body.get("effect_ref") and status == "succeeded" else []
-            op["observations"].append(obs_id)
-            self.save()
             self.recorder.observation(op["operation_id"], obs_id, source="status_poll", method="GET",
                                       path=path, found=bool(refs), effect_refs=refs,
                                       detail=f"operation {ref['id']} is {status or 'unreadable'}")
+            op["observations"].append(obs_id)
+            self.save()
             if status == "succeeded":
                 self.resolve(op, "succeeded", refs, [outcome.attempt_id, obs_id],
                              f"asynchronous operation {ref['id']} reported succeeded")
@@ -550,10 +588,31 @@ class Agent:
 
     def resolve(self, op: dict[str, Any], state: str, refs: list[str], evidence: list[str],
                 reason: str, **fields: Any) -> None:
-        op["resolved"] = state
-        self.save()
         self.recorder.resolution(op["operation_id"], state, effect_refs=refs, evidence=evidence,
                                  reason=reason, **fields)
+        op["resolved"] = state  # after the log (a crash in between: the log says so on restart)
+        self.save()
+
+
+def _logged_ids(path: Path) -> set[tuple[str, str]]:
+    """(event, id) of what the audit log already holds: operations and resolutions by operation id,
+    attempts by attempt id. A restarted agent reads it to learn where the dead run stopped."""
+    found: set[tuple[str, str]] = set()
+    if not path.exists():
+        return found
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            event = record.get("event")
+            key = record.get("attempt_id") if event == "attempt" else record.get("operation_id")
+            if isinstance(event, str) and isinstance(key, str):
+                found.add((event, key))
+    return found
 
 
 def _retry_after(outcome: Outcome) -> float | None:

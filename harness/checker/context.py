@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import attribute_ledger, correlate, correlate_observations
+from harness.checker.correlation import attribute_ledger, correlate, correlate_observations, ts_value
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
@@ -60,7 +60,7 @@ class OperationContext:
     # slots: the offline audit makes one per operation, hundreds of thousands on a long log
     __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "_attempt_index", "observations",
                  "resolutions", "approvals", "log_effects", "wire", "observed", "ledger_effects", "ledger_requests",
-                 "contract", "spec", "all_operation_ids", "peers", "_refs", "_fps")
+                 "contract", "spec", "all_operation_ids", "peers", "crashes", "_refs", "_fps")
 
     def __init__(self, operation_id: str, *, fmt: str = "events", offline: bool = True) -> None:
         self.operation_id = operation_id
@@ -82,6 +82,7 @@ class OperationContext:
         # what ``in`` answers for: the run's operation ids, or the streaming audit's open and judged ones
         self.all_operation_ids: Container[str] = frozenset()
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
+        self.crashes: tuple[float, ...] = ()  # when the harness killed the agent (planned crashes), wall clock
         self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
         self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None
 
@@ -182,6 +183,14 @@ class OperationContext:
         lags = [lookup.lag_seconds if lookup is not None else None,
                 declared if isinstance(declared, (int, float)) and not isinstance(declared, bool) else None]
         return max([float(lag) for lag in lags if lag is not None], default=0.0)
+
+    def interrupted_by_crash(self, attempt: dict[str, Any], entry: dict[str, Any]) -> bool:
+        """The harness killed the agent after this attempt's request left and before it was logged: the run that
+        logged it (after the restart) cannot know what the dead one received."""
+        sent, logged = entry.get("ts_request"), attempt.get("ts")
+        if sent is None or logged is None:
+            return False
+        return any(ts_value(sent) <= crash <= ts_value(logged) for crash in self.crashes)
 
     def is_unknown(self, attempt: dict[str, Any]) -> bool:
         """The attempt may have acted and the agent cannot know: logged so, or the wire shows it."""
@@ -284,9 +293,12 @@ class RunContext:
         contracts = {name: DestinationContract.from_dict(entry["contract"])
                      for name, entry in evidence.destinations.items()
                      if isinstance(entry, dict) and entry.get("contract") is not None}
+        crashes = tuple(float(r["ended_at"]) for r in evidence.agent.get("runs") or []
+                        if isinstance(r, dict) and r.get("killed_by_harness") and r.get("ended_at") is not None)
         for op in self.ops.values():
             op.all_operation_ids = ids
             op.peers = self.ops
+            op.crashes = crashes
             entry = evidence.destinations.get(op.destination or "")
             if isinstance(entry, dict):
                 op.contract = contracts.get(op.destination or "")

@@ -899,10 +899,16 @@ def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
     if op.lookup_lag_seconds() > 0:
         return  # an empty answer may be the index lagging: H014's subject
     flows = {e.get("flow_id"): e for e in op.wire.values() if e.get("flow_id")}
-    committed = []  # (when the committing flow was answered, on the wire's clock; the effect row; its flow)
+    committed = []  # (when the effect was committed; the effect row; its flow)
     for row in op.ledger_effects:
         entry = flows.get(row.get("flow_id"))
-        if entry and entry.get("ts_done") is not None and row.get("effect_ref"):
+        if not entry or not row.get("effect_ref"):
+            continue
+        # the ledger's commit time (this machine's clock, as the journal's); a client that gave up waiting
+        # ends its flow while a slow destination is still processing, so the flow's end proves no commit
+        if row.get("committed_at") is not None:
+            committed.append((ts_value(row["committed_at"]), row, entry))
+        elif entry.get("ts_done") is not None and entry.get("upstream_status") is not None:
             committed.append((ts_value(entry["ts_done"]), row, entry))
     if not committed:
         return
@@ -948,7 +954,8 @@ def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
                 logged is not None and received is not None and logged != received:
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged http_status {logged}, but "
                    f"{where} shows the client received {received}", [log_ref(attempt), wire_ref(entry)])
-        if state == "sent_no_response" and entry.get("client_outcome") == "response" and received is not None:
+        if state == "sent_no_response" and entry.get("client_outcome") == "response" and received is not None and \
+                not op.interrupted_by_crash(attempt, entry):
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged sent_no_response, but {where} "
                    f"shows the client received a {received} answer: a received answer is logged "
                    f"response_received with its status", [log_ref(attempt), wire_ref(entry)])

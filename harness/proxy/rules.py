@@ -53,11 +53,24 @@ class FaultAction:
     client_sees: str  # README: what the client sees
     needs: Mapping[str, str] = field(default_factory=dict)  # required rule field -> hint for its error
     reads: tuple[str, ...] = ()  # optional rule fields it reads
+    # per parameter, the values exploration draws (harness.strategies), simplest first; a
+    # ClientTimeouts is a list of multiples of the client's timeout, turned into ms when drawn
+    explore: Mapping[str, tuple[Any, ...] | ClientTimeouts] = field(default_factory=dict)
 
     @property
     def parameters(self) -> tuple[str, ...]:
         """The rule fields this action reads, the required ones first."""
         return (*self.needs, *self.reads)
+
+
+@dataclass(frozen=True)
+class ClientTimeouts:
+    """Durations drawn as multiples of the client's timeout (a hold just past it, well past it...)."""
+
+    multiples: tuple[float, ...]
+
+    def milliseconds(self, client_timeout: float) -> tuple[int, ...]:
+        return tuple(round(m * client_timeout * 1000) for m in self.multiples)
 
 
 def _registry(*actions: FaultAction) -> dict[str, FaultAction]:
@@ -70,6 +83,12 @@ def _registry(*actions: FaultAction) -> dict[str, FaultAction]:
 
 
 _STATUS_HINT = "e.g. 503, 429, 500"
+# statuses exploration gives without forwarding: each is true (nothing was committed), so a client may
+# believe it; after a commit only a 5xx, which claims nothing: a 4xx or 2xx there is a lie no client
+# can see through, and an agent misled by it is not wrong
+_ANSWERED_STATUSES = (503, 429, 500, 502, 504, 409, 400, 422)
+_AFTER_COMMIT_STATUSES = (500, 503, 502, 504)
+_STATUS_EXPLORE = {"retry_after": (None, 0, 1, 2), "body": (None,)}
 ACTIONS: dict[str, FaultAction] = _registry(
     FaultAction("drop_response_after_commit", "response",
                 "forward; the destination commits; the client sees the connection close with zero bytes",
@@ -84,19 +103,22 @@ ACTIONS: dict[str, FaultAction] = _registry(
     FaultAction("hold_response", "response",
                 "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
                 forwarded="yes", client_sees="nothing until its timeout",
-                needs={"hold_ms": "longer than the client's timeout"}, reads=("then",)),
+                needs={"hold_ms": "longer than the client's timeout"}, reads=("then",),
+                explore={"hold_ms": ClientTimeouts((1.3, 2.0, 0.5)), "then": ("deliver", "drop")}),
     FaultAction("synthetic_status", "request",
                 "never forward; answer status (e.g. 503, 429 with retry_after, 500) at once",
                 forwarded="no", client_sees="503, 429 + `Retry-After`, 500...",
-                needs={"status": _STATUS_HINT}, reads=("retry_after", "body")),
+                needs={"status": _STATUS_HINT}, reads=("retry_after", "body"),
+                explore={"status": _ANSWERED_STATUSES, **_STATUS_EXPLORE}),
     FaultAction("replace_status", "response",
                 "forward; the destination commits; the client gets status instead of the real response",
                 forwarded="yes", client_sees="a status in place of the real answer",
-                needs={"status": _STATUS_HINT}, reads=("retry_after", "body")),
+                needs={"status": _STATUS_HINT}, reads=("retry_after", "body"),
+                explore={"status": _AFTER_COMMIT_STATUSES, **_STATUS_EXPLORE}),
     FaultAction("truncate_body", "response",
                 "forward; deliver the real status and headers but only keep_bytes of the body, then close",
                 forwarded="yes", client_sees="a broken body: the real status, the body cut short",
-                reads=("keep_bytes",)),
+                reads=("keep_bytes",), explore={"keep_bytes": (0, 8, 40)}),
     FaultAction("malformed_chunk", "response",
                 "forward; deliver the real status with a chunked body whose chunk size is not hex",
                 forwarded="yes", client_sees="a broken body: a chunk size that is not hex"),
@@ -109,7 +131,8 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 forwarded="twice", client_sees="the second answer"),
     FaultAction("latency", "request",
                 "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
-                forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms")),
+                forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms"),
+                explore={"delay_ms": ClientTimeouts((0.3, 1.3)), "jitter_ms": (0, 100)}),
 )
 if TYPE_CHECKING:
     Action = str
@@ -262,6 +285,9 @@ def _check_parameters() -> None:
         defaulted = sorted(n for n in action.needs if FaultRule.model_fields[n].default is not None)
         if defaulted:
             raise ValueError(f"fault action {action.name!r} needs {defaulted}, but FaultRule gives a default")
+        if set(action.explore) != set(action.parameters):
+            raise ValueError(f"fault action {action.name!r} must say what exploration draws for each of its "
+                             f"parameters {list(action.parameters)}, not {sorted(action.explore)}")
     unused = sorted(fields - {p for a in ACTIONS.values() for p in a.parameters})
     if unused:
         raise ValueError(f"FaultRule field(s) {unused} belong to no fault action in ACTIONS")

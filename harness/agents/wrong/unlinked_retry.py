@@ -10,8 +10,7 @@ class UnlinkedRetry(Agent):
                               destination=op["intent"]["destination"], method=request["method"],
                               path=request["path"], idempotency_key=request["key"],
                               http_status=outcome.status, effect_refs=self.effect_refs(op, outcome.body) or None)
-        op["attempts"].append(outcome.attempt_id)
-        self.save()
+        self.attempt_logged(op, outcome, request)
 
 
 if __name__ == "__main__":
