@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "agent)")
     explore.add_argument("--examples", type=_positive_int, default=DEFAULT_EXAMPLES,
                          help=f"schedules to draw (default {DEFAULT_EXAMPLES}); shrinking runs come on top")
-    explore.add_argument("--seed", type=int, default=None, help="fix the draws: the same seed, the same schedules")
+    explore.add_argument("--seed", type=int, default=None,
+                         help="fix the draws: the same seed, the same schedules (the example database is then left "
+                              "out, as with Hypothesis' @seed)")
     explore.add_argument("--reproducer", type=Path, default=None, metavar="FILE",
                          help="where the shrunk failing scenario goes (default: found.yaml in the exploration's "
                               "evidence folder); further failures beside it as FILE.2.yaml...")
@@ -108,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
                          help="folder that keeps the exploration's evidence (default: ./evidence)")
     explore.add_argument("--database", type=Path, default=None, metavar="DIR",
-                         help=f"Hypothesis example database (default: ./{DATABASE_FOLDER}); it replays the last "
-                              "failure first")
+                         help=f"Hypothesis example database (default: ./{DATABASE_FOLDER}); without --seed it "
+                              "replays the last failure first")
     explore.add_argument("--no-database", action="store_true", help="no example database (nothing replayed or saved)")
     explore.add_argument("--format", choices=("text", "json"), default="text")
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress line")

@@ -11,7 +11,8 @@ schedule crashes something), and the full checker is the property: a run with fi
 - **Flaky is not shrunk.** A code set seen for the first time is run again at once; if the rerun does
   not fail the same way, the schedule is reported flaky and counts as passed for the search.
 - **Replayable.** Equal schedules are run once (a cache by :meth:`Schedule.key`); ``seed`` fixes the
-  draws; the example database replays the last failure first.
+  draws; without a seed, the example database replays the last failure first (a seeded search
+  reproduces its own draws and, as Hypothesis' ``@seed`` does, leaves the database out).
 - **Bounded.** ``examples`` schedules, ``max_seconds`` of wall time, ``max_shrink_runs``: past a bound,
   schedules not run yet are rejected without running, so Hypothesis winds down on what it has.
 - **Confirmed.** Each shrunk failure becomes a scenario file, loaded back and run once more: only a

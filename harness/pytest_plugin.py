@@ -34,11 +34,14 @@ SCENARIO_OPTION = "--harness-scenario"
 AGENT_OPTION = "--harness-agent"
 EVIDENCE_OPTION = "--harness-evidence-dir"
 KEEP_OPTION = "--harness-keep-evidence"
+EXPLORE_OPTION = "--harness-explore"
+EXPLORE_SEED_OPTION = "--harness-explore-seed"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
-           KEEP_OPTION: "--keep-evidence"}
-SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST = (
-    "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence")
+           KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed"}
+SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST = (
+    "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
+    "harness_explore_seed")
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -61,6 +64,14 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     KEEP_OPTION: dict(
         dest=KEEP_DEST, default="all", choices=("all", "failed"),
         help="keep the evidence of every run (all, default) or only of failed runs (failed)."),
+    EXPLORE_OPTION: dict(
+        dest=EXPLORE_DEST, default=None, type=int, metavar="N",
+        help="explore instead of run: each selected scenario becomes one test that lets Hypothesis draw N fault "
+             "schedules over it, and fails with the shrunk schedule and its reproducer's path "
+             "(python -m harness explore)."),
+    EXPLORE_SEED_OPTION: dict(
+        dest=EXPLORE_SEED_DEST, default=None, type=int, metavar="SEED",
+        help="with --harness-explore: fix the draws (the same seed, the same schedules)."),
 }
 _GROUP = "retry-harness"
 
@@ -294,6 +305,10 @@ class ScenarioFile(pytest.File):
             scenario = load(self.path)
         except ScenarioError as exc:
             raise self.CollectError(str(exc)) from None
+        examples = self.config.getoption(EXPLORE_DEST)
+        if examples is not None:
+            return [ExploreItem.from_parent(self, name=f"explore[{scenario.name}]", scenario=scenario,
+                                            examples=examples)]
         return [ScenarioItem.from_parent(self, name=scenario.name, scenario=scenario)]
 
 
@@ -337,6 +352,53 @@ class ScenarioItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"scenario {self.name}"
+
+
+class ExplorationFailed(Exception):
+    """Raised when an exploration found a schedule that makes the agent fail (or a flaky one)."""
+
+    def __init__(self, state: Any) -> None:
+        from harness.report import render_exploration
+
+        super().__init__(render_exploration(state))
+        self.state = state
+
+    def headline(self) -> str:
+        found = self.state.found[0] if self.state.found else None
+        if found is None:
+            return "exploration: a schedule failed the agent flakily or outside the shrunk failure (see the report)"
+        return (f"{', '.join(found.codes)}: {'; '.join(found.schedule.summary())} "
+                f"(reproducer {found.reproducer})")
+
+
+class ExploreItem(pytest.Item):
+    """`--harness-explore N`: Hypothesis draws N fault schedules over the scenario (harness.explore)."""
+
+    def __init__(self, *, scenario: Scenario, examples: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.examples = examples
+        self.add_marker("scenario")
+
+    def runtest(self) -> None:
+        __tracebackhide__ = True
+        state = harness_engine_of(self.config).explore(self.scenario, examples=self.examples,
+                                                       seed=self.config.getoption(EXPLORE_SEED_DEST))
+        if state.failed:
+            raise ExplorationFailed(state)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
+        from harness.errors import HarnessError
+
+        if isinstance(excinfo.value, ExplorationFailed):
+            return _failure_repr(self.path, excinfo.value.headline(), str(excinfo.value))
+        if isinstance(excinfo.value, HarnessError):
+            text = str(excinfo.value)
+            return _failure_repr(self.path, text.splitlines()[0] if text else type(excinfo.value).__name__, text)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"explore {self.scenario.name}"
 
 
 def _failure_repr(path: Path, message: str, text: str) -> TerminalRepr:
@@ -511,6 +573,22 @@ class HarnessEngine:
         command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or None
         return run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
                             pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence)
+
+    def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
+                examples: int | None = None, seed: int | None = None, **options: Any) -> Any:
+        """Explore fault schedules over one scenario (`harness.explore.explore`; `options` are its keywords).
+        The example database is <rootdir>/.retry-harness/explore; the reproducer goes to
+        <evidence root>/explore/NAME.found.yaml unless `reproducer=` says otherwise."""
+        from harness.contract import REFERENCE_AGENT
+        from harness.explore import DATABASE_FOLDER, DEFAULT_EXAMPLES, explore
+
+        loaded = self.load(scenario)
+        config = self.config
+        command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or REFERENCE_AGENT
+        options.setdefault("reproducer", self.evidence_root / "explore" / f"{loaded.name}.found.yaml")
+        options.setdefault("database", config.rootpath / DATABASE_FOLDER)
+        return explore(loaded, agent=command, evidence_root=self.evidence_root,
+                       examples=examples or DEFAULT_EXAMPLES, seed=seed, **options)
 
     def close(self) -> None:
         """Stop the destination processes (the proxy stops when the process exits)."""

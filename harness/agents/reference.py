@@ -446,6 +446,8 @@ class Agent:
             return Outcome(attempt_id, "sent_no_response", error=_short_error(exc))
         except requests.Timeout as exc:
             return Outcome(attempt_id, "sent_no_response", error=f"read timeout: {type(exc).__name__}")
+        except requests.RequestException as exc:  # the answer broke off (a cut body, a bad chunk): none usable
+            return Outcome(attempt_id, "sent_no_response", error=f"the answer broke off: {_short_error(exc)}")
         try:
             body = response.json()
         except ValueError:
