@@ -109,8 +109,9 @@ def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, 
 
 def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]]) -> None:
     """Match each logged observation to the read that carried it (``op.observed``): among the journal
-    entries no attempt explains, the next one of the operation's destination with the observation's
-    method and path, observations in time order. One pass over each: linear in events and flows.
+    entries no attempt explains, the next one sent to the operation's destination with the observation's
+    method and path, observations in time order (a held read ends after the next one: the journal,
+    written on completion, is not the order of sending). Linear in events and flows, but for the sort.
 
     An observation is logged once its read is answered, so a flow that went out after the observation
     was written is not its read (it stays for a later one)."""
@@ -120,6 +121,8 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
             continue  # a ledger stand-in (a destination the proxy does not front) carries no lookup
         queues.setdefault((entry.get("destination"), str(entry.get("method") or "").upper(),
                            bare_path(entry.get("path"))), []).append(entry)
+    for queue in queues.values():  # the journal is in order of completion; reads go out in order of sending
+        queue.sort(key=lambda e: (ts_value(e["ts_request"]) if e.get("ts_request") is not None else 0.0))
     heads = dict.fromkeys(queues, 0)
     pending = [(op, o) for op in ops.values() for o in op.observations if o.get("method") and o.get("path")]
     pending.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
