@@ -113,7 +113,7 @@ class Exploration:
     seconds: float = 0.0
     agent_seconds: float = 0.0
     run_seconds: float = 0.0
-    stopped_by: str = "examples"  # examples | max_seconds | exhausted | interrupted
+    stopped_by: str = "examples"  # examples | failure | max_seconds | exhausted | interrupted
     failing: list[tuple[str, ...]] = field(default_factory=list)  # code sets seen failing, as the search goes
     also_failed: list[ScheduleRun] = field(default_factory=list)  # other code sets than the target's, not shrunk
 
@@ -247,7 +247,9 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
         state.stopped_by = "interrupted"
         state.seconds = time.monotonic() - began
         return state
-    if state.stopped_by == "examples" and state.drawn < examples:
+    if failures and state.stopped_by == "examples":
+        state.stopped_by = "failure"  # Hypothesis stops drawing at the first failure, to shrink it
+    elif state.stopped_by == "examples" and state.drawn < examples:
         state.stopped_by = "exhausted"  # Hypothesis ran out of distinct schedules
 
     from harness.checker.registry import RULES

@@ -125,8 +125,9 @@ def destination_options(scenario: Scenario) -> st.SearchStrategy[dict[str, dict[
         fields: dict[str, st.SearchStrategy[Any]] = {option.name: _option_value(option.low, option.high)
                   for option in EXPLORABLE_OPTIONS if option.applies(spec)}
         fields["failures"] = _failures(SERVICES[spec.service].transport)
-        per_destination[name] = st.fixed_dictionaries(fields).map(
-            lambda drawn: {k: v for k, v in drawn.items() if v not in (None, [])})
+        own = spec.model_dump()
+        per_destination[name] = st.fixed_dictionaries(fields).map(  # a value the scenario has already is no change
+            lambda drawn, own=own: {k: v for k, v in drawn.items() if v not in (None, []) and v != own.get(k)})
     return st.fixed_dictionaries(per_destination).map(lambda drawn: {k: v for k, v in drawn.items() if v})
 
 

@@ -557,10 +557,11 @@ class Agent:
                 body = response.json() if response.ok else {}
             except (requests.RequestException, ValueError):
                 body = {}
-            status = body.get("status")
-            refs = [str(body["effect_ref"])] if body.get("effect_ref") and status == "succeeded" else []
+            status = body.get("status") if isinstance(body, dict) else None
+            refs = [str(body["effect_ref"])] if status == "succeeded" and body.get("effect_ref") else []
+            # a poll the destination did not answer (down, restarting: a 502) says nothing: found null
             self.recorder.observation(op["operation_id"], obs_id, source="status_poll", method="GET",
-                                      path=path, found=bool(refs), effect_refs=refs,
+                                      path=path, found=bool(refs) if status else None, effect_refs=refs,
                                       detail=f"operation {ref['id']} is {status or 'unreadable'}")
             op["observations"].append(obs_id)
             self.save()

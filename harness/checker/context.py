@@ -293,8 +293,10 @@ class RunContext:
         contracts = {name: DestinationContract.from_dict(entry["contract"])
                      for name, entry in evidence.destinations.items()
                      if isinstance(entry, dict) and entry.get("contract") is not None}
-        crashes = tuple(float(r["ended_at"]) for r in evidence.agent.get("runs") or []
-                        if isinstance(r, dict) and r.get("killed_by_harness") and r.get("ended_at") is not None)
+        runs = evidence.agent.get("runs")
+        crashes = tuple(float(r["ended_at"]) for r in (runs if isinstance(runs, list) else [])
+                        if isinstance(r, dict) and r.get("killed_by_harness") is True
+                        and isinstance(r.get("ended_at"), (int, float)) and not isinstance(r["ended_at"], bool))
         for op in self.ops.values():
             op.all_operation_ids = ids
             op.peers = self.ops
@@ -307,7 +309,7 @@ class RunContext:
         self.unattributed_effects: list[dict[str, Any]] = []
         if not self.offline:
             self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests)
-            correlate_observations(self.ops, self.unmatched_wire)
+            correlate_observations(self.ops, self.unmatched_wire, crashes)
             self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
 
     def _add(self, record: dict[str, Any]) -> OperationContext:

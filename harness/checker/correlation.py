@@ -107,11 +107,14 @@ def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, 
     return [e for i, e in enumerate(journal) if i not in used]
 
 
-def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]]) -> None:
+def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]],
+                           crashes: tuple[float, ...] = ()) -> None:
     """Match each logged observation to the read that carried it (``op.observed``): among the journal
     entries no attempt explains, the next one sent to the operation's destination with the observation's
     method and path, observations in time order (a held read ends after the next one: the journal,
     written on completion, is not the order of sending). Linear in events and flows, but for the sort.
+    A read sent before a planned crash (``crashes``) is no read of an observation logged after it: the
+    killed run never logged it.
 
     An observation is logged once its read is answered, so a flow that went out after the observation
     was written is not its read (it stays for a later one)."""
@@ -129,14 +132,21 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
     for op, obs in pending:
         key = (op.destination, str(obs["method"]).upper(), bare_path(obs["path"]))
         queue = queues.get(key)
+        logged_at = ts_value(obs.get("ts"))
+        while queue and heads[key] < len(queue) and _abandoned(queue[heads[key]], logged_at, crashes):
+            heads[key] += 1
         if not queue or heads[key] >= len(queue):
             continue
         entry = queue[heads[key]]
-        logged_at = ts_value(obs.get("ts"))
         if logged_at and entry.get("ts_request") is not None and ts_value(entry["ts_request"]) > logged_at + 0.5:
             continue  # the next read went out after this observation was written: not its read
         heads[key] += 1
         op.observed[obs["observation_id"]] = entry
+
+
+def _abandoned(entry: dict[str, Any], logged_at: float, crashes: tuple[float, ...]) -> bool:
+    sent = entry.get("ts_request")
+    return bool(logged_at) and sent is not None and any(ts_value(sent) <= c <= logged_at for c in crashes)
 
 
 def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, Any]],

@@ -565,6 +565,8 @@ def single_effect(op: OperationContext) -> OpFindings:
     correction."""
     refs = op.effect_refs()
     resolution = op.resolution or {}
+    if len(refs) > 1 and _duplicates_no_agent_can_prevent_or_see(op):
+        return
     if len(refs) > 1:
         named = set(resolution.get("effect_refs") or [])
         correction = resolution.get("correction_operation_id")
@@ -585,6 +587,17 @@ def single_effect(op: OperationContext) -> OpFindings:
     elif resolution.get("state") == "duplicate_effect_confirmed":
         yield (f"{op.operation_id} is closed duplicate_effect_confirmed but only {len(refs)} distinct effect(s) "
                f"exist", [log_ref(resolution)])
+
+
+def _duplicates_no_agent_can_prevent_or_see(op: OperationContext) -> bool:
+    """The extra effects came from the network delivering one request twice (a flow the destination received
+    more than once), on a destination that neither deduplicates nor offers a lookup: no key could have
+    prevented them and no read can show them, so they are the schedule's, not the agent's."""
+    contract = op.contract
+    if contract is None or contract.idempotency.style != "none" or contract.lookup is not None:
+        return False
+    flows = {row.get("flow_id") for row in op.ledger_effects if not row.get("replay")}
+    return None not in flows and len(flows) <= 1
 
 
 @rule("H023", "effect-attributed", scope="run", requires=("wire",))
