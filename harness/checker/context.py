@@ -192,6 +192,14 @@ class OperationContext:
             return False
         return any(ts_value(sent) <= crash <= ts_value(logged) for crash in self.crashes)
 
+    def resumed_after_crash(self, attempt: dict[str, Any]) -> bool:
+        """The first attempt the operation logs after a planned crash: the restarted run reporting the one the
+        killed run had in flight (a crash before it was logged), whose fate it cannot know."""
+        logged = ts_value(attempt.get("ts"))
+        return bool(logged) and any(
+            crash <= logged and not any(crash <= ts_value(a.get("ts")) < logged for a in self.attempts
+                                        if a is not attempt) for crash in self.crashes)
+
     def is_unknown(self, attempt: dict[str, Any]) -> bool:
         """The attempt may have acted and the agent cannot know: logged so, or the wire shows it."""
         if attempt.get("dispatch_state") == "sent_no_response":

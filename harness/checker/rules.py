@@ -634,6 +634,8 @@ class NoUnloggedAttempt(RunRule):
 def no_phantom_attempt(op: OperationContext) -> OpFindings:
     """Every attempt logged as sent reached the wire."""
     for attempt in op.attempts:
+        if attempt.get("dispatch_state") == "sent_no_response" and op.resumed_after_crash(attempt):
+            continue  # the killed run had it in flight: the restarted one cannot know whether it left
         if attempt.get("dispatch_state") in SENT_STATES and attempt["attempt_id"] not in op.wire:
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged {attempt['dispatch_state']} but "
                    f"the proxy journal has no matching request", [log_ref(attempt)])
