@@ -187,7 +187,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                                     timed_out=any(r.timed_out for r in runs),
                                     runs=[r.__dict__ for r in runs])
             _write_json(layout.context, context)
-            busy = _writes_in_progress(host)  # before the copy: what the ledger cannot hold yet
+            # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
+            # may still be committing a write the agent gave up on: wait for it, as long as one write takes
+            busy = _writes_in_progress(host, within=_longest_write(scenario))
             record_checkpoint(evidence_dir, layout.agent_log.name)  # the agent has exited: its log is complete
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
             effects = save_run_ledger(live_ledger, evidence_dir)
@@ -346,16 +348,25 @@ def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]
         watcher.join(timeout=30)
 
 
-def _writes_in_progress(host: Any) -> dict[str, list[str]]:
-    """Per destination, the keys of writes it was still processing when the run ended (their effects,
-    if any, come after the ledger copy: that evidence is incomplete)."""
+def _longest_write(scenario: Scenario) -> float:
+    return max((spec.processing_delay_seconds for spec in scenario.destinations.values()), default=0.0)
+
+
+def _writes_in_progress(host: Any, *, within: float = 0.0) -> dict[str, list[str]]:
+    """Per destination, the writes it was still processing when the run ended, once they had `within`
+    seconds to finish (the effects of those left come after the ledger copy: that evidence is incomplete)."""
     from fake_destinations.host import DestinationError
 
-    try:
-        in_flight = host.state().get("in_flight", {})
-    except DestinationError as exc:
-        return {"(destinations)": [f"cannot ask: {exc}".splitlines()[0]]}
-    return {name: list(keys) for name, keys in in_flight.items() if keys}
+    deadline = time.monotonic() + within + 0.5 if within else 0.0
+    while True:
+        try:
+            in_flight = host.state().get("in_flight", {})
+        except DestinationError as exc:
+            return {"(destinations)": [f"cannot ask: {exc}".splitlines()[0]]}
+        busy = {name: list(keys) for name, keys in in_flight.items() if keys}
+        if not busy or time.monotonic() >= deadline:
+            return busy
+        time.sleep(0.02)
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -305,6 +305,7 @@ def _confirm(state: Exploration, base: Scenario, run_one: Callable[[Scenario], S
         result = run_one(load(draft))  # as a user will: from the file
         state.runs += 1
         state.run_seconds += time.perf_counter() - t0
+        state.agent_seconds += sum(run.seconds for run in result.agent_runs)
         found.confirmation_codes = tuple(sorted(result.verdict.codes))
         found.confirmation_evidence = result.evidence_dir if result.evidence_kept else None
         found.confirmed = not result.passed and not result.incomplete and found.confirmation_codes == found.codes
