@@ -97,8 +97,8 @@ def main() -> int:
     agents = args.agent or list(expectations.flaws)
     for base in bases:
         with ThreadPoolExecutor(args.jobs) as pool:
-            reports = list(pool.map(lambda a: explore(base, expectations.command(a), args.examples, args.seed, root),
-                                    agents))
+            reports = list(pool.map(lambda a, b=base: explore(b, expectations.command(a), args.examples, args.seed,
+                                                              root), agents))
         print(f"\nExploring `{base}` (seed {args.seed}, {args.examples} schedules at most per agent):\n")
         print("| wrong agent | schedules to fail it | shrunk schedule | rule codes | a rule naming its flaw | time |")
         print("|---|---|---|---|---|---|")

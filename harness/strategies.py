@@ -17,6 +17,7 @@ schedule to fewer faults, earlier requests and simpler actions.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hypothesis import strategies as st
@@ -125,10 +126,13 @@ def destination_options(scenario: Scenario) -> st.SearchStrategy[dict[str, dict[
         fields: dict[str, st.SearchStrategy[Any]] = {option.name: _option_value(option.low, option.high)
                   for option in EXPLORABLE_OPTIONS if option.applies(spec)}
         fields["failures"] = _failures(SERVICES[spec.service].transport)
-        own = spec.model_dump()
-        per_destination[name] = st.fixed_dictionaries(fields).map(  # a value the scenario has already is no change
-            lambda drawn, own=own: {k: v for k, v in drawn.items() if v not in (None, []) and v != own.get(k)})
+        per_destination[name] = st.fixed_dictionaries(fields).map(functools.partial(_changes, spec.model_dump()))
     return st.fixed_dictionaries(per_destination).map(lambda drawn: {k: v for k, v in drawn.items() if v})
+
+
+def _changes(own: dict[str, Any], drawn: dict[str, Any]) -> dict[str, Any]:
+    """The drawn options that change something: not left out, not the scenario's own value."""
+    return {k: v for k, v in drawn.items() if v not in (None, []) and v != own.get(k)}
 
 
 def _crash_points(scenario: Scenario) -> st.SearchStrategy[int]:

@@ -124,8 +124,8 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
             continue  # a ledger stand-in (a destination the proxy does not front) carries no lookup
         queues.setdefault((entry.get("destination"), str(entry.get("method") or "").upper(),
                            bare_path(entry.get("path"))), []).append(entry)
-    for queue in queues.values():  # the journal is in order of completion; reads go out in order of sending
-        queue.sort(key=lambda e: (ts_value(e["ts_request"]) if e.get("ts_request") is not None else 0.0))
+    for sending in queues.values():  # the journal is in order of completion; reads go out in order of sending
+        sending.sort(key=lambda e: (ts_value(e["ts_request"]) if e.get("ts_request") is not None else 0.0))
     heads = dict.fromkeys(queues, 0)
     pending = [(op, o) for op in ops.values() for o in op.observations if o.get("method") and o.get("path")]
     pending.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
