@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections import Counter
 from typing import Any
 
 from aiohttp import web
@@ -53,7 +54,7 @@ class HttpDestination(DestinationRuntime):
         self.routes = [(op.method, _pattern(op.path), op) for op in s.operations]
         self.item_pattern = _pattern(s.collection + "/{id}")
         self.status_pattern = _pattern(ASYNC_STATUS_PATH)
-        self.in_flight: set[str] = set()
+        self.in_flight: Counter[str] = Counter()  # writes being processed, by key ("(no key)" for the keyless)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 20)
@@ -195,12 +196,13 @@ class HttpDestination(DestinationRuntime):
             raise _Rejection(*_error(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
                                      required=list(op.required)))
 
-        # every write being processed, keyed or not: the harness asks at the end of a run, so that a late
-        # commit never lands in the next scenario's ledger (a keyless one names itself by its flow)
-        busy = scoped if scoped is not None else f"(no key) flow {row.get('flow_id') or id(row)}"
+        # every write being processed, keyed or not, counted: the harness asks at the end of a run, so that
+        # a late commit never lands in the next scenario's ledger (two writes may share a key once the
+        # first one's key expired; the second must not end the first one's count)
+        busy = scoped if scoped is not None else "(no key)"
         if scoped is not None:
             self.ledger.lock_key(self.name, scoped, row["payload_fingerprint"], self.clock.now())
-        self.in_flight.add(busy)
+        self.in_flight[busy] += 1
         try:
             if spec["processing_delay_seconds"]:
                 await asyncio.sleep(spec["processing_delay_seconds"])
@@ -210,7 +212,9 @@ class HttpDestination(DestinationRuntime):
                 self.ledger.drop_key(self.name, scoped)
             raise
         finally:
-            self.in_flight.discard(busy)
+            self.in_flight[busy] -= 1
+            if not self.in_flight[busy]:
+                del self.in_flight[busy]
         if scoped is not None:
             # client tokens name a resource: only a committed one is remembered (EC2 keeps no errors).
             if style == "client_token" and not effects:

@@ -170,7 +170,10 @@ def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
     lookup = None
     if spec.lookup == "client_reference":
         lookup = LookupContract(method="GET", path=service.collection, query_param=CLIENT_REFERENCE_FIELD,
-                                result_field=LOOKUP_RESULT_FIELD, lag_seconds=spec.lookup_lag_seconds)
+                                # what a client needs is when a write it sent shows up: a slow write commits
+                                # processing_delay_seconds after it arrived, then the index lags behind
+                                result_field=LOOKUP_RESULT_FIELD,
+                                lag_seconds=spec.lookup_lag_seconds + spec.processing_delay_seconds)
     operations: dict[str, OperationContract] = {}
     for op in service.operations:
         if service.transport == "ssh":

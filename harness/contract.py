@@ -258,7 +258,8 @@ class IdempotencyContract:
 @dataclass(frozen=True)
 class LookupContract:
     """A search by client reference: ``method path?query_param=<reference>`` answers
-    ``{result_field: [resources]}``; a resource shows up only ``lag_seconds`` after its commit."""
+    ``{result_field: [resources]}``; a resource shows up at most ``lag_seconds`` after the destination received
+    the write that made it (its processing time and its index lag)."""
 
     path: str
     query_param: str

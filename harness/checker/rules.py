@@ -814,6 +814,8 @@ def retry_reason_matches_wire(op: OperationContext) -> OpFindings:
         entry = op.wire.get(parent["attempt_id"]) if parent else None
         if not reason or parent is None or entry is None or entry.get("client_outcome") is None:
             continue  # unlinked (H008), unmatched (H018), or a destination the proxy does not front
+        if reason == "response_lost_after_dispatch" and op.interrupted_by_crash(parent, entry):
+            continue  # the killed run never read that answer: to the restarted one it is lost
         if _reason_contradicted(reason, entry):
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} gives retry_reason {reason} for retrying "
                    f"{parent['attempt_id']}, but the journal (line {entry.get('_line')}, flow {entry.get('flow_id')}) "

@@ -116,3 +116,24 @@ def test_bad_input_is_a_usage_error_that_names_it(tmp_path: Path, args: list[str
     out = harness(*args, cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_team_uses_the_public_strategies_in_its_own_given_test(pytester: pytest.Pytester) -> None:
+    """The docs/explore.md example, as a team's test file, through pytest and the real engine."""
+    pytester.makepyfile(test_connector='''
+        from hypothesis import given, settings
+        from harness.pytest_plugin import assert_scenario_passed
+        from harness.resources import catalogue_dir
+        from harness.scenario import load
+        from harness.strategies import explored_scenarios
+
+        @settings(max_examples=4, deadline=None, database=None)
+        @given(scenario=explored_scenarios(load(catalogue_dir() / "response_lost.yaml"), max_faults=1))
+        def test_my_connector(harness_engine, scenario):
+            assert_scenario_passed(harness_engine.run(scenario, agent="python -m harness.agents.reference"))
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--evidence-dir", str(pytester.path / "ev"),
+                                           timeout=TIMEOUT)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert len(list((pytester.path / "ev").glob("response_lost-*"))) >= 2  # real runs, one per example
