@@ -52,6 +52,7 @@ from harness.recorder import Recorder, new_id
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 1.5
 LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little
+MAX_LAG_WAIT = 8.0  # waiting out a documented lag longer than this: the lookups prove nothing, dedup or escalate
 # A lookup the destination did not answer (down, restarting: a 502 from a proxy, a refused connect)
 # proves nothing either way: look again, waiting longer each time, for this long at most.
 UNANSWERED_WAITS = (0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0)
@@ -332,8 +333,9 @@ class Agent:
             found, answered = self.lookup(op)
             if found:
                 return found, negatives
-            if answered:
+            if answered and not self.within_lag(op, lookup):  # within the lag, empty proves nothing
                 negatives += 1
+            if answered:
                 if not lag_waits:
                     return found, negatives
                 wait = lag_waits.pop(0)
@@ -349,7 +351,7 @@ class Agent:
             return [0.0, *LOOKUP_WAITS]
         waits = [0.0]
         lag = float(lookup["lag_seconds"] or 0.0)
-        while sum(waits) < lag * 1.5:
+        while sum(waits) < min(lag * 1.5, MAX_LAG_WAIT):
             waits.append(max(0.2, lag / 2))
         return waits
 
