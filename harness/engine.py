@@ -348,7 +348,7 @@ def _restart_when(host: Any, ledger: Path, restart: Any) -> Iterator[list[float]
         watcher.join(timeout=30)
 
 
-MAX_WRITE_WAIT = 5.0  # seconds the teardown waits at most for a slow destination's writes (bounded; past it, INCOMPLETE)
+MAX_WRITE_WAIT = 5.0  # the teardown waits at most this long for a slow destination's writes (then: INCOMPLETE)
 
 
 def _longest_write(scenario: Scenario) -> float:
