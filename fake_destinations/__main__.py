@@ -72,6 +72,15 @@ def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRunti
         folder = body.get("evidence_folder") if isinstance(body, dict) else None
         if folder is not None and not isinstance(folder, str):
             return web.json_response({"error": f"'evidence_folder' must be a path, got {folder!r}"}, status=400)
+        specs = body.get("destinations") if isinstance(body, dict) else None
+        if specs is not None:  # the next run declares its destinations otherwise: same names and services
+            if not isinstance(specs, dict) or set(specs) != set(runtimes):
+                return web.json_response({"error": f"'destinations' must name {sorted(runtimes)}"}, status=400)
+            try:
+                for name, spec in specs.items():
+                    runtimes[name].configure(spec)
+            except (ValueError, KeyError, TypeError) as exc:
+                return web.json_response({"error": f"'destinations': {exc}"}, status=400)
         ledger.clear()
         clock.reset()
         for runtime in runtimes.values():

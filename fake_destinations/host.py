@@ -195,15 +195,21 @@ class DestinationHost:
         except OSError as exc:
             raise DestinationError(f"admin {method} {path} failed: {exc}\n{self._stderr_tail()}") from exc
 
-    def reset(self, evidence_folder: Path | None = None) -> None:
+    def reset(self, evidence_folder: Path | None = None,
+              specs: Mapping[str, DestinationSpec] | None = None) -> None:
         """Forget keys, resources, counters, the clock offset and the ledger rows, without restarting.
         ``evidence_folder``: the run now served; if the harness dies before saving that run's ledger
-        there, the process saves it there before it stops."""
+        there, the process saves it there before it stops. ``specs``: the same destinations (names,
+        services) declared otherwise, taken without a restart (and by a restart later)."""
         body: dict[str, Any] = {}
         if evidence_folder is not None:
             self.evidence_folder = Path(evidence_folder)
             body["evidence_folder"] = str(self.evidence_folder)
+        if specs is not None:
+            body["destinations"] = {n: s.model_dump(mode="json") for n, s in specs.items()}
         self._admin("POST", "/reset", body)
+        if specs is not None:
+            self.specs = dict(specs)
 
     def advance_clock(self, seconds: float) -> float:
         """Move the destination clock forward (key retention, lookup lag, async completion)."""
@@ -243,7 +249,8 @@ class DestinationPool:
     """Warm destination processes reused across scenarios of one process.
 
     Starting a destination process is most of a scenario's harness overhead. A scenario whose
-    destinations are declared exactly like a recent one's gets that process back, reset (keys,
+    destinations have the same names and services as a recent one's gets that process back, reset
+    and given the scenario's declarations (retention, lag, delays, failures...) (keys,
     resources, counters, clock and ledger cleared); others start a new one. The least recently
     used process beyond ``max_hosts`` is stopped. ``close()`` stops them all.
     """
@@ -266,13 +273,15 @@ class DestinationPool:
         (``DestinationHost.reset``)."""
         validated = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
                      for name, spec in specs.items()}
-        key = json.dumps({n: s.model_dump(mode="json") for n, s in validated.items()}, sort_keys=True)
+        # a process serves any scenario with the same destination names and services: the options (retention,
+        # lag, delays, failures...) are taken on reset, so exploring them starts no process per schedule
+        key = json.dumps({n: s.service for n, s in validated.items()}, sort_keys=True)
         host = self._hosts.pop(key, None)
         if host is not None:
             try:
                 if host.process is None or host.process.poll() is not None:
                     raise DestinationError("the pooled destination process has exited")
-                host.reset(evidence_folder)
+                host.reset(evidence_folder, validated)
                 self.reused += 1
             except DestinationError:
                 host.stop()

@@ -49,10 +49,18 @@ class RateLimited(Exception):
 
 class DestinationRuntime:
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
-        self.name, self.spec, self.ledger, self.clock = name, spec, ledger, clock
+        self.name, self.ledger, self.clock = name, ledger, clock
         self.service = SERVICES[spec["service"]]
-        self.failures = {f["at"]: f for f in spec.get("failures") or ()}
+        self.configure(spec)
         self.reset()
+
+    def configure(self, spec: dict[str, Any]) -> None:
+        """Take another spec of the same service (a pooled process serving a scenario that declares it
+        otherwise: another retention, lag, delay or failures), without restarting."""
+        if spec["service"] != self.service.name:
+            raise ValueError(f"destination {self.name} is a {self.service.name}, not a {spec['service']}")
+        self.spec = spec
+        self.failures = {f["at"]: f for f in spec.get("failures") or ()}
 
     def reset(self) -> None:
         self.writes = int(self.ledger.get_meta(f"writes:{self.name}", "0") or 0)

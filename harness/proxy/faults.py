@@ -167,7 +167,9 @@ async def truncate_body(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str, int 
     full = resp.raw_content or b""
     resp.headers.pop("transfer-encoding", None)
     resp.raw_content = full[: rule.keep_bytes]
-    resp.headers["content-length"] = str(len(full))  # promise the whole body, then close early
+    # promise the whole body, then close early; a body no longer than keep_bytes is promised one byte more,
+    # so that the client always gets a broken body, as the journal says (not a whole answer)
+    resp.headers["content-length"] = str(max(len(full), len(resp.raw_content) + 1))
     resp.headers["connection"] = "close"
     return "connection_closed", resp.status_code
 

@@ -183,7 +183,9 @@ def test_destination_process_stops_when_its_parent_dies(tmp_path):
             parent.kill()
 
 
-def test_pool_reuses_a_reset_process_for_identical_specs_and_starts_one_for_others(tmp_path):
+def test_pool_reuses_a_reset_process_for_the_same_destinations_declared_otherwise(tmp_path):
+    """Same names and services: the process is reset and takes the new declarations (exploration varies
+    them on every schedule); another service: another process, the least recently used one evicted."""
     import requests
 
     from fake_destinations.host import DestinationPool
@@ -197,12 +199,31 @@ def test_pool_reuses_a_reset_process_for_identical_specs_and_starts_one_for_othe
         again = pool.acquire({"tickets": {"service": "tickets"}})
         assert again is first and again.process.pid == pid and pool.reused == 1
         assert again.effects() == []  # reset between scenarios: nothing leaks from the last one
-        other = pool.acquire({"tickets": {"service": "tickets", "idempotency": "ietf"}})
+        stricter = pool.acquire({"tickets": {"service": "tickets", "idempotency": "ietf"}})
+        assert stricter is first and stricter.process.pid == pid and pool.reused == 2
+        keyless = requests.post(first.urls["tickets"] + "/tickets", json={"title": "a", "project": "P"}, timeout=5)
+        assert keyless.status_code == 400  # the ietf declaration is in force: a key is required
+        assert stricter.specs["tickets"].idempotency == "ietf"  # and a restart would keep it
+        stricter.restart()
+        assert requests.post(first.urls["tickets"] + "/tickets", json={"title": "a", "project": "P"},
+                             timeout=5).status_code == 400
+        other = pool.acquire({"mail": {"service": "email"}})
         assert other is not first
         assert first.process is None  # evicted beyond max_hosts: stopped, not leaked
     finally:
         pool.close()
     assert other.process is None
+
+
+def test_a_reset_that_declares_other_destinations_is_refused(tmp_path):
+    from fake_destinations.host import DestinationError, DestinationHost
+    from fake_destinations.spec import DestinationSpec
+
+    with DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite") as host:
+        for wrong in ({"mail": DestinationSpec(service="email")}, {"tickets": DestinationSpec(service="email")}):
+            with pytest.raises(DestinationError, match="400"):
+                host.reset(specs=wrong)
+        host.reset(specs={"tickets": DestinationSpec(service="tickets", lookup="none")})
 
 
 def test_a_new_pool_removes_the_folders_of_dead_harnesses_only(tmp_path) -> None:
