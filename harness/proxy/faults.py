@@ -19,6 +19,7 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -144,7 +145,11 @@ async def reset_after_commit(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str,
 @on_response("hold_response")
 async def hold_response(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str, int | None]:
     assert flow.response is not None
-    await asyncio.sleep((rule.hold_ms or 0) / 1000.0)
+    # held until hold_ms, or until the client gives up: holding an answer nobody waits for any longer
+    # changes nothing it sees, and would only keep the run's teardown waiting
+    until = time.monotonic() + (rule.hold_ms or 0) / 1000.0
+    while (left := until - time.monotonic()) > 0 and flow.client_conn.timestamp_end is None:
+        await asyncio.sleep(min(left, 0.02))
     client_gone = flow.client_conn.timestamp_end is not None
     if rule.then == "drop":
         flow.kill()

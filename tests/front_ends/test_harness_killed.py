@@ -22,7 +22,7 @@ import pytest
 
 from harness.contract import AUDIT_LOG_ENV, EvidenceLayout
 
-SCENARIO = Path(__file__).parents[1] / "engine" / "scenarios" / "hold_15s_deliver.yaml"
+SCENARIO = Path(__file__).parents[1] / "engine" / "scenarios" / "lookup_delayed_15s.yaml"
 EXIT_INCOMPLETE = 3
 DEADLINE = 20.0
 CALLER = "caller"  # the folder the harness is started from, hence the agent's working folder
@@ -98,7 +98,7 @@ def while_the_agent_runs(root: Path, tmp: Path) -> bool:
 
 
 def during_teardown(root: Path, tmp: Path) -> bool:
-    """The agent resolved its operation and exited; the proxy is draining the held flow (up to 10 s)."""
+    """The agent resolved its operation and exited; the proxy is draining the delayed lookup (up to 10 s)."""
     folder = evidence_folder(root)
     if folder is None or not EvidenceLayout(folder).agent_log.exists():
         return False
