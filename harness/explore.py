@@ -156,8 +156,12 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
     from harness.engine import new_evidence_dir, run_scenario
     from harness.strategies import schedules
 
-    if agent_timeout is not None:
-        base = base.model_copy(update={"agent_timeout_seconds": agent_timeout})
+    def scenario_of(schedule: Schedule, **names: str) -> Scenario:
+        scenario = schedule.apply(base, **names)  # its agent timeout grows with the intents, unless given
+        if agent_timeout is not None:
+            scenario = scenario.model_copy(update={"agent_timeout_seconds": agent_timeout})
+        return scenario
+
     folder = new_evidence_dir(Path(evidence_root).resolve(), f"explore-{base.name}"[:MAX_NAME_LENGTH])
     runs_root = folder / "runs"
     state = Exploration(base.name, agent, seed, examples, folder)
@@ -171,7 +175,7 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
 
     def execute(schedule: Schedule) -> ScheduleRun:
         t0 = time.perf_counter()
-        result = run_one(schedule.apply(base))
+        result = run_one(scenario_of(schedule))
         run = ScheduleRun.of(schedule, result, time.perf_counter() - t0)
         state.runs += 1
         state.run_seconds += run.seconds
@@ -261,7 +265,7 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
         at, first = first_seen.get(shrunk.codes, (state.runs, shrunk.schedule))
         state.found.append(Found(shrunk.schedule, shrunk.codes, {c: names.get(c, c) for c in shrunk.codes},
                                  at, first, shrunk.evidence_dir))
-    _confirm(state, base, run_one, reproducer, client_timeout)
+    _confirm(state, base, scenario_of, run_one, reproducer, client_timeout)
     _tidy(state)
     state.seconds = time.monotonic() - began
     return state
@@ -290,15 +294,15 @@ def describe_found(state: Exploration, found: Found, base: Scenario, client_time
     return "\n".join(lines) + "\n"
 
 
-def _confirm(state: Exploration, base: Scenario, run_one: Callable[[Scenario], ScenarioResult],
-             reproducer: Path | None, client_timeout: float) -> None:
+def _confirm(state: Exploration, base: Scenario, scenario_of: Callable[..., Scenario],
+             run_one: Callable[[Scenario], ScenarioResult], reproducer: Path | None, client_timeout: float) -> None:
     """Write each found schedule as a scenario file, load it back and run it once more."""
     from harness.scenario import load, scenario_yaml
 
     path = reproducer if reproducer is not None else state.folder / "found.yaml"
     for found in state.found:
-        scenario = found.schedule.apply(base, name=_scenario_name(path, base.name),
-                                        description=describe_found(state, found, base, client_timeout))
+        scenario = scenario_of(found.schedule, name=_scenario_name(path, base.name),
+                               description=describe_found(state, found, base, client_timeout))
         draft = state.folder / "reproducer.yaml"
         draft.write_text(scenario_yaml(scenario), encoding="utf-8")
         t0 = time.perf_counter()

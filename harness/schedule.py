@@ -5,7 +5,7 @@ overrides of destination options (retention, lookup lag, the destination's own f
 ``apply`` lays it over a base scenario, whose destinations, contracts and intents stay as they are.
 The base's faults, crashes and expectations are dropped: a forced fault changes what a correct agent
 can achieve (with no dedup and no lookup the right end state is ``unknown``), so the checker's
-generic rules decide, not an end state written for another schedule.
+generic rules decide, not an end state written for another schedule; the agent gets more time.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any
 
 from harness.proxy.rules import FaultRule
 from harness.scenario import AgentRestart, DestinationRestart, Scenario
+
+PER_INTENT_SECONDS = 30.0  # extra agent time per intent in an explored scenario
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class Schedule:
         for destination, options in self.destination_options.items():
             data["destinations"][destination].update(options)
         data["expect"] = {}  # the generic rules decide (module docstring)
+        # a correct agent may need longer under a forced fault (waiting out a lag, a Retry-After, a hold, on
+        # each attempt of each intent): time enough that a timeout means the agent, not the schedule
+        data["agent_timeout_seconds"] = min(600.0, base.agent_timeout_seconds + PER_INTENT_SECONDS * len(base.intents))
         if name is not None:
             data["name"] = name
         if description is not None:

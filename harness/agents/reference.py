@@ -302,7 +302,8 @@ class Agent:
         found: list[str] = []
         negatives = 0
         if contract.get("lookup"):
-            found, negatives = self.look_up_until_answered(op, contract["lookup"])
+            # with dedup in force the retry is safe whatever the lookup says: one look, no waiting out the lag
+            found, negatives = self.look_up_until_answered(op, contract["lookup"], patient=not self.dedup_in_force(op))
         if len(set(found)) > 1:
             self.duplicate_confirmed(op, sorted(set(found)))
             return True
@@ -318,13 +319,14 @@ class Agent:
                      f"{why}: the effect may exist; escalating to an operator instead of retrying")
         return True
 
-    def look_up_until_answered(self, op: dict[str, Any], lookup: dict[str, Any]) -> tuple[list[str], int]:
+    def look_up_until_answered(self, op: dict[str, Any], lookup: dict[str, Any],
+                               patient: bool = True) -> tuple[list[str], int]:
         """Look the effect up until it is found or the index lag has passed (``lookup_waits``); a
         lookup the destination did not answer counts for nothing and is tried again after a longer
         wait (``UNANSWERED_WAITS``, a bounded few seconds). Returns what was found and how many
         answered lookups found nothing."""
-        lag_waits = self.lookup_waits(lookup)
-        unanswered_waits = list(UNANSWERED_WAITS)
+        lag_waits = self.lookup_waits(lookup) if patient else [0.0]
+        unanswered_waits = list(UNANSWERED_WAITS) if patient else []
         found: list[str] = []
         negatives = 0
         wait = lag_waits.pop(0)

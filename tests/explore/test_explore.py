@@ -108,7 +108,7 @@ def test_the_same_seed_draws_the_same_schedules(tmp_path: Path) -> None:
 
 def test_the_example_database_replays_the_last_failure_first(tmp_path: Path) -> None:
     def codes(scenario: Scenario) -> tuple[str, ...]:
-        return ("H010",) if "drop_request" in actions(scenario) and "latency" in actions(scenario) else ()
+        return ("H010",) if "synthetic_status" in actions(scenario) else ()
 
     database = tmp_path / "db"  # unseeded: a seed reproduces its own draws and leaves the database out (Hypothesis')
     first = explore(BASE, agent="agent", evidence_root=tmp_path / "one", examples=300, database=database,
