@@ -216,6 +216,10 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = agent_option_problem(str(ini_agent), AGENT_INI)
         if problem:
             raise pytest.UsageError(f"{AGENT_INI} in {config.inipath}: {problem}")
+    examples = config.getoption(EXPLORE_DEST)
+    if examples is not None and examples < 1:
+        raise pytest.UsageError(f"{_spelling(config, EXPLORE_OPTION)}: the number of schedules to explore must be at "
+                                f"least 1, got {examples}")
     selectors: list[str] = config.getoption(SCENARIO_DEST) or []
     if selectors:
         from harness.errors import ScenarioError

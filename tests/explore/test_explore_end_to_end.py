@@ -137,3 +137,9 @@ def test_a_team_uses_the_public_strategies_in_its_own_given_test(pytester: pytes
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=1)
     assert len(list((pytester.path / "ev").glob("response_lost-*"))) >= 2  # real runs, one per example
+
+
+def test_pytest_explore_with_no_schedules_is_a_usage_error(run_plugin) -> None:
+    result = run_plugin("--scenario", "response_lost", "--explore", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "at least 1" in result.stderr.str()
