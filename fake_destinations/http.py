@@ -172,7 +172,9 @@ class HttpDestination(DestinationRuntime):
 
         if scoped is not None:
             stored = self.ledger.get_key(self.name, scoped)
-            if stored is not None and self.expired(stored["created_at"]):
+            # a key is remembered retention_seconds after its first request completed (as Stripe stores it);
+            # while that request is in progress it is in use (409), whatever the retention
+            if stored is not None and stored["state"] != "in_progress" and self.expired(stored["created_at"]):
                 self.ledger.drop_key(self.name, scoped)
                 stored = None
             if stored is not None:
@@ -220,7 +222,7 @@ class HttpDestination(DestinationRuntime):
             if style == "client_token" and not effects:
                 self.ledger.drop_key(self.name, scoped)
             else:
-                self.ledger.finish_key(self.name, scoped, status, answer, row["effect_ref"])
+                self.ledger.finish_key(self.name, scoped, status, answer, row["effect_ref"], self.clock.now())
         return status, answer, outcome
 
     def commit(self, op: Operation, params: dict[str, Any], row: dict[str, Any],

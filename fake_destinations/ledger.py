@@ -145,10 +145,11 @@ class Ledger:
                         (destination, scoped_key, payload_fingerprint, now))
 
     def finish_key(self, destination: str, scoped_key: str, status: int, body: Any,
-                   effect_ref: str | None) -> None:
-        self.db.execute("UPDATE idempotency_keys SET state = 'done', status = ?, body = ?, effect_ref = ?"
-                        " WHERE destination = ? AND scoped_key = ?",
-                        (status, json.dumps(body), effect_ref, destination, scoped_key))
+                   effect_ref: str | None, now: float) -> None:
+        """The key's first request completed: its answer is stored, and its retention runs from now."""
+        self.db.execute("UPDATE idempotency_keys SET state = 'done', status = ?, body = ?, effect_ref = ?,"
+                        " created_at = ? WHERE destination = ? AND scoped_key = ?",
+                        (status, json.dumps(body), effect_ref, now, destination, scoped_key))
 
     def drop_key(self, destination: str, scoped_key: str) -> None:
         self.db.execute("DELETE FROM idempotency_keys WHERE destination = ? AND scoped_key = ?",

@@ -82,8 +82,9 @@ class DestinationSpec(BaseModel):
         "field, same token+params return the existing resource, other params IdempotentParameterMismatch. "
         "Default: the service's own.")
     retention_seconds: float | None = Field(
-        86400.0, gt=0, description="How long a key is remembered (destination clock); a retry after "
-        "that commits again. null: forever.")
+        86400.0, gt=0, description="How long a key is remembered after its first request completed "
+        "(destination clock; in use while that request is in progress); a retry after that commits again. "
+        "null: forever.")
     key_scope: Literal["global", "account", "path"] = Field(
         "global", description=f"Where a key is unique: global; account (per {ACCOUNT_HEADER} header); path "
         "(per method and path).")

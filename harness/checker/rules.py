@@ -956,6 +956,13 @@ def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
                [log_ref(obs), wire_ref(read), effect_ref_row(row), wire_ref(entry)])
 
 
+def _gave_up_before_the_answer(attempt: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """The attempt was logged (its client had timed out) before the proxy sent the answer: the proxy wrote it to
+    a socket nobody read any more, so the client did not receive it (a destination as slow as the timeout)."""
+    logged, answered = attempt.get("ts"), entry.get("ts_done")
+    return logged is not None and answered is not None and ts_value(logged) <= ts_value(answered)
+
+
 @rule("H028", "logged-outcome-matches-wire", requires=("wire",))
 def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
     """What the log says an attempt or lookup got is what the journal and the ledger hold: the HTTP status the
@@ -972,7 +979,7 @@ def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged http_status {logged}, but "
                    f"{where} shows the client received {received}", [log_ref(attempt), wire_ref(entry)])
         if state == "sent_no_response" and entry.get("client_outcome") == "response" and received is not None and \
-                not op.interrupted_by_crash(attempt, entry):
+                not op.interrupted_by_crash(attempt, entry) and not _gave_up_before_the_answer(attempt, entry):
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} is logged sent_no_response, but {where} "
                    f"shows the client received a {received} answer: a received answer is logged "
                    f"response_received with its status", [log_ref(attempt), wire_ref(entry)])
