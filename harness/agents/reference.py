@@ -247,6 +247,9 @@ class Agent:
                 self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
             return None
         if status == 429:
+            # an earlier attempt may have acted and the key no longer covers a retry: reconcile before it
+            if op.get("effect_uncertain") and not self.dedup_in_force(op) and self.reconcile_then_retry(op):
+                return None
             reason = self.retry_if_budget(op, "rate_limited", outcome)
             if reason is not None:
                 time.sleep(min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER))
@@ -258,8 +261,28 @@ class Agent:
             return reason
         if status >= 500:
             return self.after_unknown(op, "destination_5xx", outcome)
+        if op.get("effect_uncertain"):
+            self.after_rejected_retry(op, outcome)
+            return None
         self.resolve(op, "failed", [], [outcome.attempt_id], f"destination rejected the request: {status}")
         return None
+
+    def after_rejected_retry(self, op: dict[str, Any], outcome: Outcome) -> None:
+        """A retry was rejected (4xx) after an earlier attempt may have acted: the rejection says nothing of
+        that one. Look it up; failed only on lookups that waited out the lag, else unknown."""
+        lookup = self.contracts[op["intent"]["destination"]].get("lookup")
+        found, negatives = self.look_up_until_answered(op, lookup) if lookup else ([], 0)
+        if len(set(found)) > 1:
+            self.duplicate_confirmed(op, sorted(set(found)))
+        elif found:
+            self.resolve(op, "succeeded", found, [op["observations"][-1]],
+                         "lookup by client reference found the effect of an earlier attempt")
+        elif negatives:
+            self.resolve(op, "failed", [], [outcome.attempt_id, op["observations"][-1]],
+                         f"the retry was rejected ({outcome.status}) and lookups after the lag found nothing")
+        else:
+            self.resolve(op, "unknown", [], [*op["attempts"], *op["observations"]],
+                         f"the retry was rejected ({outcome.status}) but an earlier attempt may have acted; escalating")
 
     def verify_single_effect(self, op: dict[str, Any], refs: list[str]) -> bool:
         """Without dedup, a success does not prove a single effect (a network may have delivered the

@@ -724,8 +724,10 @@ def single_owner(op: OperationContext) -> OpFindings:
                       if (e := op.wire.get(a["attempt_id"])) and e.get("ts_request") is not None
                       and e.get("ts_done") is not None and str(e.get("method", "")).upper() not in SAFE_METHODS),
                      key=lambda f: f[0])
-    for (_start, done, first), (later_start, _, second) in zip(flights, flights[1:], strict=False):
+    for (start, done, first), (later_start, _, second) in zip(flights, flights[1:], strict=False):
         workers = (first.get("worker") or first.get("session_id"), second.get("worker") or second.get("session_id"))
+        if any(start <= crash <= later_start for crash in op.crashes):
+            continue  # the first one's sender was killed (a planned crash): its flow outlives a dead owner
         if later_start < done and workers[0] != workers[1]:
             yield (f"attempts {first['attempt_id']} ({workers[0]}) and {second['attempt_id']} ({workers[1]}) of "
                    f"{op.operation_id} were on the wire at the same time: one owner retries, never two"), [
