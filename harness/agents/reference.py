@@ -247,12 +247,12 @@ class Agent:
                 self.resolve(op, "succeeded", refs, [outcome.attempt_id], f"destination answered {status}")
             return None
         if status == 429:
-            # an earlier attempt may have acted and the key no longer covers a retry: reconcile before it
-            if op.get("effect_uncertain") and not self.dedup_in_force(op) and self.reconcile_then_retry(op):
-                return None
             reason = self.retry_if_budget(op, "rate_limited", outcome)
             if reason is not None:
                 time.sleep(min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER))
+                # an earlier attempt may have acted and, after the wait, the key may no longer cover a retry
+                if op.get("effect_uncertain") and not self.dedup_in_force(op) and self.reconcile_then_retry(op):
+                    return None
             return reason
         if status == 409:
             reason = self.retry_if_budget(op, "response_lost_after_dispatch", outcome)
