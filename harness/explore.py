@@ -134,6 +134,11 @@ class ScheduleFailed(Exception):
         self.run = run
 
 
+class _BudgetSpent(BaseException):
+    """Raised past ``max_seconds`` before anything failed: not an Exception, so Hypothesis stops at once
+    instead of taking it for a failure to shrink."""
+
+
 Progress = Callable[[Exploration], None]
 
 
@@ -203,7 +208,9 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
                 state.skipped += 1
                 if bound == "max_seconds":
                     state.stopped_by = bound
-                reject()  # not run: Hypothesis neither counts it as passed nor shrinks toward it
+                if not first_seen:
+                    raise _BudgetSpent  # nothing found to shrink: stop drawing now
+                reject()  # not run while shrinking: Hypothesis neither counts it as passed nor shrinks toward it
             if first_seen:
                 shrink_runs_left[0] -= 1
             run = execute(schedule)
@@ -245,6 +252,8 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
         raise
     except ScheduleFailed as exc:
         failures = [exc]
+    except _BudgetSpent:
+        state.stopped_by = "max_seconds"
     except Unsatisfiable:  # every schedule was skipped (a bound before the first run)
         state.stopped_by = "max_seconds"
     except KeyboardInterrupt:  # Ctrl-C: the engine stopped what it started; say what was seen so far
