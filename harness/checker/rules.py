@@ -413,6 +413,8 @@ def retry_after_honoured(op: OperationContext) -> OpFindings:
         parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
         status = parent.get("http_status")
         entry = op.wire.get(parent["attempt_id"])
+        if entry and entry.get("client_outcome") not in (None, "response"):
+            continue  # the answer broke off on its way (a cut body, a bad chunk): no 429 reached the client
         if entry and entry.get("client_status") is not None:
             status = entry.get("client_status")
         if status != 429:

@@ -149,3 +149,27 @@ def test_a_duplicate_the_network_made_where_nothing_can_prevent_or_show_it_is_no
 def test_a_duplicate_the_agent_sent_is_h016(b):
     network_duplicate(b, retried=True)
     assert "H016" in codes(b.check())
+
+
+def quick_retry_after_429(b: EvidenceBuilder, *, client_outcome: str) -> None:
+    """A 429 asking for 1 s, and a retry 20 ms later."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received" if client_outcome == "response" else "sent_no_response",
+              status=429, attempt_number=1, attempt_budget_remaining=2, retry_after_seconds=1,
+              client_outcome=client_outcome)
+    b.journal[0]["client_retry_after"] = "1"
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", attempt_number=2, retry_of_attempt_id="att_1",
+              retry_reason="rate_limited" if client_outcome == "response" else "response_lost_after_dispatch",
+              retry_decision="retry", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+
+
+def test_a_retry_that_ignores_a_received_retry_after_is_h011(b):
+    quick_retry_after_429(b, client_outcome="response")
+    assert "H011" in codes(b.check())
+
+
+def test_a_429_whose_answer_broke_off_on_its_way_asked_the_client_nothing(b):
+    quick_retry_after_429(b, client_outcome="connection_closed")
+    assert "H011" not in codes(b.check())
