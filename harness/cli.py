@@ -12,8 +12,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
@@ -134,24 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
-    return number
+def _positive(kind: type[int] | type[float], expected: str) -> Callable[[str], Any]:
+    """An argparse type: a finite number above 0 (whole numbers: at least 1), else a usage error naming it."""
+    def parse(value: str) -> Any:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}") from None
+        if not 0 < number < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+        return number
+
+    return parse
 
 
-def _positive_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}") from None
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
-    return number
+_positive_int = _positive(int, "a whole number of at least 1")
+_positive_float = _positive(float, "a number of seconds above 0")
 
 
 def _agent_command(value: str) -> str:

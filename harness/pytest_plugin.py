@@ -344,15 +344,7 @@ class ScenarioItem(pytest.Item):
             raise ScenarioFailed(result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
-        from harness.errors import HarnessError
-        from harness.report import render_failure_line
-
-        if isinstance(excinfo.value, ScenarioFailed):
-            return _failure_repr(self.path, render_failure_line(excinfo.value.result), str(excinfo.value))
-        if isinstance(excinfo.value, HarnessError):
-            text = str(excinfo.value)
-            return _failure_repr(self.path, text.splitlines()[0] if text else type(excinfo.value).__name__, text)
-        return super().repr_failure(excinfo, style=style)
+        return _harness_failure_repr(self.path, excinfo.value) or super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"scenario {self.name}"
@@ -392,17 +384,26 @@ class ExploreItem(pytest.Item):
             raise ExplorationFailed(state)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
-        from harness.errors import HarnessError
-
-        if isinstance(excinfo.value, ExplorationFailed):
-            return _failure_repr(self.path, excinfo.value.headline(), str(excinfo.value))
-        if isinstance(excinfo.value, HarnessError):
-            text = str(excinfo.value)
-            return _failure_repr(self.path, text.splitlines()[0] if text else type(excinfo.value).__name__, text)
-        return super().repr_failure(excinfo, style=style)
+        return _harness_failure_repr(self.path, excinfo.value) or super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"explore {self.scenario.name}"
+
+
+def _harness_failure_repr(path: Path, exc: BaseException) -> TerminalRepr | None:
+    """A scenario's or an exploration's failure, or the harness's own error, as one headline and the report
+    (None: not ours, pytest's own representation)."""
+    from harness.errors import HarnessError
+    from harness.report import render_failure_line
+
+    if isinstance(exc, ScenarioFailed):
+        return _failure_repr(path, render_failure_line(exc.result), str(exc))
+    if isinstance(exc, ExplorationFailed):
+        return _failure_repr(path, exc.headline(), str(exc))
+    if isinstance(exc, HarnessError):
+        text = str(exc)
+        return _failure_repr(path, text.splitlines()[0] if text else type(exc).__name__, text)
+    return None
 
 
 def _failure_repr(path: Path, message: str, text: str) -> TerminalRepr:
