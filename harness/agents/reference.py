@@ -348,8 +348,8 @@ class Agent:
         lookup the destination did not answer counts for nothing and is tried again after a longer
         wait (``UNANSWERED_WAITS``, a bounded few seconds). Returns what was found and how many
         answered lookups found nothing."""
-        lag_waits = self.lookup_waits(lookup) if patient else [0.0]
-        unanswered_waits = list(UNANSWERED_WAITS) if patient else []
+        lag_waits = self.lookup_waits(lookup) if patient else [0.0]  # impatient: no waiting out the lag,
+        unanswered_waits = list(UNANSWERED_WAITS)  # but a destination that does not answer is waited for
         found: list[str] = []
         negatives = 0
         wait = lag_waits.pop(0)

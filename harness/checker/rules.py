@@ -594,13 +594,21 @@ def single_effect(op: OperationContext) -> OpFindings:
 
 def _duplicates_no_agent_can_prevent_or_see(op: OperationContext) -> bool:
     """The extra effects came from the network delivering one request twice (a flow the destination received
-    more than once), on a destination that neither deduplicates nor offers a lookup: no key could have
-    prevented them and no read can show them, so they are the schedule's, not the agent's."""
-    contract = op.contract
-    if contract is None or contract.idempotency.style != "none" or contract.lookup is not None:
+    more than once), where the agent had no way to know: on a destination that neither deduplicates nor offers
+    a lookup (no key could have prevented them, no read can show them), or where the copy whose answer the
+    client got was refused (a 4xx: the client was told nothing happened, while the other copy committed).
+    Those are the schedule's, not the agent's."""
+    live = [row for row in op.ledger_effects if not row.get("replay")]
+    flows = {row.get("flow_id") for row in live}
+    if None in flows:
         return False
-    flows = {row.get("flow_id") for row in op.ledger_effects if not row.get("replay")}
-    return None not in flows and len(flows) <= 1
+    contract = op.contract
+    if contract is not None and contract.idempotency.style == "none" and contract.lookup is None and len(flows) <= 1:
+        return True
+    told_nothing = {entry.get("flow_id") for entry in op.wire.values()
+                    if len(op.ledger_requests.get(entry.get("flow_id") or "", [])) > 1
+                    and isinstance(entry.get("client_status"), int) and 400 <= entry["client_status"] < 500}
+    return len({row.get("effect_ref") for row in live if row.get("flow_id") not in told_nothing}) <= 1
 
 
 @rule("H023", "effect-attributed", scope="run", requires=("wire",))

@@ -173,3 +173,28 @@ def test_a_retry_that_ignores_a_received_retry_after_is_h011(b):
 def test_a_429_whose_answer_broke_off_on_its_way_asked_the_client_nothing(b):
     quick_retry_after_429(b, client_outcome="connection_closed")
     assert "H011" not in codes(b.check())
+
+
+def duplicated_then_retried(b: EvidenceBuilder, *, client_status: int) -> None:
+    """The network delivered attempt 1 twice: one copy committed tkt_1, the other was answered `client_status`
+    and that answer reached the client; a retry (its key expired) committed tkt_2."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", status=client_status, attempt_number=1,
+              attempt_budget_remaining=2)
+    first = b.requests[0]
+    b.requests.append({**first, "seq": 2, "status": client_status, "outcome": "rate_limited", "effect_ref": None})
+    b.journal[0].update(fault="duplicate_delivery", client_status=client_status)
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_2", attempt_number=2, retry_of_attempt_id="att_1",
+              retry_reason="rate_limited", retry_decision="retry", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+
+
+def test_a_duplicate_behind_an_answer_that_said_nothing_happened_is_not_the_agent_s(b):
+    duplicated_then_retried(b, client_status=429)
+    assert "H016" not in codes(b.check())
+
+
+def test_a_retry_after_an_answer_that_said_it_was_done_is_h016(b):
+    duplicated_then_retried(b, client_status=201)
+    assert "H016" in codes(b.check())
