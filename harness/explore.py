@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.contract import NAME_PATTERN
+from harness.errors import HarnessError
 
 if TYPE_CHECKING:  # imported when a search runs: the CLI reads the defaults below at start-up
     from harness.engine import ScenarioResult
@@ -248,8 +249,9 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
     failures: list[ScheduleFailed] = []
     try:
         test()
-    except Flaky:  # Hypothesis replays from our cache, so this means a schedule drew differently: say so
-        raise
+    except Flaky as exc:  # Hypothesis replays from our cache: this means a schedule drew differently
+        raise HarnessError(f"exploration of {base.name}: Hypothesis saw the same draw behave differently "
+                           f"({type(exc).__name__}), a bug of the strategies; evidence so far: {folder}") from None
     except ScheduleFailed as exc:
         failures = [exc]
     except _BudgetSpent:
@@ -327,8 +329,12 @@ def _confirm(state: Exploration, base: Scenario, scenario_of: Callable[..., Scen
             draft.write_text(scenario_yaml(scenario.model_copy(update={"description": (
                 f"FLAKY: the rerun before writing gave {again}, not {', '.join(found.codes)}.\n"
                 + scenario.description)})), encoding="utf-8")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(draft, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(draft, path)
+        except OSError as exc:  # the search's outcome stays in the evidence folder
+            raise HarnessError(f"cannot write the reproducer to {path}: {exc.strerror or exc}; it is at {draft} "
+                               "(give --reproducer a writable path)") from None
         found.reproducer = path.resolve()
 
 

@@ -161,3 +161,19 @@ def test_a_tiny_budget_still_ends_cleanly(tmp_path: Path, examples: int) -> None
     state = explore(BASE, agent="agent", evidence_root=tmp_path, examples=examples, seed=0, database=None,
                     runner=runner(lambda s: (), tmp_path / "runs"))
     assert not state.failed and state.runs <= examples
+
+
+def test_a_reproducer_path_that_cannot_be_written_is_a_clear_error_and_the_draft_stays(tmp_path: Path) -> None:
+    from harness.errors import HarnessError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+
+    def codes(scenario: Scenario) -> tuple[str, ...]:
+        return ("H016",) if scenario.faults else ()
+
+    with pytest.raises(HarnessError, match="cannot write the reproducer") as caught:
+        explore(BASE, agent="agent", evidence_root=tmp_path, examples=30, seed=1, database=None,
+                reproducer=blocker / "found.yaml", runner=runner(codes, tmp_path / "runs"))
+    draft = Path(str(caught.value).split("it is at ")[1].split(" (")[0])
+    assert draft.is_file() and "H016" in draft.read_text()
