@@ -88,7 +88,10 @@ def test_ctrl_c_stops_the_exploration_and_leaves_nothing_behind(tmp_path: Path) 
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "harness", "explore", "crash_after_dispatch", "--examples", "50",
                              "--seed", "3", "--no-database", "-q"], cwd=caller, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a suite started in the background (`cmd &`) ignores SIGINT,
+                            # and a Python started with it ignored never turns it into KeyboardInterrupt
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not list((caller / "evidence").glob("explore-*/runs/*/agent.ndjson")):
