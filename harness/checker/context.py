@@ -10,7 +10,13 @@ from collections import defaultdict
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import attribute_ledger, correlate, correlate_observations, ts_value
+from harness.checker.correlation import (
+    attribute_ledger,
+    correlate,
+    correlate_observations,
+    crashed_between,
+    ts_value,
+)
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
@@ -187,10 +193,7 @@ class OperationContext:
     def interrupted_by_crash(self, attempt: dict[str, Any], entry: dict[str, Any]) -> bool:
         """The harness killed the agent after this attempt's request left and before it was logged: the run that
         logged it (after the restart) cannot know what the dead one received."""
-        sent, logged = entry.get("ts_request"), attempt.get("ts")
-        if sent is None or logged is None:
-            return False
-        return any(ts_value(sent) <= crash <= ts_value(logged) for crash in self.crashes)
+        return crashed_between(entry.get("ts_request"), attempt.get("ts"), self.crashes)
 
     def resumed_after_crash(self, attempt: dict[str, Any]) -> bool:
         """The first attempt the operation logs after a planned crash: the restarted run reporting the one the

@@ -133,8 +133,9 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
         key = (op.destination, str(obs["method"]).upper(), bare_path(obs["path"]))
         queue = queues.get(key)
         logged_at = ts_value(obs.get("ts"))
-        while queue and heads[key] < len(queue) and _abandoned(queue[heads[key]], logged_at, crashes):
-            heads[key] += 1
+        while queue and heads[key] < len(queue) and \
+                crashed_between(queue[heads[key]].get("ts_request"), obs.get("ts"), crashes):
+            heads[key] += 1  # a read the killed run sent and never logged
         if not queue or heads[key] >= len(queue):
             continue
         entry = queue[heads[key]]
@@ -144,9 +145,12 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
         op.observed[obs["observation_id"]] = entry
 
 
-def _abandoned(entry: dict[str, Any], logged_at: float, crashes: tuple[float, ...]) -> bool:
-    sent = entry.get("ts_request")
-    return bool(logged_at) and sent is not None and any(ts_value(sent) <= c <= logged_at for c in crashes)
+def crashed_between(start: Any, end: Any, crashes: tuple[float, ...]) -> bool:
+    """A planned crash (``crashes``, wall clock) fell between ``start`` and ``end`` (floats or RFC 3339);
+    False when either is unknown."""
+    if start is None or end is None or not ts_value(end):
+        return False
+    return any(ts_value(start) <= crash <= ts_value(end) for crash in crashes)
 
 
 def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, Any]],

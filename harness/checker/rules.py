@@ -23,7 +23,7 @@ from harness.checker.context import (
     log_ref,
     wire_ref,
 )
-from harness.checker.correlation import bare_path, ts_value
+from harness.checker.correlation import bare_path, crashed_between, ts_value
 from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
 from harness.events import RETRY_REASONS
@@ -737,7 +737,7 @@ def single_owner(op: OperationContext) -> OpFindings:
                      key=lambda f: f[0])
     for (start, done, first), (later_start, _, second) in zip(flights, flights[1:], strict=False):
         workers = (first.get("worker") or first.get("session_id"), second.get("worker") or second.get("session_id"))
-        if any(start <= crash <= later_start for crash in op.crashes):
+        if crashed_between(start, later_start, op.crashes):
             continue  # the first one's sender was killed (a planned crash): its flow outlives a dead owner
         if later_start < done and workers[0] != workers[1]:
             yield (f"attempts {first['attempt_id']} ({workers[0]}) and {second['attempt_id']} ({workers[1]}) of "
