@@ -115,12 +115,18 @@ class Exploration:
     agent_seconds: float = 0.0
     run_seconds: float = 0.0
     stopped_by: str = "examples"  # examples | failure | max_seconds | exhausted | interrupted
-    failing: list[tuple[str, ...]] = field(default_factory=list)  # code sets seen failing, as the search goes
+    # each code set seen failing, as the search goes (the first is the target): schedules run when first seen,
+    # and the schedule
+    first_seen: dict[tuple[str, ...], tuple[int, Schedule]] = field(default_factory=dict)
     also_failed: list[ScheduleRun] = field(default_factory=list)  # other code sets than the target's, not shrunk
 
     @property
     def failed(self) -> bool:
         return bool(self.found or self.flaky or self.also_failed)
+
+    @property
+    def failing(self) -> list[tuple[str, ...]]:
+        return list(self.first_seen)
 
     @property
     def confirmed(self) -> list[Found]:
@@ -175,7 +181,7 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
                                                        keep_evidence="failed"))
     cache: dict[str, ScheduleRun] = {}
     confirmed_codes: set[tuple[str, ...]] = set()
-    first_seen: dict[tuple[str, ...], tuple[int, Schedule]] = {}
+    first_seen = state.first_seen
     began = time.monotonic()
     shrink_runs_left = [max_shrink_runs]
 
@@ -227,7 +233,6 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
         if run.failed:
             if run.codes not in first_seen:
                 first_seen[run.codes] = (len(cache), schedule)
-                state.failing.append(run.codes)
                 if state.failing[0] != run.codes:
                     state.also_failed.append(run)
             if run.codes == state.failing[0]:

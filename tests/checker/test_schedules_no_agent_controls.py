@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.common.evidence_builder import EvidenceBuilder, codes
+from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run
 
 
 @pytest.fixture
@@ -100,18 +100,11 @@ def test_a_lost_reason_for_an_answer_the_killed_run_never_read_is_right(b):
 
 
 def two_owners_at_once(b: EvidenceBuilder) -> float:
-    """Two sessions' writes of one operation overlap on the wire."""
-    b.intent()
-    b.operation()
-    b.attempt("op_1", "att_1", "sent_no_response", lost=True, effect="tkt_1", attempt_number=1,
-              attempt_budget_remaining=2)
-    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=True, attempt_number=2,
-              retry_of_attempt_id="att_1", retry_reason="response_lost_after_dispatch", retry_decision="retry: dedup",
-              attempt_budget_remaining=1)
-    b.events[-1]["session_id"] = "ses_2"
+    """The dedup-retry story, but the retry comes from another session while the first flow is still on the wire."""
+    reference_dedup_retry_run(b)
+    next(e for e in b.events if e.get("attempt_id") == "att_2")["session_id"] = "ses_2"
     first, second = b.journal[0], b.journal[1]
     first["ts_done"] = second["ts_done"] + 1.0  # the first flow is still on the wire when the second goes out
-    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
     return first["ts_request"]
 
 
