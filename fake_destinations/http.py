@@ -68,7 +68,7 @@ class HttpDestination(DestinationRuntime):
             "query": request.query_string or None, "flow_id": request.headers.get(FLOW_HEADER),
             "traceparent": request.headers.get(TRACEPARENT_HEADER), "received_at": received_at,
             "idempotency_key": None, "client_reference": None, "payload_fingerprint": None,
-            "effect_ref": None,
+            "effect_ref": None, "kind": None, "params": None,
         }
         effects: list[dict[str, Any]] = []
         headers: dict[str, str] = {}
@@ -144,6 +144,7 @@ class HttpDestination(DestinationRuntime):
         else:
             body = {}
         params = {**op.body_defaults, **body, **path_params}
+        row["kind"], row["params"] = op.kind, params
         row["client_reference"] = params.get(CLIENT_REFERENCE_FIELD)
         row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"]) if params else None
 

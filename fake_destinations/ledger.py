@@ -33,7 +33,9 @@ CREATE TABLE IF NOT EXISTS requests (
     status INTEGER,
     outcome TEXT NOT NULL,
     effect_ref TEXT,
-    received_at REAL NOT NULL
+    received_at REAL NOT NULL,
+    kind TEXT,                           -- the operation kind the request's route serves (null: a read, or no route)
+    params TEXT                          -- JSON: the request's parameters as the destination parsed them
 );
 CREATE TABLE IF NOT EXISTS effects (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -103,13 +105,15 @@ class Ledger:
             cur = self.db.execute(
                 "INSERT INTO requests (destination, method, path, query, idempotency_key,"
                 " client_reference, payload_fingerprint, flow_id, traceparent, status, outcome,"
-                " effect_ref, received_at) VALUES (:destination, :method, :path, :query,"
+                " effect_ref, received_at, kind, params) VALUES (:destination, :method, :path, :query,"
                 " :idempotency_key, :client_reference, :payload_fingerprint, :flow_id, :traceparent,"
-                " :status, :outcome, :effect_ref, :received_at)",
-                {k: request.get(k) for k in ("destination", "method", "path", "query", "idempotency_key",
-                                             "client_reference", "payload_fingerprint", "flow_id",
-                                             "traceparent", "status", "outcome", "effect_ref",
-                                             "received_at")})
+                " :status, :outcome, :effect_ref, :received_at, :kind, :params)",
+                {**{k: request.get(k) for k in ("destination", "method", "path", "query", "idempotency_key",
+                                                "client_reference", "payload_fingerprint", "flow_id",
+                                                "traceparent", "status", "outcome", "effect_ref",
+                                                "received_at", "kind")},
+                 "params": json.dumps(request["params"], sort_keys=True, default=str)
+                 if request.get("params") is not None else None})
             seq = cur.lastrowid
             assert seq is not None  # set by every successful INSERT
             now = time.time()

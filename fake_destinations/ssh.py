@@ -65,7 +65,7 @@ class SshDestination(DestinationRuntime):
             "destination": self.name, "method": "EXEC", "path": command_line, "query": None,
             "flow_id": None, "traceparent": next((env[k] for k in TRACEPARENT_VARIABLES if k in env), None),
             "received_at": self.clock.wall(), "idempotency_key": None, "client_reference": None,
-            "payload_fingerprint": None, "effect_ref": None,
+            "payload_fingerprint": None, "effect_ref": None, "kind": None, "params": None,
         }
         effects: list[dict[str, Any]] = []
         parse_error: str | None
@@ -76,6 +76,8 @@ class SshDestination(DestinationRuntime):
         else:
             parse_error = None
         row["payload_fingerprint"] = fingerprint(argv)
+        row["params"] = {"argv": argv}
+        row["kind"] = next((op.kind for op in self.service.operations if argv and op.path.split()[0] == argv[0]), None)
         failure = self.next_failure()
         run = self.commands.get(argv[0]) if argv else None
         if parse_error or run is None:
