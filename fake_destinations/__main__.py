@@ -25,6 +25,7 @@ from aiohttp import web
 
 from fake_destinations.ledger import Ledger, save_run_ledger
 from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
+from fake_destinations.services import API_SERVICE
 from harness.contract import LEDGER_DUMP_FILE
 
 
@@ -135,7 +136,11 @@ async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
             ssh_servers.append(server)
         else:
             from fake_destinations.http import HttpDestination
-            runtime = HttpDestination(name, spec, ledger, clock)
+            if spec["service"] == API_SERVICE:
+                from fake_destinations.api import ApiDestination
+                runtime = ApiDestination(name, spec, ledger, clock)
+            else:
+                runtime = HttpDestination(name, spec, ledger, clock)
             bound[name] = await start_app(runtime.app(), ports.get(name, 0))
         runtimes[name] = runtime
     admin_port = await start_app(admin_app(ledger, clock, runtimes, run), config.get("admin_port") or 0)

@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
@@ -55,6 +55,7 @@ class HttpDestination(DestinationRuntime):
         self.item_pattern = _pattern(s.collection + "/{id}")
         self.status_pattern = _pattern(ASYNC_STATUS_PATH)
         self.in_flight: Counter[str] = Counter()  # writes being processed, by key ("(no key)" for the keyless)
+        self.client_reference_field = CLIENT_REFERENCE_FIELD
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 20)
@@ -73,31 +74,58 @@ class HttpDestination(DestinationRuntime):
         effects: list[dict[str, Any]] = []
         headers: dict[str, str] = {}
         try:
-            if request.method == "GET":
-                row["client_reference"] = request.query.get(CLIENT_REFERENCE_FIELD)
-                status, body = self.read(request)
-                outcome = "read"
-            else:
-                for method, pattern, op in self.routes:
-                    match = pattern.match(request.path)
-                    if match and method == request.method:
-                        status, body, outcome = await self.write(request, op, match.groupdict(), row,
-                                                                 effects, headers)
-                        break
-                else:
-                    allowed = [m for m, p, _ in self.routes if p.match(request.path)]
-                    if allowed:
-                        status, body = _error(405, "method_not_allowed",
-                                              f"{request.method} {request.path}; allowed: {', '.join(allowed)}")
-                    else:
-                        status, body = _error(404, "not_found", f"no route {request.method} {request.path}")
-                    outcome = "rejected"
+            status, body, outcome = await self.dispatch(request, row, effects, headers)
         except _Rejection as rejection:
             status, body, outcome = rejection.status, rejection.body, rejection.outcome
             headers.update(rejection.headers)
         row["status"], row["outcome"] = status, outcome
         self.ledger.record(row, effects)
+        return self.respond(status, body, headers)
+
+    async def dispatch(self, request: web.Request, row: dict[str, Any], effects: list[dict[str, Any]],
+                       headers: dict[str, str]) -> tuple[int, Any, str]:
+        """The answer to one request: (status, body, ledger outcome); ``headers`` collects its headers."""
+        if request.method == "GET":
+            row["client_reference"] = request.query.get(CLIENT_REFERENCE_FIELD)
+            status, body = self.read(request)
+            return status, body, "read"
+        for method, pattern, op in self.routes:
+            match = pattern.match(request.path)
+            if match and method == request.method:
+                return await self.write(request, op, match.groupdict(), row, effects, headers)
+        allowed = [m for m, p, _ in self.routes if p.match(request.path)]
+        if allowed:
+            raise self.reject(405, "method_not_allowed",
+                              f"{request.method} {request.path}; allowed: {', '.join(allowed)}")
+        raise self.reject(404, "not_found", f"no route {request.method} {request.path}")
+
+    def respond(self, status: int, body: Any, headers: dict[str, str]) -> web.Response:
         return _json(status, body, headers)
+
+    # -- what a generic destination declares, fixed for a built-in service ----------------------
+
+    def reject(self, status: int, code: str, message: str, *, outcome: str = "rejected",
+               headers: dict[str, str] | None = None, **extra: Any) -> _Rejection:
+        """An error answer that ends the request (never stored under its key)."""
+        return _Rejection(*_error(status, code, message, **extra), outcome=outcome, headers=headers)
+
+    def error_answer(self, status: int, code: str, message: str, headers: dict[str, str]) -> Any:
+        """The body of an error the request's execution ends on (stored under its key)."""
+        return _error(status, code, message)[1]
+
+    def keys_for(self, op: Operation) -> KeyContract:
+        return _BUILT_IN_KEYS[self.spec["idempotency"]]
+
+    def parse_body(self, request: web.Request, raw: bytes) -> dict[str, Any]:
+        if not raw:
+            return {}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise self.reject(400, "invalid_json", "request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise self.reject(400, "invalid_json", "request body must be a JSON object")
+        return body
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -132,44 +160,34 @@ class HttpDestination(DestinationRuntime):
                     row: dict[str, Any], effects: list[dict[str, Any]],
                     headers: dict[str, str]) -> tuple[int, Any, str]:
         spec = self.spec
-        style = spec["idempotency"]
-        raw = await request.read()
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                raise _Rejection(*_error(400, "invalid_json", "request body is not JSON")) from None
-            if not isinstance(body, dict):
-                raise _Rejection(*_error(400, "invalid_json", "request body must be a JSON object"))
-        else:
-            body = {}
-        params = {**op.body_defaults, **body, **path_params}
+        keys = self.keys_for(op)
+        style = keys.style
+        params = {**op.body_defaults, **self.parse_body(request, await request.read()), **path_params}
         row["kind"], row["params"] = op.kind, params
-        row["client_reference"] = params.get(CLIENT_REFERENCE_FIELD)
+        row["client_reference"] = params.get(self.client_reference_field)
         row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"]) if params else None
 
         try:
             self.check_rate_limit()
         except RateLimited as limited:
-            raise _Rejection(*_error(429, "rate_limited", "too many requests"), outcome="rate_limited",
-                             headers={"Retry-After": str(limited.retry_after)}) from None
+            raise self.reject(429, "rate_limited", "too many requests", outcome="rate_limited",
+                              headers={"Retry-After": str(limited.retry_after)}) from None
         failure = self.next_failure()
         if failure and failure["fault"] == "rate_limited":
-            raise _Rejection(*_error(failure["status"] or 429, "rate_limited", "too many requests"),
-                             outcome="rate_limited",
-                             headers={"Retry-After": str(failure["retry_after_seconds"])})
+            raise self.reject(failure["status"] or 429, "rate_limited", "too many requests", outcome="rate_limited",
+                              headers={"Retry-After": str(failure["retry_after_seconds"]),
+                                       **(failure.get("headers") or {})})
 
         key = None
         if style in ("stripe", "ietf"):
-            key = request.headers.get(IDEMPOTENCY_HEADER)
+            key = request.headers.get(keys.header)
             if key is None and style == "ietf":
-                raise _Rejection(*_error(400, "idempotency_key_missing",
-                                         f"this endpoint requires an {IDEMPOTENCY_HEADER} header"))
+                raise self.reject(400, "idempotency_key_missing", f"this endpoint requires an {keys.header} header")
         elif style == "client_token":
-            key = params.pop(CLIENT_TOKEN_FIELD, None)
+            key = params.pop(keys.field, None)
             row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"])
         row["idempotency_key"] = key
-        scoped = self.scoped_key(request, key) if key is not None else None
+        scoped = self.scoped_key(request, key, keys) if key is not None else None
 
         if scoped is not None:
             stored = self.ledger.get_key(self.name, scoped)
@@ -180,24 +198,25 @@ class HttpDestination(DestinationRuntime):
                 stored = None
             if stored is not None:
                 if stored["state"] == "in_progress" or scoped in self.in_flight:
-                    raise _Rejection(*_error(409, "idempotency_key_in_use",
-                                             "a request with this key is still being processed"))
+                    raise self.reject(keys.in_progress_status, "idempotency_key_in_use",
+                                      "a request with this key is still being processed")
                 if stored["payload_fingerprint"] != row["payload_fingerprint"]:
                     if style == "client_token":
-                        raise _Rejection(*_error(400, "IdempotentParameterMismatch",
-                                                 "the client token was already used with other parameters"))
-                    raise _Rejection(*_error(422, "idempotency_key_reused",
-                                             "the key was already used with another payload",
-                                             first_payload_fingerprint=stored["payload_fingerprint"]))
+                        raise self.reject(keys.mismatch_status, keys.mismatch_code,
+                                          "the client token was already used with other parameters")
+                    raise self.reject(keys.mismatch_status, keys.mismatch_code,
+                                      "the key was already used with another payload",
+                                      first_payload_fingerprint=stored["payload_fingerprint"])
                 row["effect_ref"] = stored["effect_ref"]
-                if style != "client_token":
-                    headers[REPLAYED_HEADER] = "true"
-                return stored["status"], json.loads(stored["body"]), "replayed"
+                answer = json.loads(stored["body"])
+                headers.update(answer["headers"])
+                headers.update(keys.replay_headers)
+                return stored["status"], answer["body"], "replayed"
 
         missing = [name for name in op.required if params.get(name) in (None, "")]
         if missing:
-            raise _Rejection(*_error(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
-                                     required=list(op.required)))
+            raise self.reject(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
+                              required=list(op.required))
 
         # every write being processed, keyed or not, counted: the harness asks at the end of a run, so that
         # a late commit never lands in the next scenario's ledger (two writes may share a key once the
@@ -209,7 +228,7 @@ class HttpDestination(DestinationRuntime):
         try:
             if spec["processing_delay_seconds"]:
                 await asyncio.sleep(spec["processing_delay_seconds"])
-            status, answer, outcome = self.commit(op, params, row, effects, failure)
+            status, answer, outcome = self.commit(op, params, row, effects, failure, headers)
         except BaseException:
             if scoped is not None:
                 self.ledger.drop_key(self.name, scoped)
@@ -223,14 +242,21 @@ class HttpDestination(DestinationRuntime):
             if style == "client_token" and not effects:
                 self.ledger.drop_key(self.name, scoped)
             else:
-                self.ledger.finish_key(self.name, scoped, status, answer, row["effect_ref"], self.clock.now())
+                # the whole answer is stored, so that a replay repeats its headers too (a generic destination's)
+                self.ledger.finish_key(self.name, scoped, status, {"body": answer, "headers": dict(headers)},
+                                       row["effect_ref"], self.clock.now())
         return status, answer, outcome
 
-    def commit(self, op: Operation, params: dict[str, Any], row: dict[str, Any],
-               effects: list[dict[str, Any]], failure: dict[str, Any] | None) -> tuple[int, Any, str]:
+    def failed(self, failure: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
+        """The answer of a declared error_before_commit / error_after_commit."""
+        status = failure["status"] or 500
+        headers.update(failure.get("headers") or {})
+        return status, self.error_answer(status, "internal_error", "the destination failed", headers)
+
+    def commit(self, op: Operation, params: dict[str, Any], row: dict[str, Any], effects: list[dict[str, Any]],
+               failure: dict[str, Any] | None, headers: dict[str, str]) -> tuple[int, Any, str]:
         if failure and failure["fault"] == "error_before_commit":
-            return *_error(failure["status"] or 500, "internal_error", "the destination failed"), \
-                "failed_before_commit"
+            return *self.failed(failure, headers), "failed_before_commit"
         s = self.service
         now = self.clock.now()
         if op.action in (CREATE, CREATE_ASYNC):
@@ -279,14 +305,13 @@ class HttpDestination(DestinationRuntime):
         else:  # pragma: no cover - declarations are checked by tests
             raise AssertionError(op.action)
         if failure and failure["fault"] == "error_after_commit":
-            return *_error(failure["status"] or 500, "internal_error", "the destination failed"), \
-                "failed_after_commit"
+            return *self.failed(failure, headers), "failed_after_commit"
         return status, answer, outcome
 
-    def scoped_key(self, request: web.Request, key: str) -> str:
+    def scoped_key(self, request: web.Request, key: str, keys: KeyContract) -> str:
         scope = self.spec["key_scope"]
         if scope == "account":
-            return f"{request.headers.get(ACCOUNT_HEADER, '-')}|{key}"
+            return f"{request.headers.get(keys.account_header, '-')}|{key}"
         if scope == "path":
             return f"{request.method} {request.path}|{key}"
         return key
@@ -294,6 +319,27 @@ class HttpDestination(DestinationRuntime):
     def expired(self, created_at: float) -> bool:
         retention = self.spec["retention_seconds"]
         return retention is not None and self.clock.now() >= created_at + retention
+
+
+class KeyContract(NamedTuple):
+    """Where a write's idempotency key travels and how the destination answers its misuse."""
+
+    style: str
+    header: str = IDEMPOTENCY_HEADER
+    field: str = CLIENT_TOKEN_FIELD
+    replay_headers: dict[str, str] = {}  # noqa: RUF012 - a NamedTuple default, never mutated
+    mismatch_status: int = 422
+    mismatch_code: str = "idempotency_key_reused"
+    in_progress_status: int = 409
+    account_header: str = ACCOUNT_HEADER
+
+
+_BUILT_IN_KEYS = {
+    "none": KeyContract("none"),
+    "stripe": KeyContract("stripe", replay_headers={REPLAYED_HEADER: "true"}),
+    "ietf": KeyContract("ietf", replay_headers={REPLAYED_HEADER: "true"}),
+    "client_token": KeyContract("client_token", mismatch_status=400, mismatch_code="IdempotentParameterMismatch"),
+}
 
 
 class _Rejection(Exception):

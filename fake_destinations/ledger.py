@@ -159,14 +159,17 @@ class Ledger:
         self.db.execute("DELETE FROM idempotency_keys WHERE destination = ? AND scoped_key = ?",
                         (destination, scoped_key))
 
-    def put_resource(self, destination: str, collection: str, rid: str, body: dict[str, Any],
-                     created_at: float) -> None:
+    def put_resource(self, destination: str, collection: str, rid: str, body: Any, created_at: float, *,
+                     client_reference: str | None = None) -> None:
+        """Store a resource's body (a JSON value; a generic destination's may be XML text); its client
+        reference is the body's field unless given."""
+        if client_reference is None and isinstance(body, dict):
+            client_reference = body.get(CLIENT_REFERENCE_FIELD)
         self.db.execute("INSERT OR REPLACE INTO resources (destination, collection, id, client_reference,"
                         " body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                        (destination, collection, rid, body.get(CLIENT_REFERENCE_FIELD), json.dumps(body),
-                         created_at))
+                        (destination, collection, rid, client_reference, json.dumps(body), created_at))
 
-    def get_resource(self, destination: str, collection: str, rid: str) -> dict[str, Any] | None:
+    def get_resource(self, destination: str, collection: str, rid: str) -> Any:
         row = self.db.execute("SELECT body FROM resources WHERE destination = ? AND collection = ? AND id = ?",
                               (destination, collection, rid)).fetchone()
         return json.loads(row[0]) if row else None
@@ -176,7 +179,7 @@ class Ledger:
                         (destination, collection, rid))
 
     def find_resources(self, destination: str, collection: str, client_reference: str | None,
-                       visible_before: float) -> list[dict[str, Any]]:
+                       visible_before: float) -> list[Any]:
         sql = ("SELECT body FROM resources WHERE destination = ? AND collection = ? AND created_at <= ?")
         args: list[Any] = [destination, collection, visible_before]
         if client_reference is not None:

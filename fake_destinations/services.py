@@ -49,6 +49,8 @@ class Service:
     transport: str = "http"
 
 
+API_SERVICE = "api"
+
 SERVICES: dict[str, Service] = {s.name: s for s in (
     Service("tickets", "/tickets", "tkt", (
         Operation("create_ticket", "POST", "/tickets", CREATE, "ticket_created", ("title", "project")),
@@ -85,6 +87,9 @@ SERVICES: dict[str, Service] = {s.name: s for s in (
         Operation("deploy_release", "EXEC", "deploy {release} --operation-id {operation_id}", EXEC,
                   "ssh_exec", ("release", "operation_id"), family="set_state"),  # its marker is the dedup record
     ), idempotency="none", lookup="none", transport="ssh"),
+    # a generic destination: its routes, contract and answers come from the scenario's `api:` declaration
+    # (fake_destinations.api_spec); nothing of it is fixed here
+    Service(API_SERVICE, "", "", (), idempotency="none", lookup="none"),
 )}
 
 ASYNC_STATUS_PATH = "/operations/{id}"

@@ -13,9 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fake_destinations.services import ASYNC_STATUS_PATH, CREATE_ASYNC, SERVICES, IdempotencyStyle, LookupStyle
+from fake_destinations.api_spec import ApiSpec, load_api_file
+from fake_destinations.services import (
+    API_SERVICE,
+    ASYNC_STATUS_PATH,
+    CREATE_ASYNC,
+    SERVICES,
+    IdempotencyStyle,
+    LookupStyle,
+)
 from harness.contract import (
     ACCOUNT_HEADER,
     CLIENT_REFERENCE_FIELD,
@@ -66,6 +74,14 @@ class Failure(BaseModel):
     status: int | None = Field(None, ge=400, le=599, description="HTTP status of the error (default 500, "
                                                                  "429 for rate_limited).")
     retry_after_seconds: int = Field(1, ge=0, description="Retry-After for rate_limited.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers on the error's answer "
+                                    "(e.g. Stripe-Should-Retry: 'true'); api destinations.")
+
+
+def _api_may_be_a_name(schema: dict[str, Any]) -> None:
+    """`api:` is read as a declaration or as the name of one (a profile, a file): publish both."""
+    schema["anyOf"].insert(1, {"type": "string", "description": "A bundled profile's name, or a path to a "
+                                                                "YAML file of an api declaration."})
 
 
 class DestinationSpec(BaseModel):
@@ -73,7 +89,12 @@ class DestinationSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    service: ServiceName = Field(description="Which fake service to run: " + ", ".join(SERVICES) + ".")
+    service: ServiceName = Field(description="Which fake service to run: " + ", ".join(SERVICES) + f" ({API_SERVICE}: "
+                                 "a generic destination, declared under `api:`; giving `api:` is enough).")
+    api: ApiSpec | None = Field(
+        None, description="A generic destination: any HTTP API declared route by route (docs/destinations.md, "
+        "'Generic destinations'); or the name of a bundled profile (stripe, openai, ...), or a path to a YAML "
+        "file holding the declaration, relative to the scenario.", json_schema_extra=_api_may_be_a_name)
     idempotency: IdempotencyStyle | None = Field(
         None, description="Deduplication contract. none: every write commits; stripe: optional "
         f"{IDEMPOTENCY_HEADER} header, first status and body stored (errors too) and replayed with "
@@ -108,8 +129,25 @@ class DestinationSpec(BaseModel):
     rate_limit: RateLimit | None = Field(None, description="Fixed-window rate limit on writes.")
     failures: list[Failure] = Field(default_factory=list, description="Faults the destination produces itself.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _api_is_a_service(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("api") is not None and "service" not in data:
+            return {**data, "service": API_SERVICE}
+        return data
+
+    @field_validator("api", mode="before")
+    @classmethod
+    def _api_file(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            base = (info.context or {}).get("scenario_dir")
+            return load_api_file(value, base)
+        return value
+
     @model_validator(mode="after")
     def _service_defaults(self) -> DestinationSpec:
+        if self.service == API_SERVICE or self.api is not None:
+            return self._api_defaults()
         service = SERVICES[self.service]
         if self.idempotency is None:
             self.idempotency = service.idempotency
@@ -128,6 +166,40 @@ class DestinationSpec(BaseModel):
                                  f"valid: {', '.join(valid)}")
         if self.put_notifies and self.service != "accounts":
             raise ValueError(f"put_notifies applies to service 'accounts' only, not {self.service!r}")
+        if any(f.headers for f in self.failures):
+            raise ValueError(f"failures[].headers apply to api destinations; service {self.service!r} answers its "
+                             "own errors")
+        return self
+
+    def _api_defaults(self) -> DestinationSpec:
+        """An api destination: its style and lookup come from the declaration (one truth), so the
+        options that depend on them (retention, exploration's bounds) read them as for a service."""
+        if self.service != API_SERVICE:
+            raise ValueError(f"a destination is either a built-in service or an api declaration: service "
+                             f"{self.service!r} takes no `api:` (leave `service` out)")
+        if self.api is None:
+            raise ValueError(f"service {API_SERVICE!r} needs an `api:` declaration (routes, contract, answers)")
+        style = self.api.idempotency.style
+        lookup: LookupStyle = "client_reference" if self.api.lookup_route() else "none"
+        if self.idempotency not in (None, style):
+            raise ValueError(f"idempotency {self.idempotency!r}: an api destination declares its style under "
+                             f"api.idempotency.style ({style!r} here)")
+        if self.lookup not in (None, lookup):
+            raise ValueError(f"lookup {self.lookup!r}: an api destination's lookup is a route with `lookup:` "
+                             f"under api.routes ({'one is' if lookup != 'none' else 'none is'} declared)")
+        self.idempotency, self.lookup = style, lookup
+        styles = {(r.idempotency or self.api.idempotency).style for r in self.api.commit_routes().values()}
+        if self.key_scope != "global" and styles <= {"none"}:
+            raise ValueError(f"key_scope {self.key_scope!r} scopes idempotency keys, and no route of this api "
+                             "takes one (its idempotency style is 'none')")
+        if self.lookup_lag_seconds and lookup == "none":
+            raise ValueError("lookup_lag_seconds delays lookups, and this api declares no lookup route")
+        if self.put_notifies:
+            raise ValueError("put_notifies applies to service 'accounts' only, not to an api destination")
+        for failure in self.failures:
+            if failure.fault not in FAULTS_BY_TRANSPORT["http"]:
+                raise ValueError(f"fault {failure.fault!r} is not available for an api destination; valid: "
+                                 f"{', '.join(FAULTS_BY_TRANSPORT['http'])}")
         return self
 
 
@@ -156,6 +228,8 @@ def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
     """The contract an agent reads to call this destination (see the module docstring)."""
     if not isinstance(spec, DestinationSpec):
         spec = DestinationSpec.model_validate(spec)
+    if spec.api is not None:
+        return _describe_api(spec, spec.api)
     service = SERVICES[spec.service]
     style = spec.idempotency or "none"
     keyed = style != "none"
@@ -193,6 +267,35 @@ def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
         status = StatusContract(method="GET", path=ASYNC_STATUS_PATH)
     return DestinationContract(service=spec.service, idempotency=idempotency, lookup=lookup,
                                operations=operations, status=status)
+
+
+def _describe_api(spec: DestinationSpec, api: ApiSpec) -> DestinationContract:
+    """A generic destination's contract, from its declaration: the api's default idempotency, its first
+    lookup route, and one operation kind per route that commits."""
+    default = api.idempotency
+    style = default.style
+    keyed = style != "none"
+    idempotency = IdempotencyContract(
+        style=style, header=default.header, body_field=default.field,
+        retention_seconds=spec.retention_seconds if keyed else None, scope=spec.key_scope,
+        required=style == "ietf", account_header=default.account_header if spec.key_scope == "account" and keyed
+        else None)
+    lookup = None
+    found = api.lookup_route()
+    if found is not None:
+        route = found[1]
+        assert route.query_param is not None and route.result_field is not None  # filled in by validation
+        lookup = LookupContract(method="GET", path=route.path, query_param=route.query_param,
+                                result_field=route.result_field,
+                                lag_seconds=spec.lookup_lag_seconds + spec.processing_delay_seconds)
+    operations = {}
+    for kind, route in api.commit_routes().items():
+        ref = route.effect_ref or ""
+        operations[kind] = OperationContract(
+            method=route.method, path=route.path, client_reference_field=api.client_reference_field,
+            effect_ref_field=ref.partition(".")[2] if ref.startswith("body.") else None,
+            required_params=tuple(route.required))
+    return DestinationContract(service=API_SERVICE, idempotency=idempotency, lookup=lookup, operations=operations)
 
 
 def json_schema() -> dict[str, Any]:

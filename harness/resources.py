@@ -1,7 +1,8 @@
 """The data files shipped inside the ``harness`` package, found through ``importlib.resources``.
 
-The scenario catalogue (``harness/scenarios/*.yaml``), the matrix's expected outcomes
-(``harness/expected_outcomes.yaml``) and the published JSON Schemas (``harness/schemas/*.json``)
+The scenario catalogue (``harness/scenarios/*.yaml``), the API profiles (``harness/apis/*.yaml``), the
+matrix's expected outcomes (``harness/expected_outcomes.yaml``) and the published JSON Schemas
+(``harness/schemas/*.json``)
 are package data (``[tool.setuptools.package-data]``): they are where the package is, in a clone
 (editable install) and in a wheel alike, never looked up relative to a source tree.
 
@@ -26,6 +27,7 @@ EXPECTED_OUTCOMES_FILE = "expected_outcomes.yaml"
 SCHEMA_DIR = "schemas"
 SCENARIO_SCHEMA_FILE = "scenario.schema.json"
 AUDIT_EVENT_SCHEMA_FILE = "audit-event.schema.json"
+API_PROFILE_DIR = "apis"  # harness/apis/NAME.yaml: generic destinations of well-known APIs (`api: NAME`)
 
 
 def package_path(*parts: str) -> Path:
@@ -66,3 +68,14 @@ def expected_outcomes_file() -> Path:
 def schema_file(name: str) -> Path:
     """A published JSON Schema: ``harness/schemas/<name>``."""
     return package_path(SCHEMA_DIR, name)
+
+
+def api_profile(name: str) -> Path:
+    """A bundled API profile's file (it may not exist: the caller says which ones do)."""
+    return package_path(API_PROFILE_DIR, f"{name}.yaml")
+
+
+def api_profiles() -> list[str]:
+    """The names of the bundled API profiles, sorted."""
+    folder = package_path(API_PROFILE_DIR)
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []

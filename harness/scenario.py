@@ -196,6 +196,21 @@ def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
 def load(path: str | Path) -> Scenario:
     """Load and validate one scenario file."""
     path = Path(path)
+    data, root = load_yaml_mapping(path, "a scenario is a mapping with keys name, description, destinations, "
+                                         "intents")
+    try:
+        # the folder a destination's `api: ./file.yaml` is read from
+        scenario = Scenario.model_validate({**data, "source": path}, context={"scenario_dir": path.parent})
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation(path, root, exc)) from None
+    _check_references(path, root, scenario)
+    return scenario
+
+
+def load_yaml_mapping(path: Path, what: str) -> tuple[dict[str, Any], yaml.Node | None]:
+    """A YAML file of the harness's (a scenario, an api declaration) read within the limits below, and
+    its node tree (for line numbers); a ``ScenarioError`` naming the file and line, and ``what`` the
+    file should hold when it is not a mapping."""
     text = _read_text(path)
     try:
         loader = _BoundedLoader(text)  # the reader rejects non-printable characters here
@@ -210,14 +225,16 @@ def load(path: str | Path) -> Scenario:
         problem = getattr(exc, "problem", None) or str(exc).split("\n", 1)[0]
         raise ScenarioError(f"{_where(path, text, exc)}: not valid YAML: {problem}") from None
     if not isinstance(data, dict):
-        raise ScenarioError(f"{path}:1: a scenario is a mapping with keys name, description, "
-                            f"destinations, intents (got {type(data).__name__})")
-    try:
-        scenario = Scenario.model_validate({**data, "source": path})
-    except ValidationError as exc:
-        raise ScenarioError(_format_validation(path, root, exc)) from None
-    _check_references(path, root, scenario)
-    return scenario
+        raise ScenarioError(f"{path}:1: {what} (got {type(data).__name__})")
+    return data, root
+
+
+def validation_message(path: Path, root: yaml.Node | None, exc: Exception, model: type[BaseModel]) -> str | None:
+    """The lines a ``ValidationError`` of ``model`` (the root of the file at ``path``) makes, as the
+    scenario's own errors read; None when ``exc`` is another error."""
+    if not isinstance(exc, ValidationError):
+        return None
+    return _format_validation(path, root, exc, model)
 
 
 class _ScenarioDumper(yaml.SafeDumper):
@@ -453,7 +470,8 @@ def _unknown(what: str, value: Any, valid: list[str]) -> str:
     return f"unknown {what} {value!r}{did_you_mean} (valid: {', '.join(valid) or 'none declared'})"
 
 
-def _format_validation(path: Path, root: yaml.Node | None, exc: ValidationError) -> str:
+def _format_validation(path: Path, root: yaml.Node | None, exc: ValidationError,
+                       model: type[BaseModel] | None = None) -> str:
     lines = []
     for err in exc.errors():
         loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
@@ -461,7 +479,7 @@ def _format_validation(path: Path, root: yaml.Node | None, exc: ValidationError)
         message = err["msg"]
         ctx = err.get("ctx") or {}
         if err["type"] == "extra_forbidden":
-            valid = _valid_keys(loc[:-1])
+            valid = _valid_keys(loc[:-1], model or Scenario)
             hint = _suggest(str(loc[-1]), valid)
             message = (f"unknown key {loc[-1]!r}"
                        + (f"; did you mean {hint[0]!r}?" if hint else "")
@@ -492,9 +510,9 @@ def _is_union_tag(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or part.startswith("function-"))
 
 
-def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the model at `loc` in a scenario, for 'did you mean' hints."""
-    model: Any = Scenario
+def _valid_keys(loc: tuple[Any, ...], root_model: type[BaseModel]) -> list[str]:
+    """Field names of the model at `loc` in a file of `root_model`, for 'did you mean' hints."""
+    model: Any = root_model
     for part in loc:
         if isinstance(part, int) or model is None:
             continue
