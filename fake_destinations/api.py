@@ -39,7 +39,9 @@ class ApiDestination(HttpDestination):
     def configure(self, spec: dict[str, Any]) -> None:
         super().configure(spec)
         self.api: dict[str, Any] = spec["api"]
-        self.api_routes = [_Route(name, route) for name, route in self.api["routes"].items()]
+        # a literal segment is more specific than a placeholder: /items/search before /items/{id}
+        self.api_routes = sorted((_Route(name, route) for name, route in self.api["routes"].items()),
+                                 key=lambda r: r.decl["path"].count("{"))
         self.client_reference_field = self.api.get("client_reference_field") or ""
 
     # -- which route, which params -----------------------------------------------------------

@@ -48,6 +48,8 @@ def _error(status: int, code: str, message: str, **extra: Any) -> tuple[int, dic
 class HttpDestination(DestinationRuntime):
     """One HTTP destination: routes every request through ``handle`` so that each one is recorded."""
 
+    client_reference_field = CLIENT_REFERENCE_FIELD  # the request param a resource's client reference is read from
+
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         super().__init__(name, spec, ledger, clock)
         s = self.service
@@ -55,7 +57,6 @@ class HttpDestination(DestinationRuntime):
         self.item_pattern = _pattern(s.collection + "/{id}")
         self.status_pattern = _pattern(ASYNC_STATUS_PATH)
         self.in_flight: Counter[str] = Counter()  # writes being processed, by key ("(no key)" for the keyless)
-        self.client_reference_field = CLIENT_REFERENCE_FIELD
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 20)
@@ -250,8 +251,9 @@ class HttpDestination(DestinationRuntime):
     def failed(self, failure: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
         """The answer of a declared error_before_commit / error_after_commit."""
         status = failure["status"] or 500
-        headers.update(failure.get("headers") or {})
-        return status, self.error_answer(status, "internal_error", "the destination failed", headers)
+        body = self.error_answer(status, "internal_error", "the destination failed", headers)
+        headers.update(failure.get("headers") or {})  # the failure's own say over the api's usual error headers
+        return status, body
 
     def commit(self, op: Operation, params: dict[str, Any], row: dict[str, Any], effects: list[dict[str, Any]],
                failure: dict[str, Any] | None, headers: dict[str, str]) -> tuple[int, Any, str]:

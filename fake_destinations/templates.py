@@ -3,7 +3,8 @@
 A placeholder is ``{name}`` or ``{name:spec}`` (a Python format spec): ``{id}``, ``{n}``, ``{now}``,
 ``{request_id}``, ``{key}``, ``{params.NAME}`` (NAME may hold brackets, as Stripe's form fields do), and in
 error bodies ``{status}``, ``{code}``, ``{message}``. ``{{`` and ``}}`` are literal braces. A JSON string
-that is exactly one placeholder takes the value with its type; an XML body is a string whose values are
+that is exactly one placeholder takes the value with its type (``"{params.amount:d}"``: the number a
+form field spells); an XML body is a string whose values are
 escaped by ``xml.sax.saxutils`` and which must parse.
 
 Standard library only: the destination process renders every answer with it, and the scenario's
@@ -47,20 +48,24 @@ def check(text: str, names: tuple[str, ...]) -> None:
     """Raise ``TemplateError`` unless every placeholder is one of ``names`` (or ``params.X``) and its
     format spec applies to a sample value."""
     for name, spec in placeholders(text):
+        samples: tuple[Any, ...]
         if name.startswith(PARAMS_PREFIX):
-            sample: Any = "x"
+            samples = ("x", 1)  # a form's string or a JSON number: either may come
         elif name in names:
-            sample = 1 if name in ("n", "now", "status") else "x"
+            samples = (1,) if name in ("n", "now", "status") else ("x",)
         else:
             valid = ", ".join("{" + n + "}" for n in names)
             raise TemplateError(f"{text!r}: unknown placeholder {{{name}}}; valid: {valid}, {{params.NAME}}")
         if spec:
-            try:
-                format(sample, spec)
-            except ValueError as exc:
-                kind = "a number" if isinstance(sample, int) else "a string"
+            problems = []
+            for sample in samples:
+                try:
+                    format(sample, spec)
+                except ValueError as exc:
+                    problems.append(f"{'a number' if isinstance(sample, int) else 'a string'} ({exc})")
+            if len(problems) == len(samples):
                 raise TemplateError(f"{text!r}: format spec {spec!r} of {{{name}}} does not apply to "
-                                    f"{kind} ({exc})") from None
+                                    f"{' or '.join(problems)}")
 
 
 def _lookup(name: str, values: Mapping[str, Any], params: Mapping[str, Any]) -> Any:
@@ -102,8 +107,14 @@ def render_value(template: Any, values: Mapping[str, Any], params: Mapping[str, 
     placeholder and nothing else keeps the value's type."""
     if isinstance(template, str):
         m = _TOKEN.fullmatch(template)
-        if m is not None and m.group(1) is not None and not m.group(2):
-            return _lookup(m.group(1), values, params)
+        if m is not None and m.group(1) is not None and m.group(2) in (None, "", "d"):
+            value = _lookup(m.group(1), values, params)
+            if m.group(2) == "d":  # "{params.amount:d}": the number a form field spells
+                try:
+                    return int(value)
+                except (TypeError, ValueError):
+                    return value
+            return value
         return render_text(template, values, params)
     if isinstance(template, Mapping):
         return {render_text(str(k), values, params): render_value(v, values, params) for k, v in template.items()}

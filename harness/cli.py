@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--format", choices=("text", "json"), default="text")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
-    schema.add_argument("which", choices=("scenario", "audit-event"))
+    schema.add_argument("which", choices=("scenario", "api", "audit-event"))
     return parser
 
 
@@ -342,6 +342,8 @@ def _scenarios(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "scenario":
         from harness.scenario import SCHEMA_PATH as path
+    elif args.which == "api":
+        from harness.scenario import API_SCHEMA_PATH as path
     else:
         from harness.events import SCHEMA_PATH as path
     print(path.read_text(encoding="utf-8"), end="")

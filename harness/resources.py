@@ -26,6 +26,7 @@ CATALOGUE_DIR = "scenarios"  # harness/scenarios/NAME.yaml
 EXPECTED_OUTCOMES_FILE = "expected_outcomes.yaml"
 SCHEMA_DIR = "schemas"
 SCENARIO_SCHEMA_FILE = "scenario.schema.json"
+API_SCHEMA_FILE = "api.schema.json"
 AUDIT_EVENT_SCHEMA_FILE = "audit-event.schema.json"
 API_PROFILE_DIR = "apis"  # harness/apis/NAME.yaml: generic destinations of well-known APIs (`api: NAME`)
 

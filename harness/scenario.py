@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fake_destinations.api_spec import ApiSpec
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import (
     DESTINATION_ENV_PREFIX,
@@ -28,7 +29,7 @@ from harness.contract import (
 from harness.errors import ScenarioError
 from harness.events import ResolutionState
 from harness.proxy.rules import FaultRule, ProxyMode
-from harness.resources import SCENARIO_SCHEMA_FILE, schema_file
+from harness.resources import API_SCHEMA_FILE, SCENARIO_SCHEMA_FILE, schema_file
 
 # names become file names (the evidence folder NAME-YYYYmmdd-HHMMSS-xxxxxx, a destination's
 # NAME.ssh_host_key) and variable names: stay well under the 255-byte file name limit
@@ -149,13 +150,25 @@ SCHEMA_PATH = schema_file(SCENARIO_SCHEMA_FILE)  # package data (harness.resourc
 SCENARIO_SCHEMA_ID = "https://retry-harness.invalid/schemas/scenario.schema.json"  # as the audit event schema's
 
 
+API_SCHEMA_PATH = schema_file(API_SCHEMA_FILE)  # an api declaration in its own file (`api: ./file.yaml`, profiles)
+API_SCHEMA_ID = "https://retry-harness.invalid/schemas/api.schema.json"
+
+
 def schema_text() -> str:
     return json.dumps(scenario_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
-def write_schema(path: Path = SCHEMA_PATH) -> Path:
-    """Write the published scenario schema (a test keeps the file up to date)."""
+def api_schema_text() -> str:
+    schema = ApiSpec.model_json_schema()
+    schema.update({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": API_SCHEMA_ID,
+                   "title": "retry-harness api declaration (a generic destination)"})
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write_schema(path: Path = SCHEMA_PATH, api_path: Path = API_SCHEMA_PATH) -> Path:
+    """Write the published scenario and api declaration schemas (a test keeps the files up to date)."""
     path.write_text(schema_text(), encoding="utf-8")
+    api_path.write_text(api_schema_text(), encoding="utf-8")
     return path
 
 
@@ -501,8 +514,16 @@ def _format_validation(path: Path, root: yaml.Node | None, exc: ValidationError,
                 message = f"{_short(value)}: {message}"
         else:
             message = f"{_short(value)}: {message}"
-        lines.append(f"{path}:{_line_of(root, loc)}: {_dotted(loc) or '(top level)'}: {message}")
+        lines.append(f"{path}:{_line_of(root, loc + _named_below(message))}: {_dotted(loc) or '(top level)'}: "
+                     f"{message}")
     return "\n".join(lines)
+
+
+def _named_below(message: str) -> tuple[str, ...]:
+    """A model's own check names the key it is about first ("routes.create_order.effect_ref 'x' matches
+    nothing"): that key's line is the one to show, not the model's."""
+    m = re.match(r"([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)[ :]", message)
+    return tuple(m.group(1).split(".")) if m else ()
 
 
 def _is_union_tag(part: Any) -> bool:
