@@ -18,6 +18,7 @@ import functools
 import json
 import random
 import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,7 +173,8 @@ class Match(BaseModel):
     headers: dict[str, str] = Field(
         default_factory=dict, description="Header name -> exact value ('*' = present). Names case-insensitive.")
     body: dict[str, Any] = Field(
-        default_factory=dict, description="JSON body field (dotted path, e.g. customer.id) -> value it must equal.")
+        default_factory=dict, description="JSON body field (dotted path, e.g. customer.id), or form field (e.g. "
+        "Action, of an AWS query API) -> value it must equal.")
     per: Literal["run", "idempotency_key", "fingerprint"] = Field(
         "run", description="What the schedule counts: matching requests of the run, or those with the same "
         "idempotency key / body fingerprint.")
@@ -313,8 +315,15 @@ class RequestFacts:
 
     @functools.cached_property
     def json_body(self) -> Any:
+        """The body's fields: a JSON document, or a form's fields as a dict (Stripe's and AWS query
+        APIs' bodies: a client token and a `match.body` can be there too); None when it is neither."""
         if not self.body:
             return None
+        if self.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            try:
+                return dict(urllib.parse.parse_qsl(self.body.decode("utf-8"), keep_blank_values=True))
+            except (ValueError, UnicodeDecodeError):
+                return None
         try:
             return json.loads(self.body)
         except (ValueError, UnicodeDecodeError):

@@ -208,6 +208,17 @@ def test_body_client_token_is_a_key():
     assert facts(body=[1]).idempotency_key is None
 
 
+def test_a_form_body_holds_a_client_token_and_fields_a_rule_matches():
+    """AWS query APIs (EC2) send a form: Action names the operation, ClientToken the key."""
+    form = RequestFacts("ec2", "POST", "/", {"content-type": "application/x-www-form-urlencoded; charset=utf-8"},
+                        b"Action=RunInstances&ImageId=ami-1&ClientToken=tok-7")
+    assert form.idempotency_key == "tok-7"
+    assert matches_criteria(Match(body={"Action": "RunInstances"}), form)
+    assert not matches_criteria(Match(body={"Action": "DescribeInstances"}), form)
+    not_a_form = RequestFacts("ec2", "POST", "/", {}, b"Action=RunInstances&ClientToken=tok-7")
+    assert not_a_form.idempotency_key is None  # without the form content type the body is not read as one
+
+
 def test_first_rule_wins_but_every_rule_counts():
     book = RuleBook([rule(rid="a", nth=1), rule(rid="b", nth=[1, 2])])
     assert decisions(book, [facts(), facts()]) == ["a", "b"]
