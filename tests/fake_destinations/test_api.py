@@ -357,3 +357,16 @@ def test_the_api_schema_file_is_up_to_date_and_every_bundled_profile_validates()
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
         assert "$schema=../schemas/api.schema.json" in path.read_text().splitlines()[0], name
         describe(DestinationSpec.model_validate({"api": name}))
+
+
+def test_the_documented_declarations_are_valid() -> None:
+    """docs/destinations.md's examples of generic destinations validate as they are written."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "destinations.md").read_text()
+    section = text[text.index("## Generic destinations"):text.index("## Controlling destinations")]
+    blocks = [b.split("```", 1)[0] for b in section.split("```yaml\n")[1:]]
+    assert len(blocks) == 2
+    billing = yaml.safe_load(blocks[0])["destinations"]["billing"]
+    contract = describe(DestinationSpec.model_validate(billing))
+    assert contract.lookup is not None and contract.lookup.path == "/v1/payment_intents/search"
+    ec2 = yaml.safe_load("x:\n" + blocks[1])["x"]
+    assert describe(DestinationSpec.model_validate(ec2)).operations["run_instances"].method == "POST"
