@@ -162,6 +162,11 @@ class ApiRoute(BaseModel):
         if not _PATH_TEMPLATE.match(v):
             raise ValueError(f"path template {v!r} does not parse: it starts with '/', holds no query, space or "
                              "'#', and each placeholder is a whole {name} (e.g. /v1/items/{id})")
+        names = re.findall(r"\{(\w+)\}", v)
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"path template {v!r} names {', '.join('{' + n + '}' for n in twice)} twice: each path "
+                             "param needs a name of its own")
         return v
 
     @property
