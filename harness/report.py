@@ -9,7 +9,14 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.model import EXPECTATION_CODE, EXPECTATION_RULE, Finding, OperationVerdict, Verdict
+from harness.checker.model import (
+    EXPECTATION_CODE,
+    EXPECTATION_RULE,
+    Finding,
+    IntentVerdict,
+    OperationVerdict,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from harness.audit import AuditSummary
@@ -29,6 +36,9 @@ def _evidence_line(ref: dict[str, Any]) -> str:
         return (f"journal line {ref.get('line')}: flow {ref.get('flow_id')} {ref.get('method')} {ref.get('path')} "
                 f"key={ref.get('idempotency_key')} forwarded={ref.get('forwarded')} "
                 f"upstream={ref.get('upstream_status')} client={ref.get('client_outcome')}")
+    if source == "ledger" and ref.get("table") == "requests":  # a request the proxy does not front (SSH)
+        return (f"ledger requests seq {ref.get('seq')}: {ref.get('method')} {ref.get('path')} "
+                f"key={ref.get('idempotency_key')}")
     if source == "ledger":
         return (f"ledger {ref.get('table')} seq {ref.get('seq')}: effect {ref.get('effect_ref')} on "
                 f"{ref.get('destination')} (flow {ref.get('flow_id')}, key {ref.get('operation_key')})")
@@ -96,22 +106,92 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
     return lines
 
 
+def _wire_attempt_text(index: int, attempt: dict[str, Any]) -> str:
+    """One write of a black-box intent: what it carried, what the client and the destination saw."""
+    key = attempt.get("idempotency_key") or "-"
+    if attempt.get("source") == "ledger":
+        client = "not proxied"
+    elif attempt.get("client_outcome") == "response":
+        client = f"client got {attempt.get('client_status')}"
+        if attempt.get("client_retry_after") is not None:
+            client += f" (Retry-After {attempt['client_retry_after']})"
+    else:
+        client = f"client got no answer ({attempt.get('client_outcome')})"
+    saw = attempt.get("destination_saw") or []
+    destination = ", ".join(f"{r.get('status')} {r.get('outcome')}" + (f" {r['effect_ref']}" if r.get("effect_ref")
+                                                                        else "") for r in saw) or "never reached it"
+    fault = f" fault={attempt['fault']}" if attempt.get("fault") else ""
+    return (f"  attempt {index}: {attempt.get('method')} {attempt.get('path')} flow {attempt.get('flow_id')} "
+            f"key={key}; {client}{fault}; destination: {destination} (attributed by {attempt.get('attributed_by')})")
+
+
+def render_intent(intent: IntentVerdict) -> list[str]:
+    """A black-box intent: its writes on the wire, its effects, the key behaviour and retry spacing, and
+    the black-box checks that held or failed."""
+    what = intent.intent or {}
+    gaps = ", ".join(f"{g:.2f} s" for g in intent.retry_gaps) or "-"
+    lines = [f"intent {intent.intent_id} ({what.get('kind')} on {what.get('destination')})",
+             f"  classification: {intent.classification}; effects: {', '.join(intent.effects) or 'none'}",
+             f"  attempts on the wire: {len(intent.attempts)}; key: {intent.key_behaviour}; retry spacing: {gaps}"]
+    lines += [_wire_attempt_text(i, a) for i, a in enumerate(intent.attempts, start=1)]
+    if not intent.attempts:
+        lines.append("  no write on the wire")
+    for finding in intent.findings:
+        lines += _finding_lines(finding, "  ")
+    if intent.held and not intent.findings:
+        lines.append(f"  held: all {len(intent.held)} black-box checks")
+    elif intent.held:
+        lines.append(f"  held: {', '.join(intent.held)}")
+    return lines
+
+
+def _unattributed_text(item: dict[str, Any]) -> str:
+    if item.get("kind") == "effect":
+        what = f"effect {item.get('effect_ref')} on {item.get('destination')} (flow {item.get('flow_id')})"
+    else:
+        what = (f"write {item.get('method')} {item.get('path')} to {item.get('destination')} "
+                f"(flow {item.get('flow_id')})")
+    return f"{what}: {item.get('reason')}"
+
+
+def render_not_judged(verdict: Verdict) -> list[str]:
+    """What black-box mode cannot answer, said plainly: the questions left for an audit log."""
+    return ["not judged in black-box mode (the program wrote no audit log; the wire and the ledger cannot say):",
+            *[f"  - {question}" for question in verdict.not_judged]]
+
+
 def render_text(verdict: Verdict, *, offline: bool = False) -> str:
     """Per operation: intent, attempts with dispatch states and what the wire/destination saw, effects,
-    the checks that held and the ones that failed with their evidence; then run-wide findings."""
+    the checks that held and the ones that failed with their evidence; then run-wide findings. A black-box
+    verdict: per intent its writes on the wire and its effects, then what that mode cannot judge."""
     unmet = sum(f.code == EXPECTATION_CODE for f in verdict.findings)
     of_which = f", {unmet} of them the scenario's own expectations ({EXPECTATION_CODE})" if unmet else ""
-    lines = [f"verdict: {'PASSED' if verdict.passed else 'FAILED'} "
-             f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
+    outcome = "PASSED" if verdict.passed else "FAILED"
+    if verdict.black_box:
+        lines = [f"verdict: {outcome} (black-box: judged from the proxy journal and the effect ledger alone; "
+                 f"{len(verdict.intents)} intent(s), {len(verdict.findings)} finding(s){of_which})"]
+        for intent in verdict.intents:
+            lines.append("")
+            lines += render_intent(intent)
+    else:
+        lines = [f"verdict: {outcome} "
+                 f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
     for op in verdict.operations:
         lines.append("")
         lines += render_operation(op, offline=offline)
-    loose = [f for f in verdict.findings if f.operation_id is None or
-             f.operation_id not in {o.operation_id for o in verdict.operations}]
+    shown = {o.operation_id for o in verdict.operations}
+    judged = {i.intent_id for i in verdict.intents}
+    loose = [f for f in verdict.findings if (f.operation_id is None or f.operation_id not in shown)
+             and (f.intent_id is None or f.intent_id not in judged)]
     if loose:
         lines += ["", "run-wide findings:"]
         for finding in loose:
             lines += _finding_lines(finding, "  ")
+    if verdict.unattributed:
+        lines += ["", "on the wire and in the ledger, no intent's (black-box attribution, docs/checker.md):"]
+        lines += [f"  {_unattributed_text(u)}" for u in verdict.unattributed]
+    if verdict.black_box:
+        lines += ["", *render_not_judged(verdict)]
     return "\n".join(lines) + "\n"
 
 
@@ -177,7 +257,7 @@ def render_failure_line(result: ScenarioResult) -> str:
     by_operation: dict[str | None, dict[str, None]] = {}
     for finding in result.verdict.findings:
         if finding.code != EXPECTATION_CODE:  # the expectations' X001 findings are counted once, below
-            by_operation.setdefault(finding.operation_id, {})[finding.code] = None
+            by_operation.setdefault(finding.subject, {})[finding.code] = None
     parts = [" ".join(codes) + (f" on {op}" if op else " run-wide") for op, codes in by_operation.items()]
     if result.expectation_failures:
         parts.append(f"{EXPECTATION_CODE} ({len(result.expectation_failures)} of the scenario's expectations)")
@@ -186,9 +266,14 @@ def render_failure_line(result: ScenarioResult) -> str:
 
 def render_pass_line(result: ScenarioResult) -> str:
     """A passed run in one line: the headline, how much was checked, and where the evidence is."""
-    checks = sum(len(op.held) for op in result.verdict.operations)
-    return (f"{render_headline(result)} ({len(result.verdict.operations)} operation(s), {checks} check(s) held) "
-            f"{render_evidence_line(result)}")
+    verdict = result.verdict
+    if verdict.black_box:
+        checks = sum(len(i.held) for i in verdict.intents)
+        judged = f"black-box: {len(verdict.intents)} intent(s), {checks} check(s) held"
+    else:
+        checks = sum(len(op.held) for op in verdict.operations)
+        judged = f"{len(verdict.operations)} operation(s), {checks} check(s) held"
+    return f"{render_headline(result)} ({judged}) {render_evidence_line(result)}"
 
 
 _MATRIX_SYMBOLS = {"ok": ".", "fail": "x", "caught": "X", "missed": "!", "false-alarm": "F"}

@@ -11,13 +11,14 @@ import difflib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import (
+    AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
     NAME_PATTERN,
     DestinationContract,
@@ -102,6 +103,12 @@ def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     schema["additionalProperties"] = value
 
 
+# what the agent writes: "events" (its audit log) or "none" (judged in black-box mode); one truth in harness.contract
+if TYPE_CHECKING:
+    AgentLog = str
+else:
+    AgentLog = Literal[AGENT_LOGS]
+
 DestinationName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
@@ -119,6 +126,10 @@ class Scenario(BaseModel):
     faults: list[FaultRule] = Field(default_factory=list)
     intents: list[Intent] = Field(min_length=1)
     agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
+    agent_log: AgentLog = Field(
+        "events", description="What the agent writes: events (an audit log, judged by every rule) or none (a "
+        "program that writes no audit log, e.g. a vendor SDK: judged in black-box mode, from the proxy journal "
+        "and the effect ledger alone; docs/checker.md, 'Black-box mode').")
     agent_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one agent run.")
     restart_agent: AgentRestart | None = None
     restart_destinations: DestinationRestart | None = None
