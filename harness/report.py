@@ -203,7 +203,8 @@ def _agent_run_text(run: Any) -> str:
 
 def render_headline(result: ScenarioResult) -> str:
     outcome = "INCOMPLETE" if result.incomplete else "PASS" if result.passed else "FAIL"
-    return f"scenario {result.scenario} with agent {result.agent!r}: {outcome}"
+    mode = " (black-box)" if result.verdict.black_box else ""
+    return f"scenario {result.scenario} with agent {result.agent!r}{mode}: {outcome}"
 
 
 def render_incomplete(gaps: list[str]) -> str:
@@ -277,6 +278,83 @@ def render_pass_line(result: ScenarioResult) -> str:
 
 
 _MATRIX_SYMBOLS = {"ok": ".", "fail": "x", "caught": "X", "missed": "!", "false-alarm": "F"}
+# the certification table's columns: (header, the cell's value), in the text, Markdown and JSON alike
+CELL_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("agent", lambda c: c.agent), ("scenario", lambda c: c.scenario), ("verdict", lambda c: c.outcome),
+    ("effects", lambda c: c.fact("effects")), ("attempts", lambda c: c.fact("attempts")),
+    ("key behaviour", lambda c: c.fact("key_behaviour")),
+)
+
+
+def _cell_rows(matrix: Matrix) -> tuple[list[str], list[list[str]]]:
+    """The certification table: one row per cell; a mode column when the cells were judged both ways."""
+    columns = list(CELL_COLUMNS)
+    if len({c.mode for c in matrix.cells}) > 1:
+        columns.insert(3, ("mode", lambda c: c.mode.replace("_", "-")))
+    return [h for h, _ in columns], [[str(value(c)) for _, value in columns] for c in matrix.cells]
+
+
+def _modes_said(matrix: Matrix) -> str:
+    modes = {c.mode for c in matrix.cells}
+    if modes == {"black_box"}:
+        return "judged in black-box mode: from the proxy journal and the effect ledger alone"
+    if modes == {"events"}:
+        return "judged from each agent's audit log beside the proxy journal and the effect ledger"
+    return "judged with the agent's audit log (events) or without it (black-box), as the mode column says"
+
+
+# What a Markdown table cell must escape: the cell separator, the escape character itself, and what would
+# start inline markup (code, emphasis, links, HTML, entities, strikethrough). An underscore between two
+# letters or digits starts nothing (CommonMark's intraword rule), so new_key_per_attempt stays readable.
+_MARKDOWN_SPECIAL = frozenset("\\|`*[]<>&~!")
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` as one GitHub-flavoured Markdown table cell that renders as exactly ``text``: special
+    characters backslash-escaped, line breaks and tabs as spaces (a cell is one line)."""
+    text = " ".join(text.split()) if any(ch in text for ch in "\r\n\t\f\v") else text.strip()
+    out = []
+    for index, ch in enumerate(text):
+        if ch in _MARKDOWN_SPECIAL:
+            out.append("\\" + ch)
+        elif ch == "_":
+            before = text[index - 1] if index else ""
+            after = text[index + 1] if index + 1 < len(text) else ""
+            out.append("_" if before.isalnum() and after.isalnum() and before.isascii() and after.isascii()
+                       else "\\_")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(markdown_cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def render_matrix_markdown(matrix: Matrix) -> str:
+    """The certification table as a Markdown file a team can publish: one row per agent x scenario (verdict,
+    effects committed, attempts on the wire, key behaviour), then each agent's command."""
+    headers, rows = _cell_rows(matrix)
+    agents = {c.agent: c.command for c in matrix.cells}
+    lines = ["<!-- written by `python -m harness matrix --markdown`; regenerate it, do not edit it -->", "",
+             f"Certification matrix, {_modes_said(matrix)}. A verdict is PASS, or FAIL with the rule codes found "
+             "(docs/checker.md); effects are the distinct effects the destinations committed, attempts the writes "
+             "on the wire.", ""]
+    lines += _markdown_table(headers, rows)
+    lines += ["", *_markdown_table(["agent", "command"], [[label, command] for label, command in agents.items()])]
+    return "\n".join(lines) + "\n"
+
+
+def render_cells(matrix: Matrix) -> str:
+    """The certification table as aligned text: one row per cell, with its black-box facts."""
+    headers, rows = _cell_rows(matrix)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = [f"cells ({_modes_said(matrix)}):",
+             "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
 
 
 def render_matrix(matrix: Matrix) -> str:
@@ -301,11 +379,21 @@ def render_matrix(matrix: Matrix) -> str:
               + (f" ({100 * caught / wrong:.0f}%)" if wrong else ""),
               f"false alarms: {alarms}/{ref} reference runs failed"
               + (f" ({100 * alarms / ref:.0f}%)" if ref else "")]
+    uncertified = matrix.uncertified()
+    if any(not c.bundled for c in cells):
+        own = [c for c in cells if not c.bundled]
+        lines.append(f"your agents: {sum(c.passed for c in own)}/{len(own)} cells passed")
     for cell in cells:
         if cell.verdict in ("missed", "false-alarm"):
             lines.append(f"  {cell.verdict}: {cell.agent} on {cell.scenario}: found "
                          f"{', '.join(cell.codes) or 'nothing'}; expected "
                          f"{', '.join(cell.expected_codes or []) or 'a pass'} ({cell.evidence})")
+        elif cell in uncertified:
+            why = cell.error or f"found {', '.join(cell.codes)}"
+            lines.append(f"  failed: {cell.agent} on {cell.scenario}: {why}" + (f" ({cell.evidence})" if cell.evidence
+                                                                                 else ""))
+    if cells:
+        lines += ["", render_cells(matrix)]
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ the file, the line, the key path, the bad value and the valid choices; nothing i
 from __future__ import annotations
 
 import difflib
+import glob
 import json
 import re
 from pathlib import Path
@@ -138,6 +139,15 @@ class Scenario(BaseModel):
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
 
+    @field_validator("agent_log", mode="before")
+    @classmethod
+    def _agent_log_not_a_yaml_boolean(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # `agent_log: no` or `off` is YAML for false
+            raise ValueError(f"YAML reads no, off, yes and on as booleans, not as a choice; valid: "
+                             f"{' or '.join(repr(a) for a in AGENT_LOGS)} (agent_log: none for a program that "
+                             "writes no audit log)")
+        return v
+
     @field_validator("agent")
     @classmethod
     def _agent_command(cls, v: str | None) -> str | None:
@@ -183,10 +193,17 @@ def scenario_json_schema() -> dict[str, Any]:
 # -- finding scenario files ------------------------------------------------------------------------
 
 def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
-    """Scenario files for a `--scenario` value: a path, a name, a glob, or `all`."""
+    """Scenario files for a `--scenario` value: a path, a name, a glob, `all`, or a glob of files
+    (`path/*.yaml`, from the current folder)."""
     as_path = Path(selector)
     if selector.endswith((".yaml", ".yml")) and as_path.is_file():
         return [as_path.resolve()]
+    if selector.endswith((".yaml", ".yml")) and any(ch in selector for ch in "*?["):
+        files = sorted(Path(f).resolve() for f in glob.glob(selector) if Path(f).is_file())
+        if not files:
+            raise ScenarioError(f"no scenario file matches {selector!r} (looked from {Path.cwd()}); a glob of files "
+                                "names .yaml files, e.g. 'scenarios/*.yaml'")
+        return files
     dirs = [d for d in dict.fromkeys(search_dirs) if d.is_dir()]
     pattern = "*" if selector == "all" else selector
     for directory in dirs:

@@ -52,7 +52,7 @@ class Rule:
         return " ".join(paragraph)
 
 
-RULES: dict[str, Rule] = {}
+RULES: dict[str, Rule] = {}  # code -> rule, in code order
 # what a rule may need (``requires``); "black_box" also says the rule judges nothing else
 REQUIREMENTS = ("wire", "events", "black_box")
 BLACK_BOX = "black_box"
@@ -145,6 +145,9 @@ def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str,
         if is_run_rule:
             func.code, func.name = code, name
         RULES[code] = Rule(code, name, scope, frozenset(requires), func)
+        ordered = sorted(RULES.items())  # in code order, whichever module registers first
+        RULES.clear()
+        RULES.update(ordered)
         return func
 
     return register
