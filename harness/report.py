@@ -287,11 +287,14 @@ CELL_COLUMNS: tuple[tuple[str, Any], ...] = (
 
 
 def _cell_rows(matrix: Matrix) -> tuple[list[str], list[list[str]]]:
-    """The certification table: one row per cell; a mode column when the cells were judged both ways."""
+    """The certification table: one row per cell, agent by agent (each agent's scenarios together, in the
+    matrix's order); a mode column when the cells were judged both ways."""
     columns = list(CELL_COLUMNS)
     if len({c.mode for c in matrix.cells}) > 1:
         columns.insert(3, ("mode", lambda c: c.mode.replace("_", "-")))
-    return [h for h, _ in columns], [[str(value(c)) for _, value in columns] for c in matrix.cells]
+    agents = list(dict.fromkeys(c.agent for c in matrix.cells))
+    cells = sorted(matrix.cells, key=lambda c: agents.index(c.agent))  # stable: scenarios keep their order
+    return [h for h, _ in columns], [[str(value(c)) for _, value in columns] for c in cells]
 
 
 def _modes_said(matrix: Matrix) -> str:
