@@ -166,7 +166,10 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
     the ledger alone, without the log (``check_black_box``); None: as the run was judged
     (``evidence.mode``, the scenario's ``agent_log: none`` or ``--black-box``).
     """
-    if black_box or (black_box is None and evidence.mode == BLACK_BOX_MODE):
+    if offline and black_box:
+        raise ValueError("check(offline=True, black_box=True): the offline audit judges a log, black-box mode the "
+                         "wire without one; choose one")
+    if not offline and (black_box or (black_box is None and evidence.mode == BLACK_BOX_MODE)):
         return check_black_box(evidence)
     run_findings: list[Finding] = []
     run_rules = RunRules(evidence, run_findings.append, offline=offline)

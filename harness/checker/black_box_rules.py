@@ -76,33 +76,42 @@ def wire_unknown_retry_keyed(ctx: IntentContext) -> IntentFindings:
     retention); where it does not deduplicate, a blind retry that left a second effect is flagged."""
     dedup = ctx.deduplicates()
     duplicate = len(ctx.effect_refs()) > 1 and len(ctx.committing_flows()) > 1
-    for index, attempt in enumerate(ctx.attempts[1:], start=1):
-        parent = ctx.attempts[index - 1]
-        unknown = parent.unknown()
-        if unknown is None or attempt.idempotent_method:
-            continue
-        after = (f"{_named(attempt, index)} retried {_named(parent, index - 1)}, whose outcome the program could "
-                 f"not know ({unknown})")
-        evidence = _refs([parent, attempt])
-        if dedup:
-            where = f"{ctx.destination} deduplicates on {ctx.key_name()}"
-            if not attempt.key:
-                yield f"{after}, without a key although {where}; {_effects_said(ctx)}", evidence
-            elif attempt.key != parent.key:
-                was = f"its key {parent.key}" if parent.key else "no key"
-                yield (f"{after}, with a changed key ({was}, then {attempt.key}) although {where}, so it cannot "
-                       f"deduplicate the retry; {_effects_said(ctx)}", evidence)
-            else:
-                first = next(a for a in ctx.attempts if a.key == attempt.key)
-                retention = ctx.retention_seconds()
-                gap = attempt.sent_at - first.sent_at
-                if retention is not None and gap > retention:
-                    yield (f"{after}, with the same key {gap:.2f} s after the key was first sent (flow "
-                           f"{first.flow_id}), past its {retention:g} s retention, so the destination no longer "
-                           f"deduplicates it; {_effects_said(ctx)}", evidence + [first.ref()])
-        elif dedup is False and duplicate:
-            yield (f"{after}, on {ctx.destination}, which does not deduplicate: a blind retry, and "
-                   f"{_effects_said(ctx)}", evidence + [effect_ref_row(r) for r in ctx.effects])
+    # each retry is held against the latest earlier attempt whose outcome was unknown: a 429 in between changes
+    # nothing, that attempt may still have acted
+    unknown: WireAttempt | None = None
+    for index, attempt in enumerate(ctx.attempts):
+        if unknown is not None and not attempt.idempotent_method:
+            said = _unsafe_retry(ctx, attempt, unknown, dedup, duplicate)
+            if said is not None:
+                after = (f"{_named(attempt, index)} retried {_named(unknown, ctx.attempts.index(unknown))}, whose "
+                         f"outcome the program could not know ({unknown.unknown()})")
+                yield f"{after}, {said}; {_effects_said(ctx)}", _refs([unknown, attempt]) + (
+                    [effect_ref_row(r) for r in ctx.effects] if not dedup else [])
+        if attempt.unknown() is not None:
+            unknown = attempt
+
+
+def _unsafe_retry(ctx: IntentContext, attempt: WireAttempt, unknown: WireAttempt, dedup: bool | None,
+                  duplicate: bool) -> str | None:
+    """Why retrying ``unknown`` with ``attempt`` was unsafe, or None when it was not (or cannot be told)."""
+    if dedup:
+        where = f"{ctx.destination} deduplicates on {ctx.key_name()}"
+        if not attempt.key:
+            return f"without a key although {where}"
+        if attempt.key != unknown.key:
+            was = f"its key {unknown.key}" if unknown.key else "no key"
+            return (f"with a changed key ({was}, then {attempt.key}) although {where}, so it cannot deduplicate "
+                    "the retry")
+        first = next(a for a in ctx.attempts if a.key == attempt.key)
+        retention = ctx.retention_seconds()
+        gap = attempt.sent_at - first.sent_at
+        if retention is not None and gap > retention:
+            return (f"with the same key {gap:.2f} s after the key was first sent (flow {first.flow_id}), past its "
+                    f"{retention:g} s retention, so the destination no longer deduplicates it")
+        return None
+    if dedup is False and duplicate:
+        return f"on {ctx.destination}, which does not deduplicate: a blind retry"
+    return None
 
 
 # --------------------------------------------------------------------------------------------- H042

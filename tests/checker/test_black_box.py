@@ -166,3 +166,13 @@ def test_expected_states_are_not_judged_but_said_so_and_effects_still_are(b):
     assert verdict.not_judged[-1] == NOT_JUDGED_STATES
     [unmet] = expectation_findings(b.context["expect"], verdict, [], b.effects)
     assert "holds 1 distinct effect(s)" in unmet.message  # no "intent int_1 ended without an operation"
+
+
+def test_a_retry_is_held_against_the_unknown_attempt_it_may_repeat_not_a_429_in_between(b):
+    b.intent()
+    b.request(key="idem-a", lost=True, status=500)
+    b.request(key="idem-a", reached=False, status=429)
+    b.request(key="idem-b", effect="tkt_1")
+    [finding] = b.check().by_code("H041")
+    assert finding.message.startswith("attempt 3 [flow flow_3, key idem-b] retried attempt 1 [flow flow_1, key "
+                                      "idem-a], whose outcome the program could not know")
