@@ -377,11 +377,12 @@ def render_matrix(matrix: Matrix) -> str:
     alarms, ref = matrix.false_alarms()
     lines += ["",
               "legend: . passed   x failed (not targeted)   X caught where targeted   "
-              "! missed where targeted   F reference agent failed (false alarm)",
-              f"catch rate: {caught}/{wrong} wrong agents caught"
-              + (f" ({100 * caught / wrong:.0f}%)" if wrong else ""),
-              f"false alarms: {alarms}/{ref} reference runs failed"
-              + (f" ({100 * alarms / ref:.0f}%)" if ref else "")]
+              "! missed where targeted   F reference agent failed (false alarm)"]
+    if wrong or ref or all(c.bundled for c in cells):  # a matrix of a team's agents alone has neither rate
+        lines += [f"catch rate: {caught}/{wrong} wrong agents caught" + (f" ({100 * caught / wrong:.0f}%)" if wrong
+                                                                          else ""),
+                  f"false alarms: {alarms}/{ref} reference runs failed" + (f" ({100 * alarms / ref:.0f}%)" if ref
+                                                                            else "")]
     uncertified = matrix.uncertified()
     if any(not c.bundled for c in cells):
         own = [c for c in cells if not c.bundled]
