@@ -28,6 +28,8 @@ from harness.explore import (
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
+BLACK_BOX_HELP = ("judge from the proxy journal and the effect ledger alone, for a program that writes no audit "
+                  "log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')")
 EXIT_STATUS_HELP = ("exit status: 0 passed / healthy; 1 a verdict failed (the agent is wrong); 2 unusable input "
                     "or usage; 3 incomplete evidence (run, check: the harness lost evidence of a run, e.g. it was "
                     "killed, so the agent is not judged)")
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=("text", "json"), default="text")
     run.add_argument("--keep-evidence", choices=("all", "failed"), default="all",
                      help="keep the evidence of every run (default) or only of failed runs")
+    run.add_argument("--black-box", action="store_true", help=BLACK_BOX_HELP)
 
     audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON) offline")
     audit.add_argument("file", type=Path)
@@ -76,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "evidence of that run (which source and why is printed), so no verdict")
     check.add_argument("folder", type=Path)
     check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument("--black-box", action="store_true",
+                       help="judge the folder from its proxy journal and ledger alone, its audit log ignored "
+                            "(default: as the run was judged; docs/checker.md, 'Black-box mode')")
     check.add_argument("--key-file", type=Path, metavar="K",
                        help="the key of the agent log's checkpoint, when the run used the operator's (default: "
                             f"${CHECKPOINT_KEY_FILE_ENV}); a log changed since its checkpoint is INCOMPLETE")
@@ -119,11 +125,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("scenarios", help="list the scenarios of the catalogue")
 
-    matrix = sub.add_parser("matrix", help="run every agent against every scenario and print the table")
-    matrix.add_argument("--agent", action="append", dest="agents", metavar="NAME",
-                        help="'reference' or a wrong agent's name (repeatable; default: all)")
+    matrix = sub.add_parser(
+        "matrix", help="run every agent against every scenario and print the table",
+        description="Certify agents against the catalogue (or your scenario files): the bundled ones against their "
+                    "expected outcomes, your own on their verdict; every cell also shows the effects committed, the "
+                    "attempts on the wire and the key behaviour.",
+        epilog="exit status: 0 every wrong agent caught where targeted, no false alarm, and every cell of your "
+               "own agents passed; 1 otherwise (or a cell could not run); 2 usage or a bad scenario")
+    matrix.add_argument("--agent", action="append", dest="agents", metavar="AGENT",
+                        help="'reference', a wrong agent's name, your agent's command ('python my_agent.py', run in "
+                             "the current folder) or LABEL=COMMAND to name its row (repeatable; default: the bundled "
+                             "agents)")
     matrix.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
-                        help="scenario name, glob or 'all' (repeatable; default: all)")
+                        help="scenario name, glob, 'all', a .yaml file or a glob of files ('path/*.yaml') "
+                             "(repeatable; default: all)")
+    matrix.add_argument("--black-box", action="store_true", help=BLACK_BOX_HELP)
+    matrix.add_argument("--markdown", type=Path, metavar="FILE",
+                        help="also write the certification table (agent x scenario: verdict, effects, attempts, key "
+                             "behaviour) as Markdown to FILE")
+    matrix.add_argument("--json", type=Path, metavar="FILE", dest="json_file",
+                        help="also write the matrix as JSON to FILE (what --format json prints)")
     matrix.add_argument("--jobs", "-j", type=int, default=None,
                         help="scenario runs in parallel (default: CPU count, at most 4)")
     matrix.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
@@ -188,12 +209,13 @@ def _run(args: argparse.Namespace) -> int:
     failed = incomplete = 0
     for scenario in scenarios:
         result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir,
-                              keep_evidence=args.keep_evidence)
+                              keep_evidence=args.keep_evidence, black_box=args.black_box)
         incomplete += bool(result.incomplete)
         failed += not result.passed and not result.incomplete
         if args.format == "json":
-            print(json.dumps({"scenario": result.scenario, "passed": result.passed,
-                              "incomplete": result.incomplete, "evidence": str(result.evidence_dir)}))
+            print(json.dumps({"scenario": result.scenario, "passed": result.passed, "mode": result.verdict.mode,
+                              "incomplete": result.incomplete, "evidence": str(result.evidence_dir),
+                              "facts": result.facts}))
         else:
             print(render_result(result), end="\n\n")
     return EXIT_FAILED if failed else EXIT_INCOMPLETE if incomplete else EXIT_PASSED
@@ -262,7 +284,7 @@ def _check(args: argparse.Namespace) -> int:
         else:
             print(render_incomplete(evidence.incomplete))
         return EXIT_INCOMPLETE
-    verdict = check(evidence)
+    verdict = check(evidence, black_box=True if args.black_box else None)  # None: as the run was judged
     runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
     unmet = expectation_findings(evidence.expect, verdict, runs, evidence.effects) if evidence.expect else []
     verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
@@ -281,22 +303,31 @@ def _check(args: argparse.Namespace) -> int:
 
 def _matrix(args: argparse.Namespace) -> int:
     from harness.engine import caller_folder
-    from harness.matrix import as_dict, default_jobs, load_expectations, run_matrix
-    from harness.report import render_matrix
+    from harness.matrix import agent_specs, as_dict, default_jobs, load_expectations, run_matrix
+    from harness.report import render_matrix, render_matrix_markdown
     from harness.resources import catalogue_dir
-    from harness.scenario import resolve
+    from harness.scenario import load, resolve
 
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = list(dict.fromkeys(p for s in (args.scenarios or ["all"]) for p in resolve(s, dirs)))
-    agents = args.agents or load_expectations().agents
-    matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs())
+    for path in paths:
+        load(path)  # validate every scenario before running any
+    expected = load_expectations()
+    agents = agent_specs(args.agents or expected.agents, expected)  # a bad --agent is a usage error, before any run
+    for target in (args.markdown, args.json_file):
+        if target is not None and not target.parent.is_dir():
+            raise HarnessError(f"cannot write {target}: folder {target.parent} does not exist")
+    matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs(), black_box=args.black_box)
+    data = as_dict(matrix)
     if args.format == "json":
-        print(json.dumps(as_dict(matrix), indent=2))
+        print(json.dumps(data, indent=2))
     else:
         print(render_matrix(matrix))
-    caught, wrong = matrix.catch_rate()
-    alarms, _ = matrix.false_alarms()
-    return 0 if caught == wrong and alarms == 0 else 1
+    if args.json_file is not None:
+        args.json_file.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if args.markdown is not None:
+        args.markdown.write_text(render_matrix_markdown(matrix), encoding="utf-8")
+    return EXIT_PASSED if matrix.ok else EXIT_FAILED
 
 
 def _explore(args: argparse.Namespace) -> int:

@@ -32,6 +32,14 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 # -- the agent command -----------------------------------------------------------------------------
 
 REFERENCE_AGENT = "python -m harness.agents.reference"  # what runs when no agent is named anywhere
+# What an agent writes (a scenario's ``agent_log``): "events", its audit log; "none", no log at all (a
+# vendor SDK, a plain HTTP client), so the run is judged in black-box mode from the wire and the ledger.
+AGENT_LOGS = ("events", "none")
+# How a run is judged (``mode`` in context.json and in the verdict): "events", from the agent's audit log
+# beside the proxy journal and the ledger; "black_box", from the journal and the ledger alone (the
+# scenario's ``agent_log: none``, or ``--black-box``)
+EVENTS_MODE, BLACK_BOX_MODE = "events", "black_box"
+JUDGING_MODES = (EVENTS_MODE, BLACK_BOX_MODE)
 
 
 def agent_words(command: str) -> list[str]:

@@ -30,7 +30,9 @@ from harness.checker.model import EXPECTATION_RULE as EXPECTATION_RULE
 from harness.checker.model import Finding
 from harness.contract import (
     AGENT_STDERR_FILE,
+    BLACK_BOX_MODE,
     COMPLETENESS_KEY,
+    EVENTS_MODE,
     REFERENCE_AGENT,
     EvidenceLayout,
     agent_env,
@@ -59,6 +61,9 @@ class ScenarioResult:
     evidence_kept: bool = True
     # why the harness lost evidence of this run; when not empty the agent is not judged (``verdict`` is empty)
     incomplete: list[str] = field(default_factory=list)
+    # what the wire and the ledger show, whatever the mode (``Attribution.facts``): effects committed, write
+    # attempts, key behaviour, per intent; what a certification table shows (empty when evidence is incomplete)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
@@ -72,7 +77,7 @@ class ScenarioResult:
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
-                "incomplete": list(self.incomplete),
+                "incomplete": list(self.incomplete), "facts": dict(self.facts),
                 "agent_runs": [asdict(run) for run in self.agent_runs], **verdict}
 
     @classmethod
@@ -84,7 +89,7 @@ class ScenarioResult:
         return cls(data["scenario"], data["agent"], data["passed"], verdict,
                    Path(data["evidence_dir"]), [AgentRun(**run) for run in data.get("agent_runs", [])],
                    dict(data.get("timings", {})), list(data.get("expectation_failures", [])),
-                   data.get("evidence_kept", True), list(data.get("incomplete", [])))
+                   data.get("evidence_kept", True), list(data.get("incomplete", [])), dict(data.get("facts", {})))
 
 
 def caller_folder() -> Path:
@@ -105,17 +110,21 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 
 
 def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
-                 proxy: Any = None, pool: Any = None, keep_evidence: str = "all") -> ScenarioResult:
+                 proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
+                 black_box: bool = False) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
+    `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
+    `agent_log` is `none` (a program that writes no audit log); `context.json` keeps the mode, so
+    `check` judges the folder the same way.
 
     Destinations come from `pool` (default: this process's warm pool) and the proxy is `proxy`
     (default: this process's shared embedded mitmproxy): start-up is paid once per process.
     """
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects, save_run_ledger
-    from harness.checker import Verdict, check
+    from harness.checker import Verdict, attribute, check
     from harness.evidence import load_evidence
     from harness.proxy.host import ProxyHost, ProxyHostError
 
@@ -143,6 +152,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
         "agent": {"command": command, "cwd": str(workdir), "exit_status": None, "timed_out": False},
         "expect": expectations_of(scenario),
+        "agent_log": scenario.agent_log,
+        "mode": BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
     }
     _write_json(layout.context, context)
     _write_json(layout.intents, {"intents": intents, "destinations": contracts})
@@ -202,17 +213,19 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
 
     t3 = time.perf_counter()
     evidence = load_evidence(evidence_dir)
+    facts: dict[str, Any] = {}
     if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
-        verdict, failures = Verdict(), []
+        verdict, failures = Verdict(mode=evidence.mode), []
     else:
-        verdict = check(evidence)
+        verdict = check(evidence)  # in the run's mode (context.json)
+        facts = attribute(evidence).facts(evidence)
         unmet = expectation_findings(context["expect"], verdict, runs, effects)
         verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
         failures = [f.message for f in unmet]
     timings["check"] = time.perf_counter() - t3
     passed = verdict.passed and not evidence.incomplete
     result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures,
-                            incomplete=list(evidence.incomplete))
+                            incomplete=list(evidence.incomplete), facts=facts)
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
@@ -259,7 +272,8 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
                          effects: list[dict[str, Any]]) -> list[Finding]:
     """What the scenario itself demands beyond the generic rules (``expectations_of``): final states
     and effect counts, and an agent that finished in time with status 0. Each failure is an X001
-    finding with its evidence: the resolution's log line and the ledger rows that contradict it."""
+    finding with its evidence: the resolution's log line and the ledger rows that contradict it. A
+    black-box verdict has no states to hold against (no log): only the effects and the exit apply."""
     from harness.checker.context import effect_ref_row
 
     def finding(operation_id: str | None, message: str, evidence: list[dict[str, Any]]) -> Finding:
@@ -282,7 +296,8 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
     # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
     borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
                 for e in f.evidence if e.get("intent_id")}
-    for intent_id, allowed in expect.get("states", {}).items():
+    states = {} if getattr(verdict, "black_box", False) else expect.get("states", {})
+    for intent_id, allowed in states.items():
         op = by_intent.get(intent_id)
         state = getattr(op, "state", None)
         wanted = " or ".join(allowed)

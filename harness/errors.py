@@ -18,7 +18,8 @@ class ScenarioError(HarnessError):
 
 
 class AgentError(HarnessError):
-    """Raised when the agent command is empty or its program cannot be started."""
+    """Raised when the agent command is empty, an ``--agent`` value names no agent, or its program cannot be
+    started."""
 
 
 class EvidenceError(HarnessError):

@@ -21,6 +21,8 @@ from harness.chain import verify_checkpoint_file
 from harness.contract import (
     AGENT_LOG_FILE,
     COMPLETENESS_KEY,
+    EVENTS_MODE,
+    JUDGING_MODES,
     LEDGER_DUMP_FILE,
     ContractError,
     DestinationContract,
@@ -57,6 +59,8 @@ class Evidence:
     # end never judges incomplete evidence: it reports INCOMPLETE instead.
     incomplete: list[str] = field(default_factory=list)
     expect: dict[str, Any] | None = None  # the scenario's own expectations, as the run kept them
+    # how the run is judged: EVENTS_MODE (its audit log beside the wire) or BLACK_BOX_MODE (the wire alone)
+    mode: str = EVENTS_MODE
 
 
 def load_events(path: Path, evidence: Evidence,
@@ -126,6 +130,10 @@ def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
             if not isinstance(value, kind):
                 raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
             setattr(evidence, key, value)
+        mode = data.get("mode", EVENTS_MODE)
+        if mode not in JUDGING_MODES:
+            raise EvidenceError(f"{context}: key 'mode' is {mode!r}; valid: {', '.join(JUDGING_MODES)}")
+        evidence.mode = mode
         _check_contracts(context, evidence.destinations)
         evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file)
     return evidence

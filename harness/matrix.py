@@ -3,11 +3,19 @@
 The expected outcomes live in one data file (`harness/expected_outcomes.yaml`): the reference
 agent must pass every scenario (a failure is a false alarm); each wrong agent must fail the scenarios
 that target its flaw, with the named rule codes among the findings (a miss lowers the catch rate).
+
+A team certifies its own agents beside them: any command (`agent_spec`: a bundled name, a command,
+or `LABEL=COMMAND`), whose cells pass or fail with the rule codes found, no expectation asserted.
+Every cell also carries what the wire and the ledger show (`ScenarioResult.facts`: effects
+committed, attempts on the wire, key behaviour), whatever the mode the run was judged in.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -16,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from harness.errors import ScenarioError
+from harness.contract import BLACK_BOX_MODE, EVENTS_MODE, agent_words
+from harness.errors import AgentError
 from harness.resources import expected_outcomes_file
 
 EXPECTED_FILE = expected_outcomes_file()  # package data (harness.resources)
@@ -48,26 +57,98 @@ def load_expectations(path: Path = EXPECTED_FILE) -> Expectations:
                    for name, spec in wrong.items()})
 
 
+LABEL = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One row of the matrix: its label, the command run, and whether it is a bundled agent (the reference
+    or a wrong agent, judged against the expected outcomes) or a team's own (judged on its verdict alone)."""
+
+    label: str
+    command: str
+    bundled: bool
+
+
+def agent_spec(value: str, expected: Expectations) -> AgentSpec:
+    """`--agent`'s value: a bundled agent's name (`reference`, `idle`, ...), `LABEL=COMMAND`, or a command
+    (labelled by itself). A single word that is neither a bundled name nor a program on PATH is an error
+    naming the bundled agents (a typo must not run as a command and fail every cell)."""
+    if value in expected.agents:
+        return AgentSpec(value, expected.command(value), True)
+    labelled = LABEL.match(value)
+    label, command = (labelled.group(1), labelled.group(2)) if labelled else (value, value)
+    try:
+        words = agent_words(command)
+    except ValueError as exc:
+        raise AgentError(f"--agent {value!r}: the agent command {exc}") from None
+    if labelled and label in expected.agents:
+        raise AgentError(f"--agent {value!r}: the label {label!r} is a bundled agent's name; choose another "
+                            f"(bundled: {', '.join(expected.agents)})")
+    if not labelled and len(words) == 1 and "/" not in command and shutil.which(command) is None:
+        hint = difflib.get_close_matches(value, expected.agents, n=1)
+        raise AgentError(
+            f"--agent {value!r} is neither a bundled agent{f' (did you mean {hint[0]!r}?)' if hint else ''} nor a "
+            f"program on PATH; give a bundled name ({', '.join(expected.agents)}), a command such as "
+            f"'python my_agent.py', or LABEL=COMMAND")
+    return AgentSpec(label, command, False)
+
+
+def agent_specs(values: list[str] | list[AgentSpec], expected: Expectations) -> list[AgentSpec]:
+    """`agent_spec` of each value (an `AgentSpec` is kept as it is), each once; two agents under one label
+    are an error."""
+    specs = [v if isinstance(v, AgentSpec) else agent_spec(v, expected) for v in values]
+    seen: dict[str, AgentSpec] = {}
+    for spec in specs:
+        if spec.label in seen and seen[spec.label] != spec:
+            raise AgentError(f"--agent: the label {spec.label!r} names two agents ({seen[spec.label].command!r} "
+                                f"and {spec.command!r}); give each its own LABEL=COMMAND")
+        seen[spec.label] = spec
+    return list(dict.fromkeys(specs))
+
+
 @dataclass
 class Cell:
-    agent: str
+    agent: str  # the row's label: a bundled agent's name, or a team's own label (LABEL=COMMAND, else the command)
     scenario: str
     passed: bool
     codes: list[str]
     evidence: str
     expected_codes: list[str] | None = None  # set where the matrix asserts a catch
     error: str | None = None
+    command: str = ""
+    bundled: bool = True  # False: a team's own agent, no expected outcome
+    mode: str = EVENTS_MODE  # how the run was judged: with its audit log, or black-box
+    # what the wire and the ledger show (``ScenarioResult.facts``): effects, attempts, key_behaviour, intents
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
-        """`ok` (as expected), `caught`, `missed` (a wrong agent slipped through), `false-alarm`."""
-        if self.agent == REFERENCE:
+        """`ok` (as expected), `caught`, `missed` (a wrong agent slipped through), `false-alarm`; a team's own
+        agent (no expected outcome): `ok` or `fail`."""
+        if self.agent == REFERENCE and self.bundled:
             return "ok" if self.passed else "false-alarm"
         if self.expected_codes is None:
             return "ok" if self.passed else "fail"
         if not self.passed and set(self.expected_codes) <= set(self.codes):
             return "caught"
         return "missed"
+
+    @property
+    def outcome(self) -> str:
+        """The cell in a certification table: PASS, or FAIL with the rule codes found (ERROR if it never ran);
+        where the matrix asserts something of a bundled agent, what it asserted follows."""
+        if self.error:
+            return "ERROR"
+        said = "PASS" if self.passed else " ".join(["FAIL", *self.codes])
+        if self.bundled and self.verdict in ("caught", "missed", "false-alarm"):
+            said += f" ({self.verdict})"
+        return said
+
+    def fact(self, name: str) -> str:
+        """One black-box fact as the table shows it ("-" when the run gave none)."""
+        value = self.facts.get(name)
+        return "-" if value is None else str(value)
 
 
 @dataclass
@@ -83,39 +164,55 @@ class Matrix:
         return sum(targeted.values()), len(targeted)
 
     def false_alarms(self) -> tuple[int, int]:
-        ref = [c for c in self.cells if c.agent == REFERENCE]
+        ref = [c for c in self.cells if c.agent == REFERENCE and c.bundled]
         return sum(not c.passed for c in ref), len(ref)
 
+    def uncertified(self) -> list[Cell]:
+        """The cells of a team's own agents that failed, and any cell that never ran."""
+        return [c for c in self.cells if c.error or (not c.bundled and not c.passed)]
 
-def run_cell(agent: str, scenario_path: str, evidence_root: str, expected: Expectations | None = None) -> Cell:
-    """Run one agent on one scenario (in this process, reusing its proxy)."""
+    @property
+    def ok(self) -> bool:
+        """Every wrong agent caught where targeted, no false alarm, every team agent passed, every cell ran."""
+        caught, wrong = self.catch_rate()
+        return caught == wrong and self.false_alarms()[0] == 0 and not self.uncertified()
+
+
+def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, expected: Expectations | None = None,
+             black_box: bool = False) -> Cell:
+    """Run one agent on one scenario (in this process, reusing its proxy); `agent` is a bundled agent's name or
+    an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone."""
     from harness.engine import EXPECTATION_CODE, run_scenario
     from harness.scenario import load
 
     expected = expected or load_expectations()
+    spec = agent if isinstance(agent, AgentSpec) else agent_spec(agent, expected)
     scenario = load(scenario_path)
-    codes_wanted = expected.caught_by.get(agent, {}).get(scenario.name)
+    codes_wanted = expected.caught_by.get(spec.label, {}).get(scenario.name) if spec.bundled else None
+    mode = BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE
     try:
-        result = run_scenario(scenario, agent=expected.command(agent), evidence_root=Path(evidence_root),
-                              keep_evidence="failed")
+        result = run_scenario(scenario, agent=spec.command, evidence_root=Path(evidence_root),
+                              keep_evidence="failed", black_box=black_box)
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
-        return Cell(agent, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}")
+        return Cell(spec.label, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}",
+                    command=spec.command, bundled=spec.bundled, mode=mode)
     codes = sorted({f.code for f in result.verdict.findings}  # X001 findings are the verdict's
                    | ({EXPECTATION_CODE} if result.expectation_failures else set()))
-    return Cell(agent, scenario.name, result.passed, codes, str(result.evidence_dir), codes_wanted)
+    evidence = str(result.evidence_dir) if result.evidence_kept else ""
+    return Cell(spec.label, scenario.name, result.passed, codes, evidence, codes_wanted, command=spec.command,
+                bundled=spec.bundled, mode=result.verdict.mode, facts=dict(result.facts))
 
 
-def run_matrix(agents: list[str], scenario_paths: list[Path], evidence_root: Path, *,
-               jobs: int = 1) -> Matrix:
+def run_matrix(agents: list[str] | list[AgentSpec], scenario_paths: list[Path], evidence_root: Path, *,
+               jobs: int = 1, black_box: bool = False) -> Matrix:
+    """Every agent against every scenario. `agents`: `--agent` values (bundled names, commands, LABEL=COMMAND)
+    or `AgentSpec`s; `black_box`: judge every run from the wire and the ledger alone."""
     expected = load_expectations()
-    unknown = [a for a in agents if a not in expected.agents]
-    if unknown:
-        raise ScenarioError(f"unknown agent(s) {', '.join(unknown)} for the matrix; valid: "
-                            f"{', '.join(expected.agents)} (see {EXPECTED_FILE})")
+    specs = agent_specs(agents, expected)
     # scenario-major: consecutive runs share destinations, so the warm pool reuses their process
-    work = [(a, str(p), str(evidence_root)) for p in scenario_paths for a in agents]
+    work = [(a, str(p), str(evidence_root), expected, black_box) for p in scenario_paths for a in specs]
     if jobs <= 1:
-        return Matrix([run_cell(*w, expected) for w in work])
+        return Matrix([run_cell(*w) for w in work])
     # one process per job: each has its own embedded proxy (mitmproxy allows one per process)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         return Matrix(list(pool.map(run_cell, *zip(*work, strict=True))))
@@ -126,7 +223,11 @@ def default_jobs() -> int:
 
 
 def as_dict(matrix: Matrix) -> dict[str, Any]:
+    """The matrix as JSON (`--format json`, `--json FILE`): the rates, the agents (label, command, bundled),
+    and every cell with its verdict, its outcome (PASS/FAIL and codes) and its black-box facts."""
     caught, wrong = matrix.catch_rate()
     alarms, ref = matrix.false_alarms()
-    return {"catch_rate": [caught, wrong], "false_alarms": [alarms, ref],
-            "cells": [{**c.__dict__, "verdict": c.verdict} for c in matrix.cells]}
+    agents = {c.agent: {"label": c.agent, "command": c.command, "bundled": c.bundled} for c in matrix.cells}
+    return {"catch_rate": [caught, wrong], "false_alarms": [alarms, ref], "passed": matrix.ok,
+            "agents": list(agents.values()),
+            "cells": [{**c.__dict__, "verdict": c.verdict, "outcome": c.outcome} for c in matrix.cells]}

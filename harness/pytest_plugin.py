@@ -36,12 +36,14 @@ EVIDENCE_OPTION = "--harness-evidence-dir"
 KEEP_OPTION = "--harness-keep-evidence"
 EXPLORE_OPTION = "--harness-explore"
 EXPLORE_SEED_OPTION = "--harness-explore-seed"
+BLACK_BOX_OPTION = "--harness-black-box"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
-           KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed"}
-SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST = (
+           KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed",
+           BLACK_BOX_OPTION: "--black-box"}
+SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST, BLACK_BOX_DEST = (
     "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
-    "harness_explore_seed")
+    "harness_explore_seed", "harness_black_box")
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -72,6 +74,10 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     EXPLORE_SEED_OPTION: dict(
         dest=EXPLORE_SEED_DEST, default=None, type=int, metavar="SEED",
         help="with --harness-explore: fix the draws (the same seed, the same schedules)."),
+    BLACK_BOX_OPTION: dict(
+        dest=BLACK_BOX_DEST, action="store_true", default=False,
+        help="judge every run from the proxy journal and the effect ledger alone, for an agent that writes no "
+             "audit log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')."),
 }
 _GROUP = "retry-harness"
 
@@ -181,11 +187,15 @@ def _in_bundled_catalogue(path: Path) -> bool:
 def _without_our_options(args: list[str]) -> list[str]:
     """`args` without this plugin's options and their values (long forms and aliases)."""
     names = set(_OPTIONS) | set(ALIASES.values())
+    flags = {spelling for name, attrs in _OPTIONS.items() if attrs.get("action") == "store_true"
+             for spelling in (name, ALIASES[name])}  # options that take no value
     out: list[str] = []
     skip = False
     for arg in args:
         if skip:
             skip = False
+        elif arg in flags:
+            continue
         elif arg in names:
             skip = True
         elif arg.split("=", 1)[0] not in names:
@@ -568,16 +578,19 @@ class HarnessEngine:
         return load(paths[0])
 
     def run(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
-            keep_evidence: str | None = None) -> ScenarioResult:
+            keep_evidence: str | None = None, black_box: bool | None = None) -> ScenarioResult:
         """Run one scenario and judge it. The agent: `agent`, else `--harness-agent`, else the
-        scenario's, else the ini option retry_harness_agent, else the bundled reference agent."""
+        scenario's, else the ini option retry_harness_agent, else the bundled reference agent.
+        `black_box`: judge from the wire and the ledger alone (default: `--harness-black-box`; a
+        scenario with `agent_log: none` is judged so anyway)."""
         from harness.engine import run_scenario
 
         loaded = self.load(scenario)
         config = self.config
         command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or None
+        wire_only = bool(config.getoption(BLACK_BOX_DEST)) if black_box is None else black_box
         return run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
-                            pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence)
+                            pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only)
 
     def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
                 examples: int | None = None, seed: int | None = None, **options: Any) -> Any:
@@ -620,16 +633,17 @@ def harness_engine(pytestconfig: pytest.Config) -> Generator[HarnessEngine]:
 @pytest.fixture
 def run_scenario(harness_engine: HarnessEngine, request: pytest.FixtureRequest) -> Callable[..., ScenarioResult]:
     """retry-harness: `run_scenario("response_lost", agent="python my_agent.py")` (a name, a path or a
-    Scenario) runs one scenario and returns its ScenarioResult; `assert_scenario_passed(result)`
-    fails the test with the plugin's failure report. The test's JUnit properties name the run."""
+    Scenario) runs one scenario and returns its ScenarioResult (`black_box=True`: judged from the wire and
+    the ledger alone); `assert_scenario_passed(result)` fails the test with the plugin's failure report.
+    The test's JUnit properties name the run."""
 
     def run(scenario: str | os.PathLike[str] | Scenario, agent: str | None = None, *,
-            keep_evidence: str | None = None) -> ScenarioResult:
+            keep_evidence: str | None = None, black_box: bool | None = None) -> ScenarioResult:
         __tracebackhide__ = True
         from harness.errors import HarnessError
 
         try:
-            result = harness_engine.run(scenario, agent=agent, keep_evidence=keep_evidence)
+            result = harness_engine.run(scenario, agent=agent, keep_evidence=keep_evidence, black_box=black_box)
         except HarnessError as exc:
             error = str(exc)  # failed outside the except block: no "during handling of..." chain
         else:

@@ -9,7 +9,14 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.model import EXPECTATION_CODE, EXPECTATION_RULE, Finding, OperationVerdict, Verdict
+from harness.checker.model import (
+    EXPECTATION_CODE,
+    EXPECTATION_RULE,
+    Finding,
+    IntentVerdict,
+    OperationVerdict,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from harness.audit import AuditSummary
@@ -29,6 +36,9 @@ def _evidence_line(ref: dict[str, Any]) -> str:
         return (f"journal line {ref.get('line')}: flow {ref.get('flow_id')} {ref.get('method')} {ref.get('path')} "
                 f"key={ref.get('idempotency_key')} forwarded={ref.get('forwarded')} "
                 f"upstream={ref.get('upstream_status')} client={ref.get('client_outcome')}")
+    if source == "ledger" and ref.get("table") == "requests":  # a request the proxy does not front (SSH)
+        return (f"ledger requests seq {ref.get('seq')}: {ref.get('method')} {ref.get('path')} "
+                f"key={ref.get('idempotency_key')}")
     if source == "ledger":
         return (f"ledger {ref.get('table')} seq {ref.get('seq')}: effect {ref.get('effect_ref')} on "
                 f"{ref.get('destination')} (flow {ref.get('flow_id')}, key {ref.get('operation_key')})")
@@ -96,22 +106,92 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
     return lines
 
 
+def _wire_attempt_text(index: int, attempt: dict[str, Any]) -> str:
+    """One write of a black-box intent: what it carried, what the client and the destination saw."""
+    key = attempt.get("idempotency_key") or "-"
+    if attempt.get("source") == "ledger":
+        client = "not proxied"
+    elif attempt.get("client_outcome") == "response":
+        client = f"client got {attempt.get('client_status')}"
+        if attempt.get("client_retry_after") is not None:
+            client += f" (Retry-After {attempt['client_retry_after']})"
+    else:
+        client = f"client got no answer ({attempt.get('client_outcome')})"
+    saw = attempt.get("destination_saw") or []
+    destination = ", ".join(f"{r.get('status')} {r.get('outcome')}" + (f" {r['effect_ref']}" if r.get("effect_ref")
+                                                                        else "") for r in saw) or "never reached it"
+    fault = f" fault={attempt['fault']}" if attempt.get("fault") else ""
+    return (f"  attempt {index}: {attempt.get('method')} {attempt.get('path')} flow {attempt.get('flow_id')} "
+            f"key={key}; {client}{fault}; destination: {destination} (attributed by {attempt.get('attributed_by')})")
+
+
+def render_intent(intent: IntentVerdict) -> list[str]:
+    """A black-box intent: its writes on the wire, its effects, the key behaviour and retry spacing, and
+    the black-box checks that held or failed."""
+    what = intent.intent or {}
+    gaps = ", ".join(f"{g:.2f} s" for g in intent.retry_gaps) or "-"
+    lines = [f"intent {intent.intent_id} ({what.get('kind')} on {what.get('destination')})",
+             f"  classification: {intent.classification}; effects: {', '.join(intent.effects) or 'none'}",
+             f"  attempts on the wire: {len(intent.attempts)}; key: {intent.key_behaviour}; retry spacing: {gaps}"]
+    lines += [_wire_attempt_text(i, a) for i, a in enumerate(intent.attempts, start=1)]
+    if not intent.attempts:
+        lines.append("  no write on the wire")
+    for finding in intent.findings:
+        lines += _finding_lines(finding, "  ")
+    if intent.held and not intent.findings:
+        lines.append(f"  held: all {len(intent.held)} black-box checks")
+    elif intent.held:
+        lines.append(f"  held: {', '.join(intent.held)}")
+    return lines
+
+
+def _unattributed_text(item: dict[str, Any]) -> str:
+    if item.get("kind") == "effect":
+        what = f"effect {item.get('effect_ref')} on {item.get('destination')} (flow {item.get('flow_id')})"
+    else:
+        what = (f"write {item.get('method')} {item.get('path')} to {item.get('destination')} "
+                f"(flow {item.get('flow_id')})")
+    return f"{what}: {item.get('reason')}"
+
+
+def render_not_judged(verdict: Verdict) -> list[str]:
+    """What black-box mode cannot answer, said plainly: the questions left for an audit log."""
+    return ["not judged in black-box mode (the program wrote no audit log; the wire and the ledger cannot say):",
+            *[f"  - {question}" for question in verdict.not_judged]]
+
+
 def render_text(verdict: Verdict, *, offline: bool = False) -> str:
     """Per operation: intent, attempts with dispatch states and what the wire/destination saw, effects,
-    the checks that held and the ones that failed with their evidence; then run-wide findings."""
+    the checks that held and the ones that failed with their evidence; then run-wide findings. A black-box
+    verdict: per intent its writes on the wire and its effects, then what that mode cannot judge."""
     unmet = sum(f.code == EXPECTATION_CODE for f in verdict.findings)
     of_which = f", {unmet} of them the scenario's own expectations ({EXPECTATION_CODE})" if unmet else ""
-    lines = [f"verdict: {'PASSED' if verdict.passed else 'FAILED'} "
-             f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
+    outcome = "PASSED" if verdict.passed else "FAILED"
+    if verdict.black_box:
+        lines = [f"verdict: {outcome} (black-box: judged from the proxy journal and the effect ledger alone; "
+                 f"{len(verdict.intents)} intent(s), {len(verdict.findings)} finding(s){of_which})"]
+        for intent in verdict.intents:
+            lines.append("")
+            lines += render_intent(intent)
+    else:
+        lines = [f"verdict: {outcome} "
+                 f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
     for op in verdict.operations:
         lines.append("")
         lines += render_operation(op, offline=offline)
-    loose = [f for f in verdict.findings if f.operation_id is None or
-             f.operation_id not in {o.operation_id for o in verdict.operations}]
+    shown = {o.operation_id for o in verdict.operations}
+    judged = {i.intent_id for i in verdict.intents}
+    loose = [f for f in verdict.findings if (f.operation_id is None or f.operation_id not in shown)
+             and (f.intent_id is None or f.intent_id not in judged)]
     if loose:
         lines += ["", "run-wide findings:"]
         for finding in loose:
             lines += _finding_lines(finding, "  ")
+    if verdict.unattributed:
+        lines += ["", "on the wire and in the ledger, no intent's (black-box attribution, docs/checker.md):"]
+        lines += [f"  {_unattributed_text(u)}" for u in verdict.unattributed]
+    if verdict.black_box:
+        lines += ["", *render_not_judged(verdict)]
     return "\n".join(lines) + "\n"
 
 
@@ -123,7 +203,8 @@ def _agent_run_text(run: Any) -> str:
 
 def render_headline(result: ScenarioResult) -> str:
     outcome = "INCOMPLETE" if result.incomplete else "PASS" if result.passed else "FAIL"
-    return f"scenario {result.scenario} with agent {result.agent!r}: {outcome}"
+    mode = " (black-box)" if result.verdict.black_box else ""
+    return f"scenario {result.scenario} with agent {result.agent!r}{mode}: {outcome}"
 
 
 def render_incomplete(gaps: list[str]) -> str:
@@ -177,7 +258,7 @@ def render_failure_line(result: ScenarioResult) -> str:
     by_operation: dict[str | None, dict[str, None]] = {}
     for finding in result.verdict.findings:
         if finding.code != EXPECTATION_CODE:  # the expectations' X001 findings are counted once, below
-            by_operation.setdefault(finding.operation_id, {})[finding.code] = None
+            by_operation.setdefault(finding.subject, {})[finding.code] = None
     parts = [" ".join(codes) + (f" on {op}" if op else " run-wide") for op, codes in by_operation.items()]
     if result.expectation_failures:
         parts.append(f"{EXPECTATION_CODE} ({len(result.expectation_failures)} of the scenario's expectations)")
@@ -186,12 +267,97 @@ def render_failure_line(result: ScenarioResult) -> str:
 
 def render_pass_line(result: ScenarioResult) -> str:
     """A passed run in one line: the headline, how much was checked, and where the evidence is."""
-    checks = sum(len(op.held) for op in result.verdict.operations)
-    return (f"{render_headline(result)} ({len(result.verdict.operations)} operation(s), {checks} check(s) held) "
-            f"{render_evidence_line(result)}")
+    verdict = result.verdict
+    if verdict.black_box:
+        checks = sum(len(i.held) for i in verdict.intents)
+        judged = f"black-box: {len(verdict.intents)} intent(s), {checks} check(s) held"
+    else:
+        checks = sum(len(op.held) for op in verdict.operations)
+        judged = f"{len(verdict.operations)} operation(s), {checks} check(s) held"
+    return f"{render_headline(result)} ({judged}) {render_evidence_line(result)}"
 
 
 _MATRIX_SYMBOLS = {"ok": ".", "fail": "x", "caught": "X", "missed": "!", "false-alarm": "F"}
+# the certification table's columns: (header, the cell's value), in the text, Markdown and JSON alike
+CELL_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("agent", lambda c: c.agent), ("scenario", lambda c: c.scenario), ("verdict", lambda c: c.outcome),
+    ("effects", lambda c: c.fact("effects")), ("attempts", lambda c: c.fact("attempts")),
+    ("key behaviour", lambda c: c.fact("key_behaviour")),
+)
+
+
+def _cell_rows(matrix: Matrix) -> tuple[list[str], list[list[str]]]:
+    """The certification table: one row per cell, agent by agent (each agent's scenarios together, in the
+    matrix's order); a mode column when the cells were judged both ways."""
+    columns = list(CELL_COLUMNS)
+    if len({c.mode for c in matrix.cells}) > 1:
+        columns.insert(3, ("mode", lambda c: c.mode.replace("_", "-")))
+    agents = list(dict.fromkeys(c.agent for c in matrix.cells))
+    cells = sorted(matrix.cells, key=lambda c: agents.index(c.agent))  # stable: scenarios keep their order
+    return [h for h, _ in columns], [[str(value(c)) for _, value in columns] for c in cells]
+
+
+def _modes_said(matrix: Matrix) -> str:
+    modes = {c.mode for c in matrix.cells}
+    if modes == {"black_box"}:
+        return "judged in black-box mode: from the proxy journal and the effect ledger alone"
+    if modes == {"events"}:
+        return "judged from each agent's audit log beside the proxy journal and the effect ledger"
+    return "judged with the agent's audit log (events) or without it (black-box), as the mode column says"
+
+
+# What a Markdown table cell must escape: the cell separator, the escape character itself, and what would
+# start inline markup (code, emphasis, links, HTML, entities, strikethrough). An underscore between two
+# letters or digits starts nothing (CommonMark's intraword rule), so new_key_per_attempt stays readable.
+_MARKDOWN_SPECIAL = frozenset("\\|`*[]<>&~!")
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` as one GitHub-flavoured Markdown table cell that renders as exactly ``text``: special
+    characters backslash-escaped, line breaks and tabs as spaces (a cell is one line)."""
+    text = " ".join(text.split()) if any(ch in text for ch in "\r\n\t\f\v") else text.strip()
+    out = []
+    for index, ch in enumerate(text):
+        if ch in _MARKDOWN_SPECIAL:
+            out.append("\\" + ch)
+        elif ch == "_":
+            before = text[index - 1] if index else ""
+            after = text[index + 1] if index + 1 < len(text) else ""
+            out.append("_" if before.isalnum() and after.isalnum() and before.isascii() and after.isascii()
+                       else "\\_")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(markdown_cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def render_matrix_markdown(matrix: Matrix) -> str:
+    """The certification table as a Markdown file a team can publish: one row per agent x scenario (verdict,
+    effects committed, attempts on the wire, key behaviour), then each agent's command."""
+    headers, rows = _cell_rows(matrix)
+    agents = {c.agent: c.command for c in matrix.cells}
+    lines = ["<!-- written by `python -m harness matrix --markdown`; regenerate it, do not edit it -->", "",
+             f"Certification matrix, {_modes_said(matrix)}. A verdict is PASS, or FAIL with the rule codes found "
+             "(docs/checker.md); effects are the distinct effects the destinations committed, attempts the writes "
+             "on the wire.", ""]
+    lines += _markdown_table(headers, rows)
+    lines += ["", *_markdown_table(["agent", "command"], [[label, command] for label, command in agents.items()])]
+    return "\n".join(lines) + "\n"
+
+
+def render_cells(matrix: Matrix) -> str:
+    """The certification table as aligned text: one row per cell, with its black-box facts."""
+    headers, rows = _cell_rows(matrix)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = [f"cells ({_modes_said(matrix)}):",
+             "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
 
 
 def render_matrix(matrix: Matrix) -> str:
@@ -211,16 +377,27 @@ def render_matrix(matrix: Matrix) -> str:
     alarms, ref = matrix.false_alarms()
     lines += ["",
               "legend: . passed   x failed (not targeted)   X caught where targeted   "
-              "! missed where targeted   F reference agent failed (false alarm)",
-              f"catch rate: {caught}/{wrong} wrong agents caught"
-              + (f" ({100 * caught / wrong:.0f}%)" if wrong else ""),
-              f"false alarms: {alarms}/{ref} reference runs failed"
-              + (f" ({100 * alarms / ref:.0f}%)" if ref else "")]
+              "! missed where targeted   F reference agent failed (false alarm)"]
+    if wrong or ref or all(c.bundled for c in cells):  # a matrix of a team's agents alone has neither rate
+        lines += [f"catch rate: {caught}/{wrong} wrong agents caught" + (f" ({100 * caught / wrong:.0f}%)" if wrong
+                                                                          else ""),
+                  f"false alarms: {alarms}/{ref} reference runs failed" + (f" ({100 * alarms / ref:.0f}%)" if ref
+                                                                            else "")]
+    uncertified = matrix.uncertified()
+    if any(not c.bundled for c in cells):
+        own = [c for c in cells if not c.bundled]
+        lines.append(f"your agents: {sum(c.passed for c in own)}/{len(own)} cells passed")
     for cell in cells:
         if cell.verdict in ("missed", "false-alarm"):
             lines.append(f"  {cell.verdict}: {cell.agent} on {cell.scenario}: found "
                          f"{', '.join(cell.codes) or 'nothing'}; expected "
                          f"{', '.join(cell.expected_codes or []) or 'a pass'} ({cell.evidence})")
+        elif cell in uncertified:
+            why = cell.error or f"found {', '.join(cell.codes)}"
+            lines.append(f"  failed: {cell.agent} on {cell.scenario}: {why}" + (f" ({cell.evidence})" if cell.evidence
+                                                                                 else ""))
+    if cells:
+        lines += ["", render_cells(matrix)]
     return "\n".join(lines)
 
 

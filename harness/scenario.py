@@ -8,10 +8,11 @@ the file, the line, the key path, the bad value and the valid choices; nothing i
 from __future__ import annotations
 
 import difflib
+import glob
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fake_destinations.api_spec import ApiSpec
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import (
+    AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
     NAME_PATTERN,
     DestinationContract,
@@ -103,6 +105,12 @@ def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     schema["additionalProperties"] = value
 
 
+# what the agent writes: "events" (its audit log) or "none" (judged in black-box mode); one truth in harness.contract
+if TYPE_CHECKING:
+    AgentLog = str
+else:
+    AgentLog = Literal[AGENT_LOGS]
+
 DestinationName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
@@ -120,6 +128,10 @@ class Scenario(BaseModel):
     faults: list[FaultRule] = Field(default_factory=list)
     intents: list[Intent] = Field(min_length=1)
     agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
+    agent_log: AgentLog = Field(
+        "events", description="What the agent writes: events (an audit log, judged by every rule) or none (a "
+        "program that writes no audit log, e.g. a vendor SDK: judged in black-box mode, from the proxy journal "
+        "and the effect ledger alone; docs/checker.md, 'Black-box mode').")
     agent_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one agent run.")
     restart_agent: AgentRestart | None = None
     restart_destinations: DestinationRestart | None = None
@@ -127,6 +139,15 @@ class Scenario(BaseModel):
     expect: Expectation = Field(default_factory=Expectation)
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
+
+    @field_validator("agent_log", mode="before")
+    @classmethod
+    def _agent_log_not_a_yaml_boolean(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # `agent_log: no` or `off` is YAML for false
+            raise ValueError(f"YAML reads no, off, yes and on as booleans, not as a choice; valid: "
+                             f"{' or '.join(repr(a) for a in AGENT_LOGS)} (agent_log: none for a program that "
+                             "writes no audit log)")
+        return v
 
     @field_validator("agent")
     @classmethod
@@ -185,10 +206,17 @@ def scenario_json_schema() -> dict[str, Any]:
 # -- finding scenario files ------------------------------------------------------------------------
 
 def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
-    """Scenario files for a `--scenario` value: a path, a name, a glob, or `all`."""
+    """Scenario files for a `--scenario` value: a path, a name, a glob, `all`, or a glob of files
+    (`path/*.yaml`, from the current folder)."""
     as_path = Path(selector)
     if selector.endswith((".yaml", ".yml")) and as_path.is_file():
         return [as_path.resolve()]
+    if selector.endswith((".yaml", ".yml")) and any(ch in selector for ch in "*?["):
+        files = sorted(Path(f).resolve() for f in glob.glob(selector) if Path(f).is_file())
+        if not files:
+            raise ScenarioError(f"no scenario file matches {selector!r} (looked from {Path.cwd()}); a glob of files "
+                                "names .yaml files, e.g. 'scenarios/*.yaml'")
+        return files
     dirs = [d for d in dict.fromkeys(search_dirs) if d.is_dir()]
     pattern = "*" if selector == "all" else selector
     for directory in dirs:

@@ -1,10 +1,12 @@
 """The checker: judges an ``Evidence`` (agent log + proxy journal + effect ledger) against the rules.
 
-    check(evidence, *, offline=False) -> Verdict
+    check(evidence, *, offline=False, black_box=None) -> Verdict
 
 Rules live in ``harness.checker.rules`` and register themselves in ``RULES`` with ``@rule(code, name)``;
 see docs/checker.md for the table. Operation rules are judged per operation (``judge_operation``), run
-rules are fed the log in line order (``RunRules``); the streaming audit uses both the same way.
+rules are fed the log in line order (``RunRules``); the streaming audit uses both the same way. In
+black-box mode (a program that writes no audit log) the wire and the ledger are attributed to the
+intents (``attribute``) and the black-box rules judge each intent (``judge_intent``) instead.
 """
 
 from __future__ import annotations
@@ -12,17 +14,31 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from harness.checker import black_box_rules as _black_box_rules  # noqa: F401  (registers the black-box rules)
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
+from harness.checker.attribution import Attribution, IntentContext, attribute
+from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES
 from harness.checker.context import OperationContext, RunContext, wire_summary
-from harness.checker.model import CLASSIFICATIONS, AttemptVerdict, Finding, OperationVerdict, Verdict
+from harness.checker.model import (
+    CLASSIFICATIONS,
+    AttemptVerdict,
+    Finding,
+    IntentVerdict,
+    OperationVerdict,
+    Verdict,
+)
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
 from harness.checker.run_rules import RunRules
+from harness.contract import BLACK_BOX_MODE
 from harness.evidence import Evidence
 
 __all__ = [
     "AttemptVerdict",
+    "Attribution",
     "CLASSIFICATIONS",
     "Finding",
+    "IntentContext",
+    "IntentVerdict",
     "OperationContext",
     "OperationVerdict",
     "RULES",
@@ -33,7 +49,10 @@ __all__ = [
     "RunRules",
     "Verdict",
     "applicable",
+    "attribute",
     "check",
+    "check_black_box",
+    "judge_intent",
     "judge_operation",
     "rule",
 ]
@@ -95,13 +114,63 @@ def _resolution_view(resolution: dict[str, Any] | None) -> dict[str, Any] | None
             "correction_operation_id": resolution.get("correction_operation_id"), "line": resolution.get("_line")}
 
 
-def check(evidence: Evidence, *, offline: bool = False) -> Verdict:
+def judge_intent(ctx: IntentContext, extra: list[Finding] | None = None) -> IntentVerdict:
+    """Run the black-box operation rules on one intent, as the wire and the ledger show it."""
+    findings = list(extra or [])
+    op_rules, checked = _black_box_rules_for(len(RULES))
+    for r in op_rules:
+        for message, evidence in r.func(ctx):
+            findings.append(Finding(r.code, r.name, None, message, evidence, intent_id=ctx.intent_id))
+    findings.sort(key=lambda f: f.code)
+    failed = {f.code for f in findings}
+    return IntentVerdict(
+        intent_id=ctx.intent_id, intent={k: ctx.intent.get(k) for k in ("kind", "destination", "params")},
+        classification=ctx.classify(), effects=ctx.effect_refs(), attempts=[a.to_dict() for a in ctx.attempts],
+        key_behaviour=ctx.key_behaviour(), retry_gaps=ctx.retry_gaps(), findings=findings,
+        held=[r.label for r in checked if r.code not in failed])
+
+
+@cache
+def _black_box_rules_for(registered: int) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    checked = tuple(sorted((r for r in RULES.values() if applicable(r, offline=False, black_box=True)),
+                           key=lambda r: r.code))
+    return tuple(r for r in checked if r.scope == "operation"), checked
+
+
+def check_black_box(evidence: Evidence) -> Verdict:
+    """Judge one run without its audit log: each intent from the writes and effects attributed to it."""
+    attribution = attribute(evidence)
+    run_findings: list[Finding] = []
+    run_rules = RunRules(evidence, run_findings.append, offline=False, black_box=True)
+    run_rules.finish(RunContext(evidence, attribution=attribution))
+    intents = [judge_intent(ctx, [f for f in run_findings if f.intent_id == ctx.intent_id])
+               for ctx in attribution.intents.values()]
+    findings = [f for f in run_findings if f.intent_id not in attribution.intents]
+    for intent in intents:
+        findings.extend(intent.findings)
+    findings.sort(key=lambda f: (f.code, f.intent_id or ""))
+    not_judged = list(NOT_JUDGED)
+    if (evidence.expect or {}).get("states"):
+        not_judged.append(NOT_JUDGED_STATES)
+    return Verdict(findings=findings, mode=BLACK_BOX_MODE, intents=intents, not_judged=not_judged,
+                   rules_run=[r.label for r in _black_box_rules_for(len(RULES))[1]],
+                   unattributed=[u.to_dict() for u in attribution.unattributed])
+
+
+def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None = None) -> Verdict:
     """Judge one run. ``Verdict.passed`` is True only when no rule found anything.
 
     A scenario's evidence always has the wire, even when its journal is empty (the agent sent
     nothing); ``offline=True`` judges the log alone, as the offline audit does: the rules that need
-    the wire are skipped and effects are counted from the log.
+    the wire are skipped and effects are counted from the log. ``black_box=True`` judges the wire and
+    the ledger alone, without the log (``check_black_box``); None: as the run was judged
+    (``evidence.mode``, the scenario's ``agent_log: none`` or ``--black-box``).
     """
+    if offline and black_box:
+        raise ValueError("check(offline=True, black_box=True): the offline audit judges a log, black-box mode the "
+                         "wire without one; choose one")
+    if not offline and (black_box or (black_box is None and evidence.mode == BLACK_BOX_MODE)):
+        return check_black_box(evidence)
     run_findings: list[Finding] = []
     run_rules = RunRules(evidence, run_findings.append, offline=offline)
     run = RunContext(evidence, offline=offline, run_rules=run_rules)

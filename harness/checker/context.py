@@ -21,6 +21,7 @@ from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
 if TYPE_CHECKING:
+    from harness.checker.attribution import Attribution
     from harness.checker.run_rules import RunRules
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -291,10 +292,17 @@ class RunContext:
     ``run_rules`` hear the log in line order while the operations are built (``RunRules.feed_evidence``).
     """
 
-    def __init__(self, evidence: Evidence, *, offline: bool = False, run_rules: RunRules | None = None) -> None:
+    def __init__(self, evidence: Evidence, *, offline: bool = False, run_rules: RunRules | None = None,
+                 attribution: Attribution | None = None) -> None:
         self.evidence = evidence
         self.offline = offline
         self.ops: dict[str, OperationContext] = {}
+        # black-box mode: the wire and the ledger given to the intents; no log is read, so no operations
+        self.attribution = attribution
+        self.unmatched_wire: list[dict[str, Any]] = []
+        self.unattributed_effects: list[dict[str, Any]] = []
+        if attribution is not None:
+            return
         if run_rules is None:
             for record in evidence.events:
                 self._add(record)
@@ -316,8 +324,6 @@ class RunContext:
             if isinstance(entry, dict):
                 op.contract = contracts.get(op.destination or "")
                 op.spec = entry.get("spec")
-        self.unmatched_wire: list[dict[str, Any]] = []
-        self.unattributed_effects: list[dict[str, Any]] = []
         if not self.offline:
             self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests)
             correlate_observations(self.ops, self.unmatched_wire, crashes)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.contract import BLACK_BOX_MODE, EVENTS_MODE
+
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
 # A scenario's own expectation (final states, effect counts, the agent's exit) that failed: judged by
 # the engine beside the rules, part of the verdict all the same.
@@ -22,11 +24,22 @@ class Finding:
     operation_id: str | None
     message: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    intent_id: str | None = None  # black-box mode: the intent judged (there are no operation ids)
 
     def to_dict(self) -> dict[str, Any]:
         # by hand, not dataclasses.asdict: asdict deep-copies every evidence dict (the audit's hot path)
-        return {"code": self.code, "rule": self.rule, "operation_id": self.operation_id, "message": self.message,
-                "evidence": self.evidence}
+        out = {"code": self.code, "rule": self.rule, "operation_id": self.operation_id, "message": self.message,
+               "evidence": self.evidence}
+        if self.intent_id is not None:
+            out["intent_id"] = self.intent_id
+        return out
+
+    @property
+    def subject(self) -> str | None:
+        """What the finding is about, for a person: the operation, else the intent (black-box), else None."""
+        if self.operation_id is not None:
+            return self.operation_id
+        return f"intent {self.intent_id}" if self.intent_id is not None else None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
@@ -96,12 +109,59 @@ class OperationVerdict:
 
 
 @dataclass
+class IntentVerdict:
+    """Black-box mode: one intent as the wire and the ledger show it, and what the black-box rules found.
+
+    ``attempts`` are the writes attributed to it in the order they were sent (``WireAttempt.to_dict``:
+    flow, key, what the client and the destination saw, how it was attributed); ``key_behaviour`` is
+    "one key on N attempts", "no key", "key changed" or "-"; ``retry_gaps`` the seconds between one
+    attempt's end and the next one's start, on the wire's clock."""
+
+    intent_id: str
+    intent: dict[str, Any]
+    classification: str
+    effects: list[str] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    key_behaviour: str = "-"
+    retry_gaps: list[float] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"intent_id": self.intent_id, "intent": self.intent, "classification": self.classification,
+                "effects": list(self.effects), "attempts": self.attempts, "key_behaviour": self.key_behaviour,
+                "retry_gaps": list(self.retry_gaps), "findings": [f.to_dict() for f in self.findings],
+                "held": list(self.held)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IntentVerdict:
+        return cls(**{**data, "findings": [Finding.from_dict(f) for f in data.get("findings", [])]})
+
+
+@dataclass
 class Verdict:
-    """The run's verdict. ``passed`` is True when no rule found anything."""
+    """The run's verdict. ``passed`` is True when no rule found anything.
+
+    ``mode`` says how it was judged: "events" (the agent's audit log beside the wire and the ledger:
+    ``operations``) or "black_box" (the wire and the ledger alone: ``intents``, and ``not_judged``, the
+    questions that mode cannot answer, in a person's words)."""
 
     operations: list[OperationVerdict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)  # all findings, incl. run-wide ones
     rules_run: list[str] = field(default_factory=list)
+    mode: str = EVENTS_MODE
+    intents: list[IntentVerdict] = field(default_factory=list)
+    not_judged: list[str] = field(default_factory=list)
+    # black-box mode: the writes and effects no intent accounts for, each with why ({kind, reason, ...})
+    unattributed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def black_box(self) -> bool:
+        return self.mode == BLACK_BOX_MODE
 
     @property
     def passed(self) -> bool:
@@ -116,10 +176,13 @@ class Verdict:
         """Findings judged beside the rules (the scenario's expectations): into the run's list, and into
         their operation's when they name one the verdict holds."""
         ops = {op.operation_id: op for op in self.operations}
+        intents = {intent.intent_id: intent for intent in self.intents}
         for finding in findings:
             self.findings.append(finding)
             if finding.operation_id in ops:
                 ops[finding.operation_id].findings.append(finding)
+            elif finding.intent_id in intents:
+                intents[finding.intent_id].findings.append(finding)
         self.findings.sort(key=lambda f: (f.code, f.operation_id or ""))
 
     def add_expectation_failures(self, failures: list[str]) -> None:
@@ -146,9 +209,13 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
+            "mode": self.mode,
             "operations": [o.to_dict() for o in self.operations],
+            "intents": [i.to_dict() for i in self.intents],
             "findings": [f.to_dict() for f in self.findings],
             "rules_run": list(self.rules_run),
+            "not_judged": list(self.not_judged),
+            "unattributed": list(self.unattributed),
         }
 
     @classmethod
@@ -156,4 +223,6 @@ class Verdict:
         """The inverse of ``to_dict`` (verdicts cross process boundaries as data, e.g. pytest-xdist)."""
         return cls(operations=[OperationVerdict.from_dict(o) for o in data.get("operations", [])],
                    findings=[Finding.from_dict(f) for f in data.get("findings", [])],
-                   rules_run=list(data.get("rules_run", [])))
+                   rules_run=list(data.get("rules_run", [])), mode=data.get("mode", EVENTS_MODE),
+                   intents=[IntentVerdict.from_dict(i) for i in data.get("intents", [])],
+                   not_judged=list(data.get("not_judged", [])), unattributed=list(data.get("unattributed", [])))

@@ -4,8 +4,12 @@ An operation rule is a plain function: it takes an ``OperationContext`` and yiel
 evidence)`` pairs. A run rule (``scope="run"``) is a ``RunRule`` class: one object per run, fed the
 log line by line and finished at the end, so that the scenario checker and the streaming audit judge
 with the same object (``harness.checker.run_rules``). ``requires`` names what a rule needs to judge
-anything: ``"wire"`` (a proxy journal and ledger, i.e. not an offline audit) or ``"events"`` (our event
-format, not the article's effect-ledger lines).
+anything: ``"wire"`` (a proxy journal and ledger, i.e. not an offline audit), ``"events"`` (our event
+format, not the article's effect-ledger lines) or ``"black_box"`` (a run judged without an audit log, from
+the journal and the ledger alone: such a rule runs only then, and every other rule never does). A
+black-box operation rule takes an ``IntentContext`` (``harness.checker.attribution``): the intent's
+operation as the wire shows it; a black-box run rule's ``finish`` gets a ``RunContext`` whose
+``attribution`` is set.
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ class Rule:
         return " ".join(paragraph)
 
 
-RULES: dict[str, Rule] = {}
+RULES: dict[str, Rule] = {}  # code -> rule, in code order
+# what a rule may need (``requires``); "black_box" also says the rule judges nothing else
+REQUIREMENTS = ("wire", "events", "black_box")
+BLACK_BOX = "black_box"
 
 
 class RunRule:
@@ -119,9 +126,9 @@ def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str,
         raise RuleRegistryError(f"rule code {code!r} must look like H000")
     if scope not in ("operation", "run"):
         raise RuleRegistryError(f"rule {code} scope {scope!r}; valid: operation, run")
-    unknown = set(requires) - {"wire", "events"}
+    unknown = set(requires) - set(REQUIREMENTS)
     if unknown:
-        raise RuleRegistryError(f"rule {code} requires {sorted(unknown)}; valid: wire, events")
+        raise RuleRegistryError(f"rule {code} requires {sorted(unknown)}; valid: {', '.join(REQUIREMENTS)}")
 
     def register(func: Any) -> Any:
         for other in RULES.values():
@@ -138,13 +145,19 @@ def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str,
         if is_run_rule:
             func.code, func.name = code, name
         RULES[code] = Rule(code, name, scope, frozenset(requires), func)
+        ordered = sorted(RULES.items())  # in code order, whichever module registers first
+        RULES.clear()
+        RULES.update(ordered)
         return func
 
     return register
 
 
-def applicable(r: Rule, *, offline: bool, fmt: str = "events") -> bool:
-    """Whether a rule can judge anything: a wire rule needs the wire, an events rule our event format."""
+def applicable(r: Rule, *, offline: bool, fmt: str = "events", black_box: bool = False) -> bool:
+    """Whether a rule can judge anything: a wire rule needs the wire, an events rule our event format; in
+    black-box mode (no audit log) only the black-box rules judge, and they judge nothing else."""
+    if (BLACK_BOX in r.requires) != black_box:
+        return False
     if "wire" in r.requires and offline:
         return False
     if "events" in r.requires and fmt != "events":

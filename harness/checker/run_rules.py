@@ -25,10 +25,11 @@ def _hears(rule: RunRule, hook: str) -> bool:
 class RunRules:
     """The applicable run rules of one run (in code order), each reporting its findings to ``report``."""
 
-    def __init__(self, evidence: Evidence, report: Callable[[Finding], None], *, offline: bool) -> None:
+    def __init__(self, evidence: Evidence, report: Callable[[Finding], None], *, offline: bool,
+                 black_box: bool = False) -> None:
         self.rules: list[RunRule] = [
             r.func(evidence, report) for r in sorted(RULES.values(), key=lambda r: r.code)
-            if r.scope == "run" and applicable(r, offline=offline)]
+            if r.scope == "run" and applicable(r, offline=offline, black_box=black_box)]
         # each hook's rules, only those that hear it: looked up once, called per line or per operation
         self.record_hooks: dict[str, tuple[Callable[[dict[str, Any], OperationContext], None], ...]] = {}
         for r in self.rules:

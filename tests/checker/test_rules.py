@@ -375,9 +375,60 @@ def h037(b, bad):
             holder="ses_1", approved_at=start, revoked_at=revoked)
 
 
+# -- black-box stories: a program that writes no audit log, judged from the wire and the ledger alone
+
+def h040(b, bad):
+    """A lost response retried: with the first key, the ticket replays (right); with a new key, a second one."""
+    b.black_box().intent()
+    b.request(lost=True, effect="tkt_1")
+    b.request(key="idem-op_1" if not bad else "idem-op_1-b", effect="tkt_1" if not bad else "tkt_2", replay=not bad)
+
+
+def h041(b, bad):
+    """A lost response retried on a destination that deduplicates: with its key (right), without one (the flaw);
+    the destination happened to fail the first before committing, so no duplicate hides the flaw."""
+    b.black_box().intent()
+    b.request(key=None if bad else "idem-op_1", lost=True, status=500)
+    b.request(key=None if bad else "idem-op_1", effect="tkt_1")
+
+
+def h042(b, bad):
+    """A 429 asking to wait 1 s, answered before reaching the destination; the retry waits it out (right) or not."""
+    b.black_box().intent()
+    b.request(reached=False, status=429, retry_after="1")
+    b.tick(0.05 if bad else 1.2)
+    b.request(effect="tkt_1")
+
+
+def h043(b, bad):
+    """The destination is down (503s); the program gives up after three attempts (right) or tries eight times."""
+    b.black_box().intent()
+    for _ in range(8 if bad else 3):
+        b.request(reached=False, status=503)
+
+
+def h044(b, bad):
+    """A lost response retried under its key with the same payload (replayed), or a changed one (422)."""
+    b.black_box().intent()
+    b.request(lost=True, effect="tkt_1")
+    if bad:
+        b.request(payload=dict(PAYLOAD, title="disk full (retry)"), status=422)
+    else:
+        b.request(effect="tkt_1", replay=True)
+
+
+def h045(b, bad):
+    """The ticket asked for, and (the flaw) a webhook no intent asks for, committed."""
+    b.black_box().intent()
+    b.request(effect="tkt_1")
+    if bad:
+        b.request(key=None, destination="webhook", effect="ntf_1")
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
-                                            h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037)}
+                                            h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
+                                            h040, h041, h042, h043, h044, h045)}
 
 
 def test_every_registered_rule_has_a_story():

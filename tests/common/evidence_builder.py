@@ -2,7 +2,8 @@
 
 Each logged attempt can also put what the wire and the destination saw into the journal and the
 ledger, so a test states one story and gets the three sources of truth consistent with it; a test
-for a lie then changes one source only.
+for a lie then changes one source only. ``request`` tells a black-box story (``black_box()``: a program
+that writes no audit log): what the wire and the ledger saw of one request, no log line.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ SSH_CONTRACT = {
                                        "family": "destructive"}},
 }
 PAYLOAD = {"title": "disk full", "client_reference": "int_1"}
+KINDS = {("tickets", "/tickets"): "create_ticket", ("webhook", "/hooks"): "notify"}  # the routes' operation kinds
 
 
 class EvidenceBuilder:
@@ -86,6 +88,7 @@ class EvidenceBuilder:
                 payload: dict[str, Any] | None = None, log: bool = True, wire: bool = True,
                 lost: bool = False, effect: str | None = None, replay: bool = False, status: int = 201,
                 reached: bool = True, client_outcome: str | None = None, wire_key: str | None = "same",
+                kind: str | None = None, retry_after: str | None = None,
                 **fields: Any) -> dict[str, Any] | None:
         """Log an attempt and (wire=True) what the proxy and the destination saw of it."""
         path = path or ("/tickets" if destination == "tickets" else "/hooks")
@@ -98,11 +101,14 @@ class EvidenceBuilder:
             if reached:
                 outcome = ("replayed" if replay else "committed" if effect else "read" if method == "GET"
                            else "rejected")
+                kind = kind or (None if method == "GET" else KINDS.get((destination, path)))
+                sent = payload if payload is not None else PAYLOAD
                 self.requests.append({"seq": len(self.requests) + 1, "destination": destination, "method": method,
                                       "path": path, "query": None, "idempotency_key": sent_key,
                                       "client_reference": None, "payload_fingerprint": fp, "flow_id": flow_id,
                                       "traceparent": fields.get("traceparent"), "status": status, "outcome": outcome,
-                                      "effect_ref": effect, "received_at": self.tick(0.01)})
+                                      "effect_ref": effect, "received_at": self.tick(0.01), "kind": kind,
+                                      "params": json.dumps(sent, sort_keys=True) if kind else None})
                 if effect and not replay:
                     self.effects.append({"seq": len(self.effects) + 1, "destination": destination, "effect_ref": effect,
                                          "kind": "ticket_created", "operation_key": sent_key, "client_reference": None,
@@ -117,7 +123,7 @@ class EvidenceBuilder:
                                      "fault": "drop_response" if lost else None, "forwarded": reached,
                                      "upstream_status": status if reached else None,
                                      "client_outcome": client_outcome or ("connection_closed" if lost else "response"),
-                                     "client_status": None if lost else status})
+                                     "client_status": None if lost else status, "client_retry_after": retry_after})
         if log:
             answered = dispatch_state == "response_received"
             if ssh and answered:  # an SSH command answers with its exit status, not an HTTP one
@@ -129,6 +135,16 @@ class EvidenceBuilder:
                                 effect_refs=[effect] if effect and dispatch_state == "response_received" else None,
                                 **fields)
         return record
+
+    def request(self, key: str | None = "idem-op_1", **wire: Any) -> None:
+        """Black-box: one write of a program that keeps no log, as the wire and the ledger saw it
+        (``attempt``'s wire keywords)."""
+        self.attempt("-", "-", "-", key=key, log=False, **wire)
+
+    def black_box(self) -> EvidenceBuilder:
+        """Judge this story without the log, as the engine does a scenario with ``agent_log: none``."""
+        self.context["mode"] = "black_box"
+        return self
 
     def observation(self, operation_id: str, observation_id: str, *, found: bool, effect: str | None = None,
                     wire: bool = True, source: str = "lookup", **fields: Any) -> dict[str, Any]:

@@ -117,3 +117,27 @@ def test_a_run_failed_by_its_expectations_alone_says_failed_everywhere(run_plugi
     assert verdict["passed"] is False and verdict["verdict_passed"] is False and verdict["rules_passed"] is True
     assert [f["code"] for f in verdict["findings"]] == ["X001"]
     assert verdict["expectation_failures"]
+
+
+def test_black_box_judges_an_agent_that_writes_no_log_from_the_wire(run_plugin, monkeypatch) -> None:
+    """`pytest --scenario X --black-box`: a plain agent without a log, judged from the journal and the ledger."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[2]))  # the agents live in this repository's tests
+    monkeypatch.setenv("COLUMNS", "250")  # the short summary's line in full
+    blind = run_plugin("--scenario", "response_lost", "--black-box", "--agent",
+                       "python -m tests.common.plain_agents.blind_retry", "-rf")
+    blind.assert_outcomes(failed=1)
+    blind.stdout.fnmatch_lines(["*not judged in black-box mode*",
+                                "FAILED *::response_lost - H040 H041 on intent printer-on-fire; X001*"])
+    [verdict] = verdict_files(blind.evidence_dir)
+    assert verdict["mode"] == "black_box" and verdict["facts"]["key_behaviour"] == "no key"
+    keyed = run_plugin("--scenario", "response_lost", "--harness-black-box", "--agent",
+                       "python -m tests.common.plain_agents.one_key", "-v")
+    keyed.assert_outcomes(passed=1)
+    keyed.stdout.fnmatch_lines(["*scenario response_lost with agent*(black-box): PASS*"])
+
+
+def test_a_flag_of_ours_takes_no_value_when_the_rootdir_is_chosen_again() -> None:
+    from harness.pytest_plugin import _without_our_options
+
+    assert _without_our_options(["--black-box", "tests/x.py", "--agent", "a", "--harness-black-box", "-v"]) == [
+        "tests/x.py", "-v"]
