@@ -28,7 +28,11 @@ FAILS: dict[tuple[str, str], set[str]] = {
     ("wrong_timeout_as_failed", "timeout_late_success"): {"H006", "H015", EXPECTATION_CODE},
     ("wrong_timeout_as_failed", "response_lost"): {"H006", EXPECTATION_CODE},
 }
-CELLS = [("plain_requests", s) for s in HTTP] + [("tenacity_retry", s) for s in HTTP] + \
+# generic destinations (api:): a body-token key with a nested effect ref, and the bundled orders profile
+GENERIC = {"api_token_error_after_commit": Path(__file__).parent / "scenarios" / "api_token_error_after_commit.yaml",
+           "orders_response_lost": Path(__file__).parents[1] / "engine" / "scenarios" / "orders_response_lost.yaml"}
+PATHS = {**{s: catalogue_dir() / f"{s}.yaml" for s in HTTP}, **GENERIC}
+CELLS = [(agent, s) for agent in ("plain_requests", "tenacity_retry") for s in [*HTTP, *GENERIC]] + \
     [cell for cell in FAILS if cell[0].startswith("wrong_")]
 
 
@@ -41,7 +45,7 @@ def test_the_http_catalogue_is_what_the_brief_names() -> None:
 
 @pytest.mark.parametrize("agent, scenario", CELLS, ids=[f"{a}-{s}" for a, s in CELLS])
 def test_instrumented_agent(agent: str, scenario: str, tmp_path: Path) -> None:
-    result = run_scenario(load(catalogue_dir() / f"{scenario}.yaml"), agent=MODULE + agent, evidence_root=tmp_path)
+    result = run_scenario(load(PATHS[scenario]), agent=MODULE + agent, evidence_root=tmp_path)
     codes = {f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures else set())
     assert not result.incomplete, result.incomplete
     expected = FAILS.get((agent, scenario))

@@ -63,7 +63,7 @@ def carry_out(session: requests.Session, intent: dict[str, Any], contract: dict[
     headers = auth(intent["destination"])
     url = base + kind["path"].format(**intent["params"])
     if op.last_attempt is not None and op.last_attempt.uncertain:  # instrument: restarted, a write in flight
-        if look_up(session, base, contract, kind, op) is not None:
+        if not worth_retrying(session, base, contract, op):
             return
     for _ in range(MAX_ATTEMPTS):
         key = key_for(op) if key_for else op.idempotency_key
@@ -81,11 +81,8 @@ def carry_out(session: requests.Session, intent: dict[str, Any], contract: dict[
             if timeout_is_failure:
                 op.resolve("failed", reason="the request failed")
                 return
-            found = look_up(session, base, contract, kind, op) if contract.get("lookup") else None
-            if found:
-                return  # the lookup found the effect
-            if found is None and not dedup_in_force(contract, op):
-                return  # no evidence either way and no key to make a retry safe: leave it unknown
+            if not worth_retrying(session, base, contract, op):
+                return
             continue
         if response.status_code == 429:
             time.sleep(min(float(response.headers.get("Retry-After", "1")), MAX_RETRY_AFTER))
@@ -96,14 +93,22 @@ def carry_out(session: requests.Session, intent: dict[str, Any], contract: dict[
         if response.status_code == 202:
             poll(session, base, response.json())
         elif response.ok and idem["style"] == "none" and contract.get("lookup"):
-            look_up(session, base, contract, kind, op)  # a success does not prove a single effect: read back
+            look_up(session, base, contract, op)  # a success does not prove a single effect: read back
         return
 
 
-def look_up(session: requests.Session, base: str, contract: dict[str, Any], kind: dict[str, Any],
-            op: Operation) -> list[str] | None:
-    """The effects found by client reference; [] when an answered search after the lag found none; None when
-    the destination did not answer (no evidence either way)."""
+def worth_retrying(session: requests.Session, base: str, contract: dict[str, Any], op: Operation) -> bool:
+    """After an unknown outcome: False when the lookup found the effect, or when nothing says a retry is
+    safe (no answered lookup after the lag, no key deduplicating): the operation then stays unknown."""
+    found = look_up(session, base, contract, op) if contract.get("lookup") else None
+    if found:
+        return False
+    return found == [] or dedup_in_force(contract, op)
+
+
+def look_up(session: requests.Session, base: str, contract: dict[str, Any], op: Operation) -> list[Any] | None:
+    """The resources found by client reference; [] when an answered search after the lag found none; None
+    when the destination did not answer (no evidence either way)."""
     lookup = contract["lookup"]
     lag = float(lookup.get("lag_seconds") or 0.0)
     sent = op.last_attempt.ts if op.last_attempt else time.time()
@@ -116,7 +121,7 @@ def look_up(session: requests.Session, base: str, contract: dict[str, Any], kind
         except (requests.RequestException, ValueError, KeyError):
             items = None
         if items:
-            return [str(item[kind.get("effect_ref_field") or "id"]) for item in items]
+            return list(items)
         if items is not None and time.time() - sent >= lag * 1.5:
             return []
         if items is None and not unanswered:
