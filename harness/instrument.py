@@ -180,6 +180,9 @@ class Instrumentation:
                  intents_path: str | os.PathLike[str] | None = None,
                  state_dir: str | os.PathLike[str] | None = None, traceparent: bool = True) -> None:
         self.env = dict(os.environ if env is None else env)
+        if recorder is None and not self.env.get(AUDIT_LOG_ENV):
+            raise RuntimeError(f"instrument(): {AUDIT_LOG_ENV} is not set; run the agent under the harness "
+                               "(python -m harness run SCENARIO --agent CMD), or give it a Recorder")
         self.recorder = recorder if recorder is not None else Recorder(self.env[AUDIT_LOG_ENV])
         self._own_recorder = recorder is None
         path = intents_path or self.env.get(INTENTS_ENV)
@@ -288,10 +291,11 @@ class Instrumentation:
                 log.warning("%s %s://%s%s outside any operation scope: not in the audit log (the checker "
                             "will see an unlogged write, H017)", method, scheme, host, parts.path)
             return None, {}
-        if destination is not None and destination != op.destination:
+        # another destination, or an origin the harness did not name while it named the operation's: not ours
+        if destination != op.destination and (destination is not None or self.base_url(op.destination)):
             if method not in READ_METHODS:
-                log.warning("%s to destination %s inside the scope of operation %s (destination %s): not logged",
-                            method, destination, op.operation_id, op.destination)
+                log.warning("%s %s://%s%s inside the scope of operation %s, whose destination is %s: not logged",
+                            method, scheme, host, parts.path, op.operation_id, op.destination)
             return None, {}
         return op._begin(method, path, {str(k).lower(): str(v) for k, v in headers.items()}, body)
 

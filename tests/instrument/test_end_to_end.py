@@ -56,3 +56,17 @@ def test_instrumented_agent(agent: str, scenario: str, tmp_path: Path) -> None:
         assert not result.passed and expected <= codes, \
             f"{agent} on {scenario}: found {sorted(codes)}, expected {sorted(expected)} ({result.evidence_dir})"
     assert all(run.exit_status == 0 for run in result.agent_runs[-1:]), result.agent_runs
+
+
+@pytest.mark.parametrize("mode", ["reverse-https", "forward", "forward-https"])
+def test_plain_agent_in_every_proxy_mode(mode: str, tmp_path: Path) -> None:
+    """Through a forward proxy the request names its destination in an absolute URL or a CONNECT tunnel:
+    the instrumentation still tells which destination each request went to."""
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
+    data["proxy"] = {"mode": mode}
+    path = tmp_path / "response_lost_mode.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_scenario(load(path), agent=MODULE + "plain_requests", evidence_root=tmp_path / "evidence")
+    assert result.passed, (result.verdict.findings, result.expectation_failures, result.evidence_dir)
+    (op,) = result.verdict.operations
+    assert [a.dispatch_state for a in op.attempts] == ["sent_no_response"]

@@ -204,3 +204,19 @@ def test_a_given_recorder_is_used_and_left_open(tmp_path: Path) -> None:
     recorder.close()
     assert [json.loads(line)["event"] for line in (tmp_path / "mine.ndjson").read_text().splitlines()] == \
         ["operation", "operation"]
+
+
+def test_a_request_to_an_origin_the_harness_did_not_name_is_not_the_operations(tmp_path: Path) -> None:
+    """The operation's destination has a URL: a POST elsewhere (a model API, a metrics sink) is not its attempt."""
+    with serving([Reply(201, {"id": "t_1"})]) as tickets, serving([Reply(200, {"ok": True})]) as elsewhere, \
+            instrument(env=harness_env(tmp_path, tickets.url)) as audit, audit.operation(INTENT):
+        requests.post(elsewhere.url + "/v1/chat", json={}, timeout=1)
+        requests.post(tickets.url + "/tickets", json={}, timeout=1)
+    assert [(e["event"], e.get("http_status")) for e in events(tmp_path)] == \
+        [("operation", None), ("attempt", 201), ("resolution", None)]
+
+
+def test_outside_the_harness_it_says_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="HARNESS_AUDIT_LOG is not set"):
+        with instrument(env={}):
+            pass
