@@ -26,7 +26,7 @@ FAILS: dict[tuple[str, str], set[str]] = {
     # wrong on purpose, instrumented the same way
     ("wrong_fresh_key", "response_lost_key_replay"): {"H002", "H003", "H010", "H016", EXPECTATION_CODE},
     ("wrong_timeout_as_failed", "timeout_late_success"): {"H006", "H015", EXPECTATION_CODE},
-    ("wrong_timeout_as_failed", "response_lost"): {"H006", EXPECTATION_CODE},
+    ("wrong_timeout_as_failed", "response_lost"): {"H006", "H015", EXPECTATION_CODE},
 }
 # generic destinations (api:): a body-token key with a nested effect ref, and the bundled orders profile
 GENERIC = {"api_token_error_after_commit": Path(__file__).parent / "scenarios" / "api_token_error_after_commit.yaml",
