@@ -132,9 +132,10 @@ def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(works
         assert wanted in expected, f"{wanted} is no longer in the sources: update this test"
     assert sorted(expected - members) == [], "files of the packages missing from the wheel"
     assert len([m for m in members if m.startswith("harness/scenarios/") and m.endswith(".yaml")]) >= 19
-    for test_only in ("httpx", "jsonschema"):  # the test extra's, not the runtime's
-        lines = [line for line in requires if line.split()[1].lower().startswith(test_only)]
-        assert lines and all('extra == "test"' in line for line in lines), requires
+    for optional in ("httpx", "jsonschema"):  # an extra's (test, instrument), never the runtime's
+        lines = [line for line in requires if line.split()[1].lower().startswith(optional)]
+        assert lines and all("; extra == " in line for line in lines), requires
+    assert any(m.startswith("harness/apis/") and m.endswith(".yaml") for m in members), "the API profiles ship"
 
     # -- a fresh venv with the wheel and its dependencies
     venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
