@@ -127,3 +127,20 @@ def test_check_black_box_judges_an_events_run_without_its_log(tmp_path: Path) ->
     assert again.returncode == 0, again.stdout + again.stderr
     assert "black-box: judged from the proxy journal and the effect ledger alone" in again.stdout
     assert "the final state the scenario expects of each intent" in again.stdout
+
+
+@pytest.mark.parametrize("agent", ["one_key", "blind_retry"])
+def test_two_intents_of_one_kind_on_a_form_api_are_told_apart_by_the_params_it_parsed(tmp_path: Path,
+                                                                                     agent: str) -> None:
+    """A generic destination reading form bodies (its params are strings): each write goes to its intent by
+    its params, so the retry of the lost first payment is the first intent's, and only its duplicate fails."""
+    result = run("black_box_form_two_intents", agent + " --form", tmp_path)
+    intents = {i.intent_id: i for i in result.verdict.intents}
+    assert [len(intents["pi-small"].attempts), len(intents["pi-large"].attempts)] == [2, 1], render_result(result)
+    assert {a["attributed_by"] for i in intents.values() for a in i.attempts} == {"kind and params"}
+    assert intents["pi-large"].passed and len(intents["pi-large"].effects) == 1
+    if agent == "one_key":
+        assert result.passed, render_result(result)
+    else:
+        assert {f.code for f in intents["pi-small"].findings} == {"H040", "H041"}
+        assert len(intents["pi-small"].effects) == 2

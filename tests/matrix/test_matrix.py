@@ -39,6 +39,14 @@ def test_reference_agent_passes(scenario: str, tmp_path: Path) -> None:
     assert cell.verdict == "ok", f"false alarm on {scenario}: {cell.codes} {cell.error or ''} ({cell.evidence})"
 
 
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_reference_agent_passes_judged_black_box_too(scenario: str, tmp_path: Path) -> None:
+    """Its log unread, the wire and the ledger alone: the black-box rules raise no false alarm either."""
+    cell = run_cell(REFERENCE, str(SCENARIOS[scenario]), str(tmp_path), EXPECTED, black_box=True)
+    assert (cell.verdict, cell.mode) == ("ok", "black_box"), \
+        f"black-box false alarm on {scenario}: {cell.codes} {cell.error or ''} ({cell.evidence})"
+
+
 @pytest.mark.parametrize("agent, scenario", TARGETED, ids=[f"{a}-{s}" for a, s in TARGETED])
 def test_wrong_agent_is_caught_where_targeted(agent: str, scenario: str, tmp_path: Path) -> None:
     cell = run_cell(agent, str(SCENARIOS[scenario]), str(tmp_path), EXPECTED)

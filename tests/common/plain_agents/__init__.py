@@ -5,12 +5,15 @@ one habit. Black-box mode judges them from the proxy journal and the ledger alon
 
     python -m harness run tests/engine/scenarios/black_box_response_lost.yaml \\
         --agent "python -m tests.common.plain_agents.blind_retry"
+
+``--form`` on the command line sends the params form-encoded, as Stripe's clients do.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -26,6 +29,7 @@ class PlainAgent:
     backoff = 0.1  # seconds, doubled per retry
     timeout = 1.5
     honours_retry_after = True
+    form = False  # the params as a form body (application/x-www-form-urlencoded), else JSON
 
     def key(self, intent: dict[str, Any], attempt: int) -> str | None:
         return f"plain-{intent['intent_id']}"
@@ -53,8 +57,9 @@ class PlainAgent:
             if key:
                 headers[header] = key
             try:
+                body = {"data" if self.form else "json": self.body(intent, attempt)}
                 response: requests.Response | None = requests.request(
-                    operation["method"], url, json=self.body(intent, attempt), headers=headers, timeout=self.timeout)
+                    operation["method"], url, headers=headers, timeout=self.timeout, **body)
             except requests.RequestException:
                 response = None
             if not self.should_retry(response) or attempt + 1 == self.attempts:
@@ -69,4 +74,6 @@ class PlainAgent:
 
 
 def main(agent: type[PlainAgent] = PlainAgent) -> None:
-    agent().run()
+    program = agent()
+    program.form = "--form" in sys.argv[1:]
+    program.run()
