@@ -303,8 +303,7 @@ class IntentContext:
         for attempt in self.attempts:
             if attempt.key:
                 by_key.setdefault(attempt.key, []).append(attempt)
-        return {key: group for key, group in by_key.items()
-                if len({a.fingerprint() for a in group if a.fingerprint()}) > 1}
+        return {key: group for key, group in by_key.items() if len({p for p in payload_prints(group) if p}) > 1}
 
     def classify(self) -> str:
         """The second article's classes from the ledger: a key over two payloads, then the count of effects."""
@@ -317,6 +316,16 @@ class IntentContext:
         return {"intent_id": self.intent_id, "destination": self.destination, "kind": self.kind,
                 "effects": self.effect_refs(), "attempts": len(self.attempts), "keys": self.keys(),
                 "key_behaviour": self.key_behaviour(), "retry_gaps": self.retry_gaps()}
+
+
+def payload_prints(group: list[WireAttempt]) -> list[str | None]:
+    """Each attempt's payload fingerprint, all from one source so that they compare: the destination's (which
+    leaves out its volatile fields and a body token) when every attempt reached it, else the body's on the wire
+    (an attempt answered by the proxy, a synthetic 429, never reached it; the two kinds never equal each other
+    for a form body or a client token)."""
+    if all(any(row.get("payload_fingerprint") for row in a.rows) for a in group):
+        return [a.fingerprint() for a in group]
+    return [str(a.entry["body_fingerprint"]) if a.entry.get("body_fingerprint") else None for a in group]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from harness.checker.attribution import IntentContext, WireAttempt, retry_after_seconds
+from harness.checker.attribution import IntentContext, WireAttempt, payload_prints, retry_after_seconds
 from harness.checker.context import RunContext, effect_ref_row
 from harness.checker.registry import BLACK_BOX, RunRule, rule
 
@@ -151,8 +151,9 @@ def wire_key_payload_stable(ctx: IntentContext) -> IntentFindings:
     """One idempotency key is never sent over two payloads across an intent's retries (the destination's
     fingerprint of what it read, else the body's on the wire): a changed payload is a new operation."""
     for key, group in ctx.key_fingerprints().items():
-        prints = list(dict.fromkeys(a.fingerprint() for a in group if a.fingerprint()))
-        changed = [a for a in group if a.fingerprint() != prints[0]]
+        each = payload_prints(group)  # from one source, the destination's or the wire's
+        prints = list(dict.fromkeys(p for p in each if p))
+        changed = [a for a, p in zip(group, each, strict=True) if p and p != prints[0]]
         yield (f"key {key} of intent {ctx.intent_id} was sent over {len(prints)} payloads: "
                f"{', '.join(_named(a, ctx.attempts.index(a)) for a in changed)} carried another body than flow "
                f"{group[0].flow_id} (the destination saw: {'; '.join(a.saw() for a in group)})", _refs(group))

@@ -247,3 +247,18 @@ def test_the_runs_key_behaviour_over_several_intents_is_the_worst_one():
     assert summary_key_behaviour([blind, changed, one]) == "key changed"
     assert summary_key_behaviour([_intent_with_keys()]) == "-"
     assert _intent_with_keys("k", "k", "k").retry_gaps() == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("retry_body, drift", [("wire-1", False), ("wire-2", True)])
+def test_a_key_s_payloads_compare_from_one_source(retry_body: str, drift: bool) -> None:
+    """A 429 the proxy answered never reached the destination, so only its wire fingerprint exists; the
+    retry's ledger fingerprint is of the parsed params (a form body, less a client token) and never equals a
+    wire one: the retry is compared on the wire too, and is drift only when its body changed."""
+    run = Run()
+    run.intent("charge", {"amount": 1999})
+    run.flow(params={"amount": 1999}, key="k-1", body="wire-1", reached=False, status=429)
+    run.flow(params={"amount": 1999}, key="k-1", body=retry_body, effect="pay_1")
+    run.evidence.requests[-1]["payload_fingerprint"] = "destination-1"  # what the destination read
+    ctx = attribute(run.evidence).intents["charge"]
+    assert bool(ctx.key_fingerprints()) is drift
+    assert ctx.classify() == ("key_conflict" if drift else "healthy")

@@ -1,0 +1,1 @@
+"""The SDK certification matrix (``certification.matrix``); ``python -m certification`` runs it."""

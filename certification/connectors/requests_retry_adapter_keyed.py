@@ -1,0 +1,23 @@
+"""requests_retry_adapter with an Idempotency-Key per order: urllib3 resends the same headers on each
+retry, so the orders API replays the first answer instead of placing the order again."""
+
+import uuid
+
+import requests
+from _harness import TIMEOUT, run
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+session = requests.Session()
+session.mount("http://", HTTPAdapter(max_retries=Retry(total=3, backoff_factor=0.5, allowed_methods=None,
+                                                       status_forcelist=[429, 500, 502, 503, 504])))
+
+
+def create_order(url, params):
+    answer = session.post(url + "/orders", json=params, headers={"Idempotency-Key": str(uuid.uuid4())},
+                          timeout=TIMEOUT)
+    answer.raise_for_status()
+    return answer.json()["id"]
+
+
+run(create_order)

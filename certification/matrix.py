@@ -1,0 +1,289 @@
+"""The SDK certification matrix: each connector (one real SDK configuration, ``connectors/NAME.py``)
+against the four fault scenarios of its API (``scenarios/<api>_<fault>.yaml``), judged in black-box mode
+through the real engine, fault proxy and generic destination; ``expected.yaml`` says what each cell is.
+
+``python -m certification`` runs it, compares every cell with ``expected.yaml`` and writes the published
+``MATRIX.md`` and ``matrix.json``; ``tests/certification`` asserts the same cells in CI. The README's
+table is ``readme_table()`` of ``expected.yaml``, so what the README says is what CI asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent
+EXPECTED_FILE = ROOT / "expected.yaml"
+CONNECTORS_DIR = ROOT / "connectors"
+SCENARIOS_DIR = ROOT / "scenarios"
+MARKDOWN_FILE = ROOT / "MATRIX.md"
+JSON_FILE = ROOT / "matrix.json"
+README_FILE = ROOT.parent / "README.md"
+# the scenarios every API has, in the table's column order, with the column's header
+FAULTS = {"response_lost": "answer lost after commit", "server_error_after_commit": "500 after commit",
+          "rate_limited": "429 with Retry-After: 2", "timeout_late_success": "answer late, past the timeout"}
+# the same faults in a sentence: "makes a duplicate after a lost answer, a 500 and a timeout"
+FAULTS_SAID = {"response_lost": "a lost answer", "server_error_after_commit": "a 500 after commit",
+               "rate_limited": "a 429", "timeout_late_success": "a timeout"}
+# the package whose version a row names, for each connector's `sdk`
+SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic", "boto3": "boto3",
+                "urllib3": "urllib3", "requests": "requests", "httpx": "httpx", "tenacity": "tenacity",
+                "backoff": "backoff"}
+README_BEGIN = "<!-- sdk-matrix: written by `python -m certification --readme` from certification/expected.yaml -->"
+README_END = "<!-- /sdk-matrix -->"
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """One cell as the table says it: the verdict, the rule codes found, the distinct effects committed,
+    the writes on the wire and the key behaviour across them."""
+
+    verdict: str  # pass | fail
+    codes: tuple[str, ...] = ()
+    effects: int = 1
+    attempts: int = 1
+    key: str = "-"
+
+    def said(self) -> str:
+        """The cell in the README's words, e.g. ``FAIL H040 H041 X001: 2 effects, 2 attempts, no key``."""
+        head = "PASS" if self.verdict == "pass" else " ".join(["FAIL", *self.codes])
+        plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
+        key = "one key" if self.key.startswith("one key") else self.key  # "one key on N attempts": N is said
+        return f"{head}: {plural(self.effects, 'effect')}, {plural(self.attempts, 'attempt')}, {key}"
+
+
+@dataclass(frozen=True)
+class Connector:
+    """One row: the connector script, the SDK it certifies, its API, its setting in a few words, the
+    connector that passes all four faults where this one does not, and its expected cells."""
+
+    name: str
+    sdk: str
+    api: str
+    setting: str
+    cells: dict[str, CellOutcome]
+    passes_with: str | None = None
+
+    @property
+    def script(self) -> Path:
+        return CONNECTORS_DIR / f"{self.name}.py"
+
+    @property
+    def command(self) -> str:
+        """What runs: this interpreter (it has the SDKs) on the script, from any folder."""
+        return f"{sys.executable} {self.script}"
+
+    @property
+    def shown_command(self) -> str:
+        """The command as the published table shows it, from the repository's root."""
+        return f"python certification/connectors/{self.name}.py"
+
+    def scenario(self, fault: str) -> Path:
+        return SCENARIOS_DIR / f"{self.api}_{fault}.yaml"
+
+    @property
+    def sdk_version(self) -> str:
+        return f"{self.sdk} {version(SDK_PACKAGES[self.sdk])}"
+
+
+def load_expected(path: Path = EXPECTED_FILE) -> dict[str, Connector]:
+    """``expected.yaml``: connector name -> its row; a malformed entry is a ValueError naming it."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    out: dict[str, Connector] = {}
+    for name, spec in (data.get("connectors") or {}).items():
+        try:
+            cells = {fault: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
+                                        effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
+                     for fault, cell in spec["cells"].items()}
+            out[name] = Connector(name, spec["sdk"], spec["api"], spec["setting"], cells, spec.get("passes_with"))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: connector {name}: {type(exc).__name__} {exc}") from None
+    return out
+
+
+def work(connectors: Iterable[Connector]) -> list[tuple[Connector, str]]:
+    """Every cell to run: each connector on each fault of its API, in the table's order."""
+    return [(c, fault) for c in connectors for fault in FAULTS]
+
+
+def run_cell(connector: Connector, fault: str, evidence_root: str) -> Any:
+    """Run one cell through the real engine, in black-box mode (``harness.matrix.Cell``)."""
+    from harness.matrix import AgentSpec
+    from harness.matrix import run_cell as harness_cell
+
+    spec = AgentSpec(connector.name, connector.command, bundled=False)
+    return harness_cell(spec, str(connector.scenario(fault)), evidence_root, black_box=True)
+
+
+def observed(cell: Any) -> CellOutcome:
+    """What a run's cell shows, in ``expected.yaml``'s terms."""
+    facts = cell.facts or {}
+    return CellOutcome(verdict="pass" if cell.passed else "fail", codes=tuple(cell.codes),
+                       effects=int(facts.get("effects", -1)), attempts=int(facts.get("attempts", -1)),
+                       key=str(facts.get("key_behaviour", "-")))
+
+
+def difference(connector: Connector, fault: str, cell: Any) -> str | None:
+    """Why a run's cell is not its expected one (None when it is)."""
+    if cell.error:
+        return f"{connector.name} on {connector.api}_{fault}: the cell did not run: {cell.error}"
+    got, want = observed(cell), connector.cells[fault]
+    if got == want:
+        return None
+    return (f"{connector.name} on {connector.api}_{fault}: expected {want.said()}; got {got.said()} "
+            f"(evidence: {cell.evidence or 'not kept'})")
+
+
+@dataclass
+class Run:
+    """A run of the matrix: each (connector, fault) with the harness's cell."""
+
+    cells: list[tuple[Connector, str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def differences(self) -> list[str]:
+        return [d for c, f, cell in self.cells if (d := difference(c, f, cell)) is not None]
+
+
+def run(connectors: Sequence[Connector], evidence_root: Path, jobs: int = 2) -> Run:
+    """Every cell of ``connectors``; ``jobs`` processes, each with its own fault proxy."""
+    import time
+
+    todo = work(connectors)
+    started = time.perf_counter()
+    args = ([c for c, _ in todo], [f for _, f in todo], [str(evidence_root)] * len(todo))
+    if jobs <= 1:
+        cells = [run_cell(*a) for a in zip(*args, strict=True)]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            cells = list(pool.map(run_cell, *args))
+    return Run([(c, f, cell) for (c, f), cell in zip(todo, cells, strict=True)], time.perf_counter() - started)
+
+
+# -- the tables ---------------------------------------------------------------------------------------
+
+def _row_head(connector: Connector) -> str:
+    from harness.report import markdown_cell
+
+    return f"`{connector.name}` {markdown_cell(f'({connector.sdk_version}): {connector.setting}')}"
+
+
+def pivot_table(rows: Sequence[tuple[Connector, dict[str, CellOutcome]]]) -> list[str]:
+    """One row per connector, one column per fault: the verdict, effects, attempts and key behaviour."""
+    from harness.report import markdown_cell
+
+    lines = ["| connector (SDK): setting | " + " | ".join(FAULTS.values()) + " |", "|---" * (1 + len(FAULTS)) + "|"]
+    for connector, cells in rows:
+        lines.append("| " + " | ".join([_row_head(connector),
+                                         *(markdown_cell(cells[f].said()) for f in FAULTS)]) + " |")
+    return lines
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def failures_said(connector: Connector) -> str:
+    """What goes wrong, in words: "makes a duplicate after a lost answer and a timeout, and gives up on a 429"."""
+    duplicate = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects > 1]
+    gave_up = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects == 0]
+    early = [FAULTS_SAID[f] for f, c in connector.cells.items() if "H042" in c.codes]
+    other = [FAULTS_SAID[f] for f, c in connector.cells.items()
+             if c.verdict == "fail" and c.effects == 1 and "H042" not in c.codes]
+    said = ([f"makes a duplicate after {_listed(duplicate)}"] if duplicate else []) + (
+        [f"gives up on {_listed(gave_up)}"] if gave_up else []) + (
+        [f"retries {_listed(early)} before its Retry-After"] if early else []) + (
+        [f"fails {_listed(other)}"] if other else [])
+    return "; ".join(said)
+
+
+def safe_settings(connectors: dict[str, Connector]) -> list[str]:
+    """For each connector that fails a fault, what goes wrong, and the connector that passes all four."""
+    lines = []
+    for c in connectors.values():
+        if c.passes_with is not None:
+            safe = connectors[c.passes_with]
+            lines.append(f"- `{c.name}` {failures_said(c)}: `{safe.name}` passes all four ({safe.setting}).")
+    return lines
+
+
+def readme_table(connectors: dict[str, Connector]) -> str:
+    """The README's section between its markers: the expected matrix and the settings that make it pass."""
+    lines = [README_BEGIN, "", *pivot_table([(c, c.cells) for c in connectors.values()]), "",
+             *safe_settings(connectors), "", README_END]
+    return "\n".join(lines)
+
+
+def rewrite_readme(connectors: dict[str, Connector], path: Path = README_FILE) -> bool:
+    """Put ``readme_table()`` between the README's markers; True when the file changed."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    new = text[:start] + readme_table(connectors) + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def markdown(result: Run, connectors: dict[str, Connector]) -> str:
+    """MATRIX.md: the run's pivot table, then every cell with its retry spacing and the command run."""
+    from harness.report import markdown_cell
+
+    lines = ["<!-- written by `python -m certification`; regenerate it, do not edit it -->", "",
+             "# SDK certification matrix", "",
+             "Each cell ran the real SDK (the row's connector script) through the fault proxy against the "
+             "generic destination of its API, and was judged in black-box mode: from the proxy journal and "
+             "the effect ledger alone (docs/checker.md). A verdict is PASS, or FAIL with the rule codes found; "
+             "effects are the distinct effects the destination committed (each scenario expects 1), attempts "
+             "the writes on the wire. docs/sdks.md says why each SDK behaves as it does.", "",
+             f"{len(result.cells)} cells in {result.seconds:.0f} s; "
+             f"{sum(not d for d in [difference(c, f, cell) for c, f, cell in result.cells])} as expected "
+             f"(certification/expected.yaml).", ""]
+    rows: dict[str, tuple[Connector, dict[str, CellOutcome]]] = {}
+    for c, f, cell in result.cells:
+        rows.setdefault(c.name, (c, {}))[1][f] = observed(cell)
+    lines += pivot_table(list(rows.values()))
+    lines += ["", "## Every cell", "",
+              "| connector | scenario | verdict | effects | attempts | key behaviour | retry spacing (s) |",
+              "|---|---|---|---|---|---|---|"]
+    for c, f, cell in result.cells:
+        got = observed(cell)
+        gaps = [g for intent in (cell.facts or {}).get("intents", []) for g in intent.get("retry_gaps", [])]
+        verdict = "PASS" if got.verdict == "pass" else " ".join(["FAIL", *got.codes])
+        values = [c.name, f"{c.api}_{f}", verdict, str(got.effects), str(got.attempts), got.key,
+                  ", ".join(f"{g:.2f}" for g in gaps) or "-"]
+        lines.append("| " + " | ".join(markdown_cell(v) for v in values) + " |")
+    lines += ["", "## Connectors", "", "| connector | SDK | setting | command |", "|---|---|---|---|"]
+    for c in connectors.values():
+        if c.name in rows:
+            lines.append("| " + " | ".join(markdown_cell(v) for v in
+                                           (c.name, c.sdk_version, c.setting, c.shown_command)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(result: Run) -> dict[str, Any]:
+    """matrix.json: every cell with what the run showed (verdict, codes, effects, attempts, key behaviour,
+    retry spacing) and whether that is its expected outcome."""
+    cells = []
+    for c, f, cell in result.cells:
+        got = observed(cell)
+        cells.append({"connector": c.name, "sdk": c.sdk_version, "setting": c.setting, "command": c.shown_command,
+                      "api": c.api, "scenario": f"{c.api}_{f}", "fault": f, "verdict": got.verdict,
+                      "codes": list(got.codes), "effects": got.effects, "attempts": got.attempts, "key": got.key,
+                      "retry_gaps": [g for i in (cell.facts or {}).get("intents", []) for g in i.get("retry_gaps", [])],
+                      "as_expected": difference(c, f, cell) is None, "error": cell.error})
+    return {"seconds": round(result.seconds, 1), "cells": cells}
+
+
+def write(result: Run, connectors: dict[str, Connector], markdown_path: Path = MARKDOWN_FILE,
+          json_path: Path = JSON_FILE) -> None:
+    markdown_path.write_text(markdown(result, connectors), encoding="utf-8")
+    json_path.write_text(json.dumps(as_json(result), indent=1) + "\n", encoding="utf-8")
