@@ -123,8 +123,6 @@ class ApiDestination(HttpDestination):
                                  client_reference=params.get(self.client_reference_field))
         effects.append({"effect_ref": rid, "kind": op.effect_kind, "params": params})
         row["effect_ref"] = rid
-        if failure and failure["fault"] == "error_after_commit":
-            return *self.failed(failure, headers), "failed_after_commit"
         return response.get("status", 200), body, "committed"
 
     def error_answer(self, status: int, code: str, message: str, headers: dict[str, str]) -> Any:

@@ -238,14 +238,26 @@ class HttpDestination(DestinationRuntime):
             self.in_flight[busy] -= 1
             if not self.in_flight[busy]:
                 del self.in_flight[busy]
+        # what the key remembers: the whole answer, so that a replay repeats its headers too (a generic
+        # destination's). Stripe-like keys replay what the client got, a failure after the commit included;
+        # a client token names a resource (EC2): it remembers the committed one, never an error
+        remembered = (status, answer, dict(headers))
+        acted = outcome in ("committed", "accepted_async") or (outcome == "replayed" and status < 400)  # a PUT
+        if failure and failure["fault"] == "error_after_commit" and acted:  # that changed nothing still answers it
+            error_headers: dict[str, str] = {}
+            status, answer = self.failed(failure, error_headers)
+            outcome = "failed_after_commit"
+            headers.clear()
+            headers.update(error_headers)
+            if style != "client_token":
+                remembered = (status, answer, dict(headers))
         if scoped is not None:
-            # client tokens name a resource: only a committed one is remembered (EC2 keeps no errors).
             if style == "client_token" and not effects:
                 self.ledger.drop_key(self.name, scoped)
             else:
-                # the whole answer is stored, so that a replay repeats its headers too (a generic destination's)
-                self.ledger.finish_key(self.name, scoped, status, {"body": answer, "headers": dict(headers)},
-                                       row["effect_ref"], self.clock.now())
+                self.ledger.finish_key(self.name, scoped, remembered[0],
+                                       {"body": remembered[1], "headers": remembered[2]}, row["effect_ref"],
+                                       self.clock.now())
         return status, answer, outcome
 
     def failed(self, failure: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
@@ -257,6 +269,8 @@ class HttpDestination(DestinationRuntime):
 
     def commit(self, op: Operation, params: dict[str, Any], row: dict[str, Any], effects: list[dict[str, Any]],
                failure: dict[str, Any] | None, headers: dict[str, str]) -> tuple[int, Any, str]:
+        """Act on a write: the answer of its success, or of a failure before the commit (``write`` turns a
+        failure after the commit into its error answer)."""
         if failure and failure["fault"] == "error_before_commit":
             return *self.failed(failure, headers), "failed_before_commit"
         s = self.service
@@ -306,8 +320,6 @@ class HttpDestination(DestinationRuntime):
             status, answer, outcome = 200, {"id": rid, "deleted": True, "revision": ref}, "committed"
         else:  # pragma: no cover - declarations are checked by tests
             raise AssertionError(op.action)
-        if failure and failure["fault"] == "error_after_commit":
-            return *self.failed(failure, headers), "failed_after_commit"
         return status, answer, outcome
 
     def scoped_key(self, request: web.Request, key: str, keys: KeyContract) -> str:

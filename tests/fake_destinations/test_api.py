@@ -70,6 +70,7 @@ LAMBDA = {
 
 HOSTED = {
     "ec2": {"api": EC2},
+    "ec2_failing": {"api": EC2, "failures": [{"at": 1, "fault": "error_after_commit", "status": 500}]},
     "stripe": {"api": STRIPE, "key_scope": "account",
                "failures": [{"at": 3, "fault": "error_after_commit", "status": 500,
                              "headers": {"Stripe-Should-Retry": "true"}}]},
@@ -123,6 +124,18 @@ def test_an_aws_query_api_answers_xml_and_dedups_on_the_client_token(api: Destin
         ("run_instances", "committed", "tok-1"), ("run_instances", "replayed", "tok-1"),
         ("run_instances", "rejected", "tok-1")]
     assert json.loads(rows[0]["params"])["ImageId"] == 'ami-<&>"'
+
+
+def test_a_client_token_retried_after_a_failure_after_commit_gets_the_resource(api: DestinationHost) -> None:
+    """EC2 remembers the instance a token launched, not the error the client saw: the retry succeeds, with no
+    second instance (a Stripe-like key replays the error instead: test_semantics)."""
+    url = api.urls["ec2_failing"] + "/"
+    form = {"Action": "RunInstances", "ImageId": "ami-1", "ClientToken": "tok-9"}
+    first = requests.post(url, data=form, timeout=5)
+    assert first.status_code == 500 and "<Code>internal_error</Code>" in first.text
+    again = requests.post(url, data=form, timeout=5)
+    assert again.status_code == 200 and "<instanceId>i-00000000000000001</instanceId>" in again.text
+    assert [e["effect_ref"] for e in effects_of(api, "ec2_failing")] == ["i-00000000000000001"]
 
 
 def test_a_form_api_replays_its_answer_with_its_headers_and_says_its_errors_its_way(api: DestinationHost) -> None:
