@@ -383,3 +383,11 @@ def test_the_documented_declarations_are_valid() -> None:
     assert contract.lookup is not None and contract.lookup.path == "/v1/payment_intents/search"
     ec2 = yaml.safe_load("x:\n" + blocks[1])["x"]
     assert describe(DestinationSpec.model_validate(ec2)).operations["run_instances"].method == "POST"
+
+
+def test_the_readme_declaration_is_valid() -> None:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text[text.index("### Any API: generic destinations"):].split("```yaml\n", 1)[1].split("```", 1)[0]
+    shop = yaml.safe_load(block)["destinations"]["shop"]
+    contract = describe(DestinationSpec.model_validate(shop))
+    assert list(contract.operations) == ["create_order"] and contract.lookup is not None
