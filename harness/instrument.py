@@ -52,7 +52,7 @@ from harness.contract import (
     destination_env_name,
 )
 from harness.fingerprint import fingerprint, fingerprint_body
-from harness.recorder import Recorder, new_id
+from harness.recorder import Recorder, logged_records, new_id
 
 __all__ = [
     "AttemptRecord",
@@ -196,7 +196,7 @@ class Instrumentation:
         self.state: dict[str, dict[str, Any]] = {}
         if self.state_path is not None and self.state_path.exists():
             self.state = json.loads(self.state_path.read_text(encoding="utf-8"))
-        self.logged = _logged_records(self.recorder.path)  # what an earlier run of the agent already wrote
+        self.logged = logged_records(self.recorder.path)  # what an earlier run of the agent already wrote
         self._origins = self._destination_origins()
         self._lock = threading.RLock()
         self._open: list[Operation] = []
@@ -1203,24 +1203,3 @@ def _describe(exc: BaseException) -> str:
 
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _logged_records(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(event, id) -> the record, of what the audit log already holds (operations and resolutions by
-    operation id, attempts by attempt id): a restarted agent learns from it where the dead run stopped."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    if not path.exists():
-        return found
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(record, dict):
-                continue
-            event = record.get("event")
-            key = record.get("attempt_id") if event == "attempt" else record.get("operation_id")
-            if isinstance(event, str) and isinstance(key, str):
-                found[(event, key)] = record
-    return found

@@ -19,6 +19,29 @@ from typing import Any
 from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
 
 
+def logged_records(path: str | os.PathLike[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(event, id) -> the record, of what an audit log already holds (operations and resolutions by
+    operation id, attempts by attempt id): a restarted agent reads it to learn where the dead run stopped.
+    Lines that are no event are skipped (the checker reports them, not the agent)."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    path = Path(path)
+    if not path.exists():
+        return found
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            event = record.get("event")
+            key = record.get("attempt_id") if event == "attempt" else record.get("operation_id")
+            if isinstance(event, str) and isinstance(key, str):
+                found[(event, key)] = record
+    return found
+
+
 def new_id(prefix: str) -> str:
     """A short random id with a readable prefix, e.g. ``op_3f2a9c1d0b7e``."""
     return f"{prefix}_{uuid.uuid4().hex[:12]}"

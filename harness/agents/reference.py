@@ -47,7 +47,7 @@ from harness.contract import (
     secret_env_name,
 )
 from harness.fingerprint import fingerprint
-from harness.recorder import Recorder, new_id
+from harness.recorder import Recorder, logged_records, new_id
 
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 1.5
@@ -90,7 +90,7 @@ class Agent:
             doc = json.load(f)
         self.intents: list[dict[str, Any]] = doc["intents"]
         self.contracts: dict[str, dict[str, Any]] = doc.get("destinations", {})
-        self.logged = _logged_ids(Path(env[AUDIT_LOG_ENV]))  # before a restart: what the dead run wrote
+        self.logged = set(logged_records(env[AUDIT_LOG_ENV]))  # before a restart: what the dead run wrote
         self.recorder = Recorder(env[AUDIT_LOG_ENV])
         self.state_path = Path(env[STATE_DIR_ENV]) / "operations.json"
         self.state: dict[str, dict[str, Any]] = (
@@ -622,27 +622,6 @@ class Agent:
                                  reason=reason, **fields)
         op["resolved"] = state  # after the log (a crash in between: the log says so on restart)
         self.save()
-
-
-def _logged_ids(path: Path) -> set[tuple[str, str]]:
-    """(event, id) of what the audit log already holds: operations and resolutions by operation id,
-    attempts by attempt id. A restarted agent reads it to learn where the dead run stopped."""
-    found: set[tuple[str, str]] = set()
-    if not path.exists():
-        return found
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(record, dict):
-                continue
-            event = record.get("event")
-            key = record.get("attempt_id") if event == "attempt" else record.get("operation_id")
-            if isinstance(event, str) and isinstance(key, str):
-                found.add((event, key))
-    return found
 
 
 def _retry_after(outcome: Outcome) -> float | None:

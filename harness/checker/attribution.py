@@ -62,9 +62,10 @@ def flat_params(params: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def row_params(row: dict[str, Any]) -> dict[str, Any] | None:
-    """A ledger request row's ``params`` (JSON text) as a dict, None when it holds none."""
-    value = row.get("params")
+def row_params(row: dict[str, Any], column: str = "params") -> dict[str, Any] | None:
+    """A ledger row's JSON-text column (a request's ``params``, an effect's ``committed_params``) as a
+    dict, None when it holds none."""
+    value = row.get(column)
     if isinstance(value, str):
         try:
             value = json.loads(value)

@@ -8,12 +8,12 @@ report with ``self.found(operation_id, message, evidence)``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from harness.checker.attribution import row_params
 from harness.checker.context import (
     SAFE_METHODS,
     SENT_STATES,
@@ -1065,14 +1065,6 @@ class OperationIdOneIntent(RunRule):
 
 
 # --------------------------------------------------------------------------------------------- H033
-def _committed_params(row: dict[str, Any]) -> dict[str, Any] | None:
-    value = row.get("committed_params")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, dict) else None
 
 
 @rule("H033", "effect-is-the-intended-one", scope="run", requires=("wire",))
@@ -1089,7 +1081,7 @@ class EffectIsTheIntendedOne(RunRule):
             if not isinstance(wanted, dict) or not wanted or len(op.intent_ids()) > 1:
                 continue  # no intent of the run's own (a correction), or one id over two intents (H032)
             for row in op.ledger_effects:
-                committed = _committed_params(row)
+                committed = row_params(row, "committed_params")
                 if committed is None:
                     continue
                 wrong = [(k, v, committed[k]) for k, v in wanted.items() if k in committed and committed[k] != v]
