@@ -154,6 +154,12 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "expect": expectations_of(scenario),
         "agent_log": scenario.agent_log,
         "mode": BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
+        # what the run was set to do, as declared: `reproduce` rebuilds the position the agent was put in from it
+        "faults": [rule.model_dump(mode="json", exclude_defaults=True) for rule in scenario.faults],
+        "restart_agent": scenario.restart_agent.model_dump() if scenario.restart_agent else None,
+        "restart_destinations": scenario.restart_destinations.model_dump() if scenario.restart_destinations else None,
+        "proxy": scenario.proxy.model_dump(mode="json"),
+        "agent_timeout_seconds": scenario.agent_timeout_seconds,
     }
     _write_json(layout.context, context)
     _write_json(layout.intents, {"intents": intents, "destinations": contracts})

@@ -29,6 +29,7 @@ class Exchange:
     # where the source knows more than the client saw (the harness's own HAR and flows, an evidence folder)
     upstream_status: int | None = None  # what the destination answered, when it was not what the client got
     fault: str | None = None  # the fault action the harness applied to it
+    rule_id: str | None = None  # the id of the scenario's fault rule that fired on it
     operation_id: str | None = None
     line: int | None = None  # where in the source (entry index, log line)
 
