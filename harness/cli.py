@@ -1,4 +1,4 @@
-"""Command line: `python -m harness {run,audit,verify,check,explore,matrix,scenarios,schema}`.
+"""Command line: `python -m harness {run,audit,verify,check,explore,matrix,reproduce,scenarios,schema}`.
 
 A thin front end over the engine, the checker and the offline audit. Exit status (``EXIT_STATUS_HELP``):
 0 all healthy / passed, 1 a verdict failed (the agent is wrong), 2 unusable input or usage (with a
@@ -150,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
                         help="evidence of the runs that failed (default: ./evidence)")
     matrix.add_argument("--format", choices=("text", "json"), default="text")
+
+    reproduce = sub.add_parser(
+        "reproduce", help="write the scenario that reproduces an incident (evidence folder, audit log, HAR, flow dump)",
+        epilog="exit status: 0 written (the scenario loads); 2 not an incident this command reads, an unknown "
+               "operation, or a scenario it cannot write")
+    reproduce.add_argument("incident", type=Path,
+                           help="an evidence folder, an audit log (ours or the article's effect-ledger NDJSON), a HAR "
+                                "file, or a mitmproxy flow dump (mitmdump -w)")
+    reproduce.add_argument("--output", "-o", type=Path, required=True, metavar="FILE",
+                           help="the scenario file to write")
+    reproduce.add_argument("--operation", metavar="ID",
+                           help="reproduce this operation only (its intent and its faults)")
+    reproduce.add_argument("--name", help="the scenario's name (default: reproduce_<incident>)")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "api", "audit-event"))
@@ -370,6 +383,35 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce(args: argparse.Namespace) -> int:
+    from harness.errors import ScenarioError
+    from harness.incident.model import IncidentError
+    from harness.incident.readers import read_incident
+    from harness.incident.reproduce import reproduce
+    from harness.scenario import load
+
+    try:
+        text = reproduce(read_incident(args.incident), operation=args.operation, name=args.name)
+    except IncidentError as exc:
+        raise HarnessError(str(exc)) from None
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_name(args.output.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise HarnessError(f"{args.output}: cannot write the scenario: {exc.strerror}") from None
+    try:  # what is written must load: a reproducer that does not run is no reproducer
+        scenario = load(tmp)
+    except ScenarioError as exc:
+        raise HarnessError(f"the scenario written from {args.incident} does not load (kept in {tmp} to look at): "
+                           f"{exc}") from None
+    tmp.replace(args.output)
+    print(f"wrote {args.output}: scenario {scenario.name}, {len(scenario.intents)} intent(s), "
+          f"{len(scenario.faults)} fault(s), destinations {', '.join(scenario.destinations)}")
+    print(f"run it: python -m harness run {args.output} --agent \"YOUR AGENT\"")
+    return 0
+
+
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "scenario":
         from harness.scenario import SCHEMA_PATH as path
@@ -382,4 +424,4 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
-            "scenarios": _scenarios, "schema": _schema, "matrix": _matrix}
+            "scenarios": _scenarios, "schema": _schema, "matrix": _matrix, "reproduce": _reproduce}

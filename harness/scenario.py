@@ -286,6 +286,11 @@ _ScenarioDumper.add_representer(str, lambda dumper, value: dumper.represent_scal
     "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
 
 
+def scenario_dumper() -> type[yaml.SafeDumper]:
+    """The YAML dumper of scenario files (multi-line strings as literal blocks)."""
+    return _ScenarioDumper
+
+
 def scenario_yaml(scenario: Scenario) -> str:
     """A scenario as a file `load` reads back to an equal scenario: what was set, without defaults."""
     data = scenario.model_dump(mode="json", exclude={"source"}, exclude_defaults=True)

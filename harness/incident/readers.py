@@ -6,7 +6,9 @@ is an ``IncidentError`` naming it and what was expected.
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,34 +30,26 @@ def read_incident(path: Path) -> Incident:
     if not path.is_file():
         raise IncidentError(f"{path}: no such file or folder; expected {EXPECTED}")
     fmt = incident_format(path)
-    if fmt == "har":
-        from harness.incident.har import read_har
-
-        return read_har(path)
-    if fmt == "flows":
-        from harness.incident.flows import read_flows
-
-        return read_flows(path)
+    if fmt in ("har", "flows"):  # their readers: harness/incident/har.py, flows.py
+        reader = importlib.import_module(f"harness.incident.{fmt}")
+        incident: Incident = getattr(reader, f"read_{fmt}")(path)
+        return incident
     if fmt in ("events", "article"):
         return read_log(path, fmt)
     raise IncidentError(f"{path}: none of the formats `reproduce` reads; expected {EXPECTED}")
 
 
 def incident_format(path: Path) -> str | None:
-    """The format of a file, from its content: har, flows, events, article, or None."""
+    """The format of a file, from its first bytes: har, flows, events, article, or None."""
     try:
         with path.open("rb") as f:
             head = f.read(65536)
     except OSError as exc:
         raise IncidentError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        from harness.incident.har import looks_like_har
-        from harness.incident.flows import looks_like_flows
-    except ImportError:  # pragma: no cover - the readers ship with the package
-        looks_like_har = looks_like_flows = None  # type: ignore[assignment]
-    if looks_like_har is not None and looks_like_har(head):
+    stripped = head.lstrip()
+    if stripped.startswith(b"{") and b'"log"' in head[:4096] and b'"event"' not in head[:200]:
         return "har"
-    if looks_like_flows is not None and looks_like_flows(head):
+    if re.match(rb"\d+:", head):  # a tnetstring: mitmproxy's flow files
         return "flows"
     for line in head.decode("utf-8", errors="replace").splitlines():
         line = line.strip()

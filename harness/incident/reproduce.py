@@ -1,0 +1,669 @@
+"""From an incident to the scenario that puts an agent in the same position.
+
+Two roads, by what the incident holds:
+
+- **an evidence folder of the harness** knows the destinations as declared, the intents, the faults and
+  crashes the run was set to apply, and the journal says on which request each fault fired: the scenario
+  keeps the destinations and intents, and each rule that fired becomes a rule on the same requests
+  (``nth`` positions among the requests to that route), with the declared rule's parameters;
+- **anything else** (a HAR, a flow dump, an audit log alone) is inferred: each destination seen becomes a
+  generic destination (``api:``) with the routes that were called, the contract the requests and answers
+  show, and answers shaped like the ones seen; each operation becomes an intent; each request the client got
+  no good answer to becomes a fault on the same request. What cannot be inferred is a commented choice at
+  the top of the file, never a silent default.
+
+Secrets never reach the scenario: params that look like credentials become ``HARNESS_SECRET_*`` references.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import yaml
+
+from harness.contract import NAME_PATTERN, SECRET_ENV_PREFIX, env_suffix
+from harness.incident.model import Exchange, Incident, IncidentError
+
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+KEY_HEADERS = ("idempotency-key", "x-idempotency-key")
+TOKEN_FIELDS = ("client_token", "ClientToken", "clientToken", "idempotency_key")
+REPLAY_HEADERS = ("idempotent-replayed",)
+SECRET_NAMES = re.compile(r"(pass(word)?|secret|token|api[_-]?key|apikey|auth|credential|cvc|cvv|card_?number|"
+                          r"private[_-]?key|session)", re.I)
+SECRET_VALUES = re.compile(r"^(sk|rk|pk)_(live|test)_|^(bearer|basic) |^hsk_|^gh[pousr]_|^xox[abp]-|^AKIA[0-9A-Z]{12}|"
+                           r"^eyJ[A-Za-z0-9_-]{10,}\.", re.I)
+HOLD_PAST_TIMEOUT_MS = 3000  # a held answer's hold when the incident does not say the client's timeout
+
+
+@dataclass
+class Draft:
+    """The scenario being written, and the choices made for it (the file's header comments)."""
+
+    data: dict[str, Any]
+    choices: list[str] = field(default_factory=list)
+    cites: list[str] = field(default_factory=list)
+
+    def choose(self, where: str, said: str) -> None:
+        self.choices.append(f"{where}: {said}")
+
+
+def reproduce(incident: Incident, *, operation: str | None = None, name: str | None = None) -> str:
+    """The scenario's YAML text (comments first: what it cites, the choices made)."""
+    if operation is not None and operation not in incident.operations:
+        known = ", ".join(sorted(incident.operations)[:20]) or "none (the incident names no operation)"
+        raise IncidentError(f"{incident.source}: no operation {operation!r} in the incident; its operations: {known}")
+    draft = _from_evidence(incident, operation) if incident.context is not None else _inferred(incident, operation)
+    scenario_name = name or _name_of(incident, operation)
+    draft.data = {"name": scenario_name, **draft.data}
+    draft.data["description"] = _description(incident, operation, draft)
+    order = ["name", "description", "agent_log", "destinations", "faults", "intents", "restart_agent",
+             "restart_destinations", "proxy", "agent_timeout_seconds", "expect"]
+    data = {k: draft.data[k] for k in order if draft.data.get(k) not in (None, [], {})}
+    head = [f"# Reproduces {incident.source} ({incident.format}), written by `python -m harness reproduce`."]
+    if draft.choices:
+        head.append("# Choices the incident could not settle (check each; the scenario runs as written):")
+        head += [f"#   - {choice}" for choice in draft.choices]
+    head += [f"# note: {note}" for note in incident.notes]
+    from harness.scenario import scenario_dumper
+
+    return "\n".join(head) + "\n" + yaml.dump(data, Dumper=scenario_dumper(), sort_keys=False, allow_unicode=True,
+                                              width=110)
+
+
+# -- an evidence folder of the harness --------------------------------------------------------------------
+
+def _from_evidence(incident: Incident, operation: str | None) -> Draft:
+    context = incident.context or {}
+    intents = [dict(i) for i in context.get("intents") or [] if isinstance(i, dict)]
+    exchanges = incident.exchanges
+    if operation is not None:
+        wanted = _intent_ids_of(incident, operation)
+        intents = [i for i in intents if i.get("intent_id") in wanted]
+        lines = _flow_lines_of(incident, operation)
+        exchanges = [x for x in exchanges if x.line in lines]
+    declared = {r.get("id"): r for r in context.get("faults") or [] if isinstance(r, dict)}
+    draft = Draft({})
+    draft.data["agent_log"] = context.get("agent_log") if context.get("agent_log") != "events" else None
+    draft.data["destinations"] = {n: _spec_as_declared(e.get("spec") or {}) for n, e in context["destinations"].items()
+                                  if isinstance(e, dict)}
+    faults: list[dict[str, Any]] = []
+    fired: dict[str, list[int]] = {}
+    routes: dict[str, tuple[str, str, str]] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    for x in sorted(exchanges, key=lambda x: (x.started or 0.0, x.line or 0)):
+        where = (x.destination, x.method.upper(), x.path)
+        counts[where] = counts.get(where, 0) + 1
+        if x.rule_id and x.rule_id in declared and declared[x.rule_id].get("action") != "refuse_connection":
+            fired.setdefault(x.rule_id, []).append(counts[where])
+            routes.setdefault(x.rule_id, where)
+    for rule_id, rule in declared.items():
+        if rule.get("action") == "refuse_connection":  # the listener is closed for the run: as declared
+            faults.append(rule)
+        elif rule_id in fired:
+            destination, method, path = routes[rule_id]
+            positions = fired[rule_id]
+            match = {"destination": destination, "method": method, "path": path,
+                     "nth": positions[0] if len(positions) == 1 else positions}
+            faults.append({"id": rule_id, "match": match,
+                           **{k: v for k, v in rule.items() if k not in ("id", "match")}})
+        else:
+            draft.cites.append(f"rule {rule_id} ({rule.get('action')}) never fired in the incident: left out")
+    draft.data["faults"] = faults
+    draft.data["intents"] = [_scrubbed_intent(i, draft) for i in intents]
+    for key in ("restart_agent", "restart_destinations"):
+        if context.get(key) and operation is None:
+            draft.data[key] = context[key]
+    proxy = context.get("proxy") or {}
+    if proxy.get("mode") not in (None, "reverse") or proxy.get("seed"):
+        draft.data["proxy"] = proxy
+    if isinstance(context.get("agent_timeout_seconds"), (int, float)) and context["agent_timeout_seconds"] != 30:
+        draft.data["agent_timeout_seconds"] = context["agent_timeout_seconds"]
+    expect = context.get("expect") or {}
+    ids = {i.get("intent_id") for i in intents}
+    states = {k: v[0] if isinstance(v, list) and len(v) == 1 else v
+              for k, v in (expect.get("states") or {}).items() if k in ids}
+    effects = dict(expect.get("effects") or {})
+    if operation is not None:
+        effects = {}
+        for intent in intents:
+            effects[intent["destination"]] = effects.get(intent["destination"], 0) + 1
+        draft.choose("expect.effects", "one effect per intent kept (the whole run's counts cover other intents)")
+    draft.data["expect"] = {k: v for k, v in (("states", states), ("effects", effects)) if v}
+    return draft
+
+
+def _spec_as_declared(spec: dict[str, Any]) -> dict[str, Any]:
+    from fake_destinations.spec import DestinationSpec
+
+    model = DestinationSpec.model_validate(spec)
+    out = model.model_dump(mode="json", exclude_defaults=True, exclude={"api"} if model.api is not None else set())
+    if model.api is not None:
+        out.pop("service", None)
+        out.pop("idempotency", None)
+        out.pop("lookup", None)
+        out["api"] = model.api.model_dump(mode="json", exclude_defaults=True)
+    return out
+
+
+def _intent_ids_of(incident: Incident, operation: str) -> set[str]:
+    found = set()
+    for record in incident.operations.get(operation, []):
+        if record.get("event") == "operation" and isinstance(record.get("intent_id"), str):
+            found.add(record["intent_id"])
+    if not found:
+        raise IncidentError(f"{incident.source}: operation {operation!r} names no intent (no operation event with an "
+                            "intent_id): reproduce the whole run instead")
+    return found
+
+
+def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
+    from pathlib import Path
+
+    from harness.checker.context import RunContext
+    from harness.evidence import load_evidence
+
+    run = RunContext(load_evidence(Path(incident.source)))
+    op = run.ops.get(operation)
+    if op is None:
+        return set()
+    return {e["_line"] for e in [*op.wire.values(), *op.observed.values()] if isinstance(e.get("_line"), int)}
+
+
+# -- anything else: inferred ------------------------------------------------------------------------------
+
+def _inferred(incident: Incident, operation: str | None) -> Draft:
+    draft = Draft({})
+    exchanges = incident.exchanges or _exchanges_from_log(incident, draft)
+    if operation is not None and incident.exchanges:
+        exchanges = [x for x in exchanges if x.operation_id in (None, operation)]
+    if not exchanges:
+        raise IncidentError(f"{incident.source}: the incident holds no request to reproduce")
+    names = _destination_names(exchanges)
+    destinations: dict[str, Any] = {}
+    intents: list[dict[str, Any]] = []
+    faults: list[dict[str, Any]] = []
+    for origin, name in names.items():
+        mine = [x for x in exchanges if x.destination == origin]
+        api, routes = _infer_api(name, mine, draft)
+        destinations[name] = {"api": api}
+        intents += _infer_intents(name, mine, routes, api, draft, operation)
+        faults += _infer_faults(name, mine, routes, draft)
+    if not intents:
+        raise IncidentError(f"{incident.source}: no write (POST, PUT, PATCH, DELETE) in the incident: nothing an "
+                            "agent was asked to bring about")
+    draft.data["destinations"] = destinations
+    draft.data["faults"] = faults
+    draft.data["intents"] = intents
+    effects: dict[str, int] = {}
+    for intent in intents:
+        effects[intent["destination"]] = effects.get(intent["destination"], 0) + 1
+    draft.data["expect"] = {"effects": effects}
+    draft.choose("expect", "one effect per intent, and no final state (the incident does not say which state a "
+                           "correct agent ends in; add expect.states if it does)")
+    return draft
+
+
+def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
+    """An audit log's attempts as exchanges (its own word: what each attempt sent and saw)."""
+    out = []
+    for op_id, records in incident.operations.items():
+        intent = next((r.get("intent") for r in records if r.get("event") == "operation"
+                       and isinstance(r.get("intent"), dict)), None) or {}
+        for record in records:
+            if record.get("event") != "attempt":
+                continue
+            destination = str(record.get("destination") or intent.get("destination") or "service")
+            kind = str(intent.get("kind") or "operation")
+            path = str(record.get("path") or f"/{kind}")
+            if not record.get("path"):
+                draft.choose(f"destinations.{destination}", f"the log does not say the path of {kind}: POST {path}")
+            headers = {}
+            if record.get("idempotency_key"):
+                headers["idempotency-key"] = str(record["idempotency_key"])
+            state = record.get("dispatch_state")
+            status = record.get("http_status") if state == "response_received" else None
+            if state == "response_received" and status is None:
+                status = 200
+            body = json.dumps(intent.get("params") or {}).encode()
+            ts = record.get("ts")
+            out.append(Exchange(destination=destination, method=str(record.get("method") or "POST").upper(),
+                                path=path, headers=headers, body=body,
+                                started=ts if isinstance(ts, (int, float)) else None, status=status,
+                                response_headers={"retry-after": str(record["retry_after_seconds"])}
+                                if record.get("retry_after_seconds") is not None else {},
+                                error=None if status is not None else str(state), operation_id=op_id,
+                                line=record.get("_line"),
+                                fault="refuse_connection" if state == "not_sent" else None))
+    out.sort(key=lambda x: (x.started or 0.0, x.line or 0))
+    return out
+
+
+def _destination_names(exchanges: Iterable[Exchange]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for x in exchanges:
+        if x.destination in names:
+            continue
+        host = x.destination.split(":")[0]
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", x.destination if re.fullmatch(NAME_PATTERN, x.destination)
+                      else host) or "service"
+        if base in ("127.0.0.1", "localhost", "::1") or re.fullmatch(r"[0-9.]+", base):
+            base = "service"
+        name, n = base, 1
+        while name in names.values():
+            n += 1
+            name = f"{base}{n}"
+        names[x.destination] = name
+    return names
+
+
+_ID_SEGMENT = re.compile(r"^(?=.*\d)[A-Za-z0-9_.-]{4,}$|^[0-9a-f]{8}-[0-9a-f-]{27}$|^\d+$")
+
+
+def _template(path: str) -> str:
+    """A path with its id-like segments as placeholders: /v1/charges/ch_000123 -> /v1/charges/{id}."""
+    parts = path.split("/")
+    out = [p if not _ID_SEGMENT.match(p) or i == 1 else "{id}" for i, p in enumerate(parts)]
+    template = "/".join(out)
+    names = iter(["id", "id2", "id3", "id4"])
+    return re.sub(r"\{id\}", lambda _: "{" + next(names) + "}", template)
+
+
+def _params(x: Exchange) -> tuple[dict[str, Any], str]:
+    """A request's params and the format they came in: json, form or aws_query."""
+    content_type = x.headers.get("content-type", "")
+    text = x.body.decode("utf-8", errors="replace") if x.body else ""
+    if text and ("form" in content_type or (not content_type.startswith("application/json") and "=" in text
+                                            and not text.lstrip().startswith("{"))):
+        fields = dict(parse_qsl(text, keep_blank_values=True))
+        return fields, "aws_query" if "Action" in fields else "form"
+    if text:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return {}, "json"
+        return (body if isinstance(body, dict) else {}), "json"
+    return dict(parse_qsl(x.query)), "json"
+
+
+def _answer(x: Exchange) -> Any:
+    if x.status is None or not x.response_body:
+        return None
+    text = x.response_body.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text if text.lstrip().startswith("<") else None
+
+
+def _key_of(x: Exchange, params: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(key, header, field) the request carries."""
+    for header in KEY_HEADERS:
+        if x.headers.get(header):
+            return x.headers[header], header, None
+    for name in TOKEN_FIELDS:
+        if isinstance(params.get(name), str):
+            return params[name], None, name
+    return None, None, None
+
+
+def _route_name(method: str, template: str, taken: set[str]) -> str:
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", template) if w and not w.startswith("id")]
+    noun = words[-1] if words else "root"
+    verb = {"POST": "create", "PUT": "put", "PATCH": "update", "DELETE": "delete", "GET": "get"}.get(method, method)
+    name = f"{verb}_{noun}".lower()
+    n = 1
+    while name in taken:
+        n += 1
+        name = f"{verb}_{noun}_{n}".lower()
+    taken.add(name)
+    return name
+
+
+def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict[str, Any], dict[tuple[str, str], str]]:
+    """The generic destination the exchanges show, and (method, path template) -> route name."""
+    where = f"destinations.{name}.api"
+    routes: dict[tuple[str, str], str] = {}
+    api_routes: dict[str, Any] = {}
+    taken: set[str] = set()
+    formats: set[str] = set()
+    key_headers: set[str] = set()
+    token_fields: set[str] = set()
+    replayed = any(h in x.response_headers for x in exchanges for h in REPLAY_HEADERS)
+    statuses = {x.status for x in exchanges if x.status is not None}
+    writes = [x for x in exchanges if x.method.upper() in WRITE_METHODS]
+    actions: dict[tuple[str, str], str] = {}
+    for x in writes:
+        params, fmt = _params(x)
+        formats.add(fmt)
+        _, header, token = _key_of(x, params)
+        if header:
+            key_headers.add(header)
+        if token:
+            token_fields.add(token)
+        template = _template(x.path)
+        if fmt == "aws_query":
+            actions[(x.method.upper(), template)] = str(params.get("Action"))
+        key = (x.method.upper(), template if fmt != "aws_query" else f"{template}?{params.get('Action')}")
+        if key not in routes:
+            routes[key] = _route_name(x.method.upper(), template if fmt != "aws_query" else
+                                      "/" + str(params.get("Action")), taken)
+    request_format = "aws_query" if "aws_query" in formats else "form" if "form" in formats else "json"
+    api: dict[str, Any] = {"request_format": request_format}
+    if len(formats) > 1:
+        draft.choose(f"{where}.request_format", f"requests came in several formats; {request_format} assumed")
+    # the contract the requests and answers show
+    if key_headers:
+        header = sorted(key_headers)[0]
+        style = "stripe"
+        if 400 in statuses and any(not _key_of(x, _params(x)[0])[0] and x.status == 400 for x in writes):
+            style = "ietf"
+        api["idempotency"] = {"style": style, "header": _header_name(header)}
+        if not replayed:
+            draft.choose(f"{where}.idempotency", f"requests carried {_header_name(header)} but no answer said it was "
+                         "a replay: deduplication (style stripe: the first answer replayed) assumed; set style none if "
+                         "the destination ignores the key")
+    elif token_fields:
+        api["idempotency"] = {"style": "client_token", "field": sorted(token_fields)[0]}
+        draft.choose(f"{where}.idempotency", f"requests carried a {sorted(token_fields)[0]} field: an EC2-like client "
+                     "token assumed (same token and params return the existing resource)")
+    else:
+        draft.choose(f"{where}.idempotency", "no request carried a key: style none (every write commits) assumed; "
+                     "declare the destination's style if it deduplicates otherwise")
+    # client reference and lookups: a GET on a write's collection whose query value a write's param held
+    reference_field, lookups = _infer_lookups(exchanges, writes)
+    if reference_field:
+        api["client_reference_field"] = reference_field
+    for (method, path_key), route_name in routes.items():
+        template = path_key.split("?")[0]
+        samples = [x for x in writes if (x.method.upper(), _template(x.path)) == (method, template)
+                   and (request_format != "aws_query" or _params(x)[0].get("Action") == path_key.split("?")[-1])]
+        route: dict[str, Any] = {"method": method, "path": template}
+        if request_format == "aws_query":
+            route["match"] = {"Action": path_key.split("?")[-1]}
+        route["commits"] = f"{route_name.split('_', 1)[-1]}_{'created' if method == 'POST' else 'changed'}"
+        answered = next((x for x in samples if x.status is not None and 200 <= x.status < 300), None)
+        response, ref, id_format = _infer_answer(answered, f"{where}.routes.{route_name}", draft, reference_field)
+        route["id_format"] = id_format
+        route["response"] = response
+        route["effect_ref"] = ref
+        api_routes[route_name] = route
+    for lookup_path, (query_param, result_field, target_path) in lookups.items():
+        target = next((n for (m, p), n in routes.items() if p.split("?")[0] == target_path and m == "POST"), None)
+        if target is None:
+            continue
+        lookup_name = _route_name("GET", lookup_path + "/find", taken)
+        api_routes[lookup_name] = {"method": "GET", "path": lookup_path, "lookup": target,
+                                   "query_param": query_param, "result_field": result_field}
+        for x in exchanges:
+            if x.method.upper() == "GET" and x.path == lookup_path:
+                routes[("GET", lookup_path)] = lookup_name
+    for x in exchanges:  # reads of a resource a route created
+        template = _template(x.path)
+        if x.method.upper() != "GET" or ("GET", template) in routes or template == x.path:
+            continue
+        parent = template.rsplit("/", 1)[0]
+        target = next((n for (m, p), n in routes.items() if p.split("?")[0] == parent and m == "POST"), None)
+        if target is not None and template.endswith("{id}"):
+            read_name = _route_name("GET", parent + "/one", taken)
+            api_routes[read_name] = {"method": "GET", "path": template, "reads": target}
+            routes[("GET", template)] = read_name
+    if not api_routes:
+        raise IncidentError(f"the incident shows no write to {name}: no route commits an effect")
+    api["routes"] = api_routes
+    return api, routes
+
+
+def _header_name(lower: str) -> str:
+    return "-".join(part.capitalize() for part in lower.split("-"))
+
+
+def _infer_lookups(exchanges: list[Exchange], writes: list[Exchange]) -> tuple[
+        str | None, dict[str, tuple[str, str, str]]]:
+    """The write param agents tag resources with, and lookup path -> (query param, result field, collection)."""
+    values: dict[str, str] = {}
+    for x in writes:
+        for k, v in _params(x)[0].items():
+            if isinstance(v, str) and len(v) >= 3:
+                values.setdefault(v, k)
+    lookups: dict[str, tuple[str, str, str]] = {}
+    field_name: str | None = None
+    collections = {_template(x.path) for x in writes}
+    for x in exchanges:
+        if x.method.upper() != "GET" or not x.query:
+            continue
+        for k, v in parse_qsl(x.query):
+            if v in values:
+                answer = _answer(x)
+                result = next((f for f, val in answer.items() if isinstance(val, list)), None) \
+                    if isinstance(answer, dict) else None
+                target = x.path if x.path in collections else next(
+                    (c for c in collections if x.path.startswith(c)), None)
+                if target is None:
+                    continue
+                field_name = field_name or values[v]
+                lookups.setdefault(x.path, (k, result or "items", target))
+    return field_name, lookups
+
+
+def _infer_answer(x: Exchange | None, where: str, draft: Draft,
+                  reference_field: str | None) -> tuple[dict[str, Any], str, str]:
+    """A commit route's declared answer, its effect ref path and id format, from one 2xx answer seen."""
+    if x is None:
+        draft.choose(where, "no successful answer was seen: the answer is {id: ...} (status 200); declare the "
+                            "body the client expects")
+        return {"status": 200, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}"
+    params, _ = _params(x)
+    answer = _answer(x)
+    status = x.status or 200
+    if isinstance(answer, dict):
+        ref_key = next((k for k in ("id", "Id", "ID", "uuid", "name") if isinstance(answer.get(k), str)), None)
+        body: dict[str, Any] = {}
+        for k, v in answer.items():
+            if k == ref_key:
+                body[k] = "{id}"
+            elif isinstance(v, (str, int, float, bool)) and any(v == p for p in params.values()) and \
+                    not _looks_secret(k, v):
+                param = next(p for p, pv in params.items() if pv == v)
+                body[k] = "{params." + param + "}"
+            elif _looks_secret(k, v):
+                body[k] = "redacted"
+            else:
+                body[k] = _escape_braces(v)
+        if ref_key is None:
+            body["id"] = "{id}"
+            draft.choose(where, "the answer names no id field: an `id` field added for the effect ref")
+            ref_key = "id"
+        seen = str(answer.get(ref_key, ""))
+        return {"status": status, "body": body}, f"body.{ref_key}", _id_format(seen)
+    draft.choose(where, "the answer was not JSON: a JSON answer {id: ...} declared instead (write the XML template "
+                        "the client parses, with {id} where the ref is)")
+    return {"status": status, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}"
+
+
+def _escape_braces(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("{", "{{").replace("}", "}}")
+    if isinstance(value, dict):
+        return {_escape_braces(k): _escape_braces(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_braces(v) for v in value]
+    return value
+
+
+def _id_format(seen: str) -> str:
+    m = re.fullmatch(r"([A-Za-z][A-Za-z_-]*?)(\d+)", seen)
+    if m:
+        return f"{m.group(1).replace('{', '').replace('}', '')}{{n:0{len(m.group(2))}d}}"
+    m = re.fullmatch(r"([A-Za-z]+[_-])[0-9a-f]+", seen)
+    if m:
+        return f"{m.group(1)}{{n:0{len(seen) - len(m.group(1))}x}}"
+    return "res_{n:04d}"
+
+
+def _infer_intents(name: str, exchanges: list[Exchange], routes: dict[tuple[str, str], str], api: dict[str, Any],
+                   draft: Draft, operation: str | None) -> list[dict[str, Any]]:
+    """One intent per operation: the writes of one route with one payload (its key or token left out) are
+    one operation's attempts, whatever key each carried (a changed key is the incident, not a new intent)."""
+    reference_field = api.get("client_reference_field")
+    token = (api.get("idempotency") or {}).get("field")
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for x in exchanges:
+        if x.method.upper() not in WRITE_METHODS:
+            continue
+        params, fmt = _params(x)
+        route = routes.get((x.method.upper(), _template(x.path) if fmt != "aws_query"
+                            else f"{_template(x.path)}?{params.get('Action')}"))
+        if route is None:
+            continue
+        payload = {k: v for k, v in params.items() if k not in (token, reference_field, "Action", "Version")}
+        signature = (route, json.dumps(payload, sort_keys=True, default=str))
+        if signature in seen:
+            continue
+        intent_id = x.operation_id if x.operation_id and re.fullmatch(NAME_PATTERN, x.operation_id) else \
+            f"{route.replace('_', '-')}-{len(seen) + 1}"
+        seen[signature] = {"intent_id": intent_id, "kind": route, "destination": name,
+                           "params": _scrub(payload, name, draft, f"intents[{len(seen)}].params")}
+    if len(seen) > 1:
+        draft.choose(f"intents ({name})", "writes with the same route and payload are one intent's attempts; writes "
+                     "with another payload are another intent (merge them if one intent changed its payload)")
+    return list(seen.values())
+
+
+def _infer_faults(name: str, exchanges: list[Exchange], routes: dict[tuple[str, str], str],
+                  draft: Draft) -> list[dict[str, Any]]:
+    """Each request the client got no good answer to, as a fault on the same request (its position among the
+    requests to its route)."""
+    faults: list[dict[str, Any]] = []
+    counts: dict[tuple[str, str], int] = {}
+    for x in exchanges:
+        template = _template(x.path)
+        where = (x.method.upper(), template)
+        counts[where] = counts.get(where, 0) + 1
+        nth = counts[where]
+        match = {"destination": name, "method": x.method.upper(), "path": template, "nth": nth}
+        rule_id = f"incident_{x.method.lower()}_{len(faults) + 1}"
+        said = f"request {nth} of {x.method.upper()} {template}"
+        fault: dict[str, Any] | None = None
+        if x.fault in ("refuse_connection",):
+            draft.choose(f"faults ({said})", "it was never sent (refused): the harness cannot refuse one request "
+                         "only (refuse_connection closes the destination for the whole run); left out")
+            continue
+        if x.status is None:
+            error = (x.error or "").lower()
+            if x.fault == "hold_response" or "timeout" in error or "timed_out" in error or "timed out" in error:
+                hold = max(HOLD_PAST_TIMEOUT_MS, int((x.seconds or 0) * 1000) + 1500)
+                fault = {"action": "hold_response", "hold_ms": hold, "then": "deliver"}
+                draft.choose(f"faults.{rule_id}", f"{said} timed out: its answer held {hold} ms then delivered "
+                             "(longer than the client waited)")
+            else:
+                action = x.fault if x.fault in ("drop_response_after_commit", "reset_after_commit", "drop_request",
+                                                "truncate_body", "malformed_chunk") else "drop_response_after_commit"
+                fault = {"action": action}
+                if x.fault is None:
+                    draft.choose(f"faults.{rule_id}", f"{said} got no answer ({x.error or 'none'}): the destination "
+                                 "is assumed to have acted (drop_response_after_commit, the worst case); use "
+                                 "drop_request if it never received it")
+        elif x.status == 429 or (x.status >= 500 and x.fault != "replace_status" and
+                                 (x.upstream_status is None or x.upstream_status == x.status)):
+            after = x.fault == "replace_status" or (x.upstream_status is not None and x.upstream_status < 400)
+            fault = {"action": "replace_status" if after else "synthetic_status", "status": x.status}
+            retry_after = x.response_headers.get("retry-after")
+            if retry_after and retry_after.isdigit():
+                fault["retry_after"] = int(retry_after)
+            if x.status >= 500 and x.fault is None and x.upstream_status is None:
+                draft.choose(f"faults.{rule_id}", f"{said} answered {x.status}: assumed before the destination acted "
+                             "(synthetic_status); use replace_status if it had committed")
+        elif x.fault == "replace_status" or (x.status >= 500 and x.upstream_status is not None):
+            fault = {"action": "replace_status", "status": x.status}
+        if fault is not None:
+            faults.append({"id": rule_id, "match": match, **fault})
+    return faults
+
+
+# -- secrets -------------------------------------------------------------------------------------------------
+
+def _looks_secret(name: str, value: Any) -> bool:
+    return bool(SECRET_NAMES.search(str(name))) or (isinstance(value, str) and bool(SECRET_VALUES.search(value)))
+
+
+def _scrub(params: dict[str, Any], destination: str, draft: Draft, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, dict):
+            out[k] = _scrub(v, destination, draft, f"{where}.{k}")
+        elif _looks_secret(k, v):
+            reference = f"{SECRET_ENV_PREFIX}{env_suffix(destination)}"
+            out[k] = f"${{{reference}}}"
+            draft.choose(f"{where}.{k}", f"looked like a credential: replaced by a reference to {reference} (the "
+                                         "harness gives the agent a stand-in credential there)")
+        else:
+            out[k] = v
+    return out
+
+
+def _scrubbed_intent(intent: dict[str, Any], draft: Draft) -> dict[str, Any]:
+    out = {k: v for k, v in intent.items() if v not in (None, False, {}) or k == "params"}
+    out["params"] = _scrub(dict(intent.get("params") or {}), str(intent.get("destination")), draft,
+                           f"intents.{intent.get('intent_id')}.params")
+    return out
+
+
+# -- the description ---------------------------------------------------------------------------------------
+
+def _name_of(incident: Incident, operation: str | None) -> str:
+    base = (incident.context or {}).get("scenario") or re.sub(r"[^A-Za-z0-9_.-]", "_",
+                                                              incident.source.rstrip("/").split("/")[-1])
+    base = re.sub(r"^[^A-Za-z0-9]+", "", base.rsplit(".", 1)[0] if not incident.context else base) or "incident"
+    name = f"reproduce_{base}" + (f"_{operation}" if operation else "")
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:100]
+
+
+def _description(incident: Incident, operation: str | None, draft: Draft) -> str:
+    lines = [f"Reproduces the incident in {incident.source} ({incident.format})"
+             + (f", operation {operation}" if operation else "") + "."]
+    times = [x.started for x in incident.exchanges if x.started]
+    if times:
+        import datetime
+
+        first, last = (datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+                       for t in (min(times), max(times)))
+        lines.append(f"Traffic from {first} to {last}: {len(incident.exchanges)} request(s).")
+    ops = sorted(incident.operations) if operation is None else [operation]
+    if ops:
+        lines.append("Operations: " + ", ".join(ops[:10]) + (f" and {len(ops) - 10} more" if len(ops) > 10 else "")
+                     + ".")
+    lines += _what_went_wrong(incident)
+    lines += draft.cites
+    lines.append("A correct agent, put in the same position, brings about each intended effect once.")
+    return "\n".join(lines)
+
+
+def _what_went_wrong(incident: Incident) -> list[str]:
+    """The incident's own verdict (an evidence folder's), else what its exchanges show."""
+    if incident.context is not None:
+        from pathlib import Path
+
+        from harness.contract import EvidenceLayout
+
+        verdict = EvidenceLayout(Path(incident.source)).verdict_json
+        try:
+            data = json.loads(verdict.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        findings = [f for f in data.get("findings") or [] if isinstance(f, dict)]
+        if not findings:
+            return ["The run passed: nothing went wrong in it."]
+        codes = sorted({str(f.get("code")) for f in findings})
+        first = str(findings[0].get("message") or "")
+        return [f"What went wrong: {', '.join(codes)} (agent {data.get('agent')}). {first[:300]}"]
+    lost = sum(1 for x in incident.exchanges if x.status is None)
+    failed = sum(1 for x in incident.exchanges if x.status is not None and x.status >= 500)
+    limited = sum(1 for x in incident.exchanges if x.status == 429)
+    said = [f"{n} {what}" for n, what in ((lost, "request(s) without an answer"), (failed, "5xx answer(s)"),
+                                         (limited, "429 answer(s)")) if n]
+    return [f"What the client met: {', '.join(said)}."] if said else []
