@@ -47,6 +47,7 @@ class Draft:
     data: dict[str, Any]
     choices: list[str] = field(default_factory=list)
     cites: list[str] = field(default_factory=list)
+    named: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # operation -> (intent id, kind)
 
     def choose(self, where: str, said: str) -> None:
         self.choices.append(f"{where}: {said}")
@@ -178,6 +179,12 @@ def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
 
 def _inferred(incident: Incident, operation: str | None) -> Draft:
     draft = Draft({})
+    for op_id, records in incident.operations.items():  # what an audit log says each operation was
+        first = next((r for r in records if r.get("event") == "operation"), {})
+        intent: dict[str, Any] = first["intent"] if isinstance(first.get("intent"), dict) else {}
+        intent_id = first.get("intent_id") or intent.get("intent_id")
+        draft.named[op_id] = (intent_id if isinstance(intent_id, str) else None,
+                              intent.get("kind") if isinstance(intent.get("kind"), str) else None)
     exchanges = incident.exchanges or _exchanges_from_log(incident, draft)
     if operation is not None and incident.exchanges:
         exchanges = [x for x in exchanges if x.operation_id in (None, operation)]
@@ -236,7 +243,8 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
                                 started=ts if isinstance(ts, (int, float)) else None, status=status,
                                 response_headers={"retry-after": str(record["retry_after_seconds"])}
                                 if record.get("retry_after_seconds") is not None else {},
-                                error=None if status is not None else str(state), operation_id=op_id,
+                                error=None if status is not None else
+                                str(record.get("result") or record.get("error") or state), operation_id=op_id,
                                 line=record.get("_line"),
                                 fault="refuse_connection" if state == "not_sent" else None))
     out.sort(key=lambda x: (x.started or 0.0, x.line or 0))
@@ -349,9 +357,14 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
         if fmt == "aws_query":
             actions[(x.method.upper(), template)] = str(params.get("Action"))
         key = (x.method.upper(), template if fmt != "aws_query" else f"{template}?{params.get('Action')}")
+        kind = draft.named.get(x.operation_id or "", (None, None))[1]
         if key not in routes:
-            routes[key] = _route_name(x.method.upper(), template if fmt != "aws_query" else
-                                      "/" + str(params.get("Action")), taken)
+            if kind and re.fullmatch(NAME_PATTERN, kind) and kind not in taken:
+                routes[key] = kind
+                taken.add(kind)
+            else:
+                routes[key] = _route_name(x.method.upper(), template if fmt != "aws_query" else
+                                          "/" + str(params.get("Action")), taken)
     request_format = "aws_query" if "aws_query" in formats else "form" if "form" in formats else "json"
     api: dict[str, Any] = {"request_format": request_format}
     if len(formats) > 1:
@@ -480,8 +493,12 @@ def _infer_answer(x: Exchange | None, where: str, draft: Draft,
             ref_key = "id"
         seen = str(answer.get(ref_key, ""))
         return {"status": status, "body": body}, f"body.{ref_key}", _id_format(seen)
-    draft.choose(where, "the answer was not JSON: a JSON answer {id: ...} declared instead (write the XML template "
-                        "the client parses, with {id} where the ref is)")
+    if not x.response_body:
+        draft.choose(where, "the incident does not hold the answer's body: {id: ...} declared (write the body the "
+                            "client parses, with {id} where the ref is)")
+    else:
+        draft.choose(where, "the answer was not JSON: a JSON answer {id: ...} declared instead (write the XML "
+                            "template the client parses, with {id} where the ref is)")
     return {"status": status, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}"
 
 
@@ -524,7 +541,8 @@ def _infer_intents(name: str, exchanges: list[Exchange], routes: dict[tuple[str,
         signature = (route, json.dumps(payload, sort_keys=True, default=str))
         if signature in seen:
             continue
-        intent_id = x.operation_id if x.operation_id and re.fullmatch(NAME_PATTERN, x.operation_id) else \
+        logged = draft.named.get(x.operation_id or "", (None, None))[0] or x.operation_id
+        intent_id = logged if logged and re.fullmatch(NAME_PATTERN, logged) else \
             f"{route.replace('_', '-')}-{len(seen) + 1}"
         seen[signature] = {"intent_id": intent_id, "kind": route, "destination": name,
                            "params": _scrub(payload, name, draft, f"intents[{len(seen)}].params")}
