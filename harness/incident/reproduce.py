@@ -221,6 +221,13 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
     for op_id, records in incident.operations.items():
         intent = next((r.get("intent") for r in records if r.get("event") == "operation"
                        and isinstance(r.get("intent"), dict)), None) or {}
+        # the log's own reconciliation: effects it found beyond those its answered attempts made were made by an
+        # attempt whose answer it did not get, or got as a 5xx (the destination acted, then failed)
+        found = {ref for r in records if r.get("event") in ("observation", "resolution")
+                 for ref in r.get("effect_refs") or [] if isinstance(ref, str)}
+        answered = {ref for r in records if r.get("event") == "attempt" and isinstance(r.get("http_status"), int)
+                    and 200 <= r["http_status"] < 300 for ref in r.get("effect_refs") or [] if isinstance(ref, str)}
+        surplus = len(found - answered)
         for record in records:
             if record.get("event") != "attempt":
                 continue
@@ -238,6 +245,13 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
                 status = 200
             body = json.dumps(intent.get("params") or {}).encode()
             ts = record.get("ts")
+            upstream = None
+            if surplus and isinstance(status, int) and status >= 500:
+                surplus -= 1
+                upstream = 201
+                draft.choose(f"faults ({record.get('attempt_id')})", f"answered {status}, and the log's reconciliation "
+                             "found an effect no answered attempt made: the destination acted before failing "
+                             "(replace_status)")
             out.append(Exchange(destination=destination, method=str(record.get("method") or "POST").upper(),
                                 path=path, headers=headers, body=body,
                                 started=ts if isinstance(ts, (int, float)) else None, status=status,
@@ -245,7 +259,7 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
                                 if record.get("retry_after_seconds") is not None else {},
                                 error=None if status is not None else
                                 str(record.get("result") or record.get("error") or state), operation_id=op_id,
-                                line=record.get("_line"),
+                                line=record.get("_line"), upstream_status=upstream,
                                 fault="refuse_connection" if state == "not_sent" else None))
     out.sort(key=lambda x: (x.started or 0.0, x.line or 0))
     return out
