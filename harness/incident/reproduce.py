@@ -659,12 +659,17 @@ def _description(incident: Incident, operation: str | None, draft: Draft) -> str
     lines = [f"Reproduces the incident in {incident.source} ({incident.format})"
              + (f", operation {operation}" if operation else "") + "."]
     times = [x.started for x in incident.exchanges if x.started]
+    if not times:  # an audit log: its records' own clock
+        from harness.checker.correlation import ts_value
+
+        times = [t for records in incident.operations.values() for r in records if (t := ts_value(r.get("ts")))]
     if times:
         import datetime
 
         first, last = (datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                        for t in (min(times), max(times)))
-        lines.append(f"Traffic from {first} to {last}: {len(incident.exchanges)} request(s).")
+        lines.append(f"From {first} to {last}" + (f": {len(incident.exchanges)} request(s)." if incident.exchanges
+                                                   else "."))
     ops = sorted(incident.operations) if operation is None else [operation]
     if ops:
         lines.append("Operations: " + ", ".join(ops[:10]) + (f" and {len(ops) - 10} more" if len(ops) > 10 else "")
@@ -693,6 +698,17 @@ def _what_went_wrong(incident: Incident) -> list[str]:
         codes = sorted({str(f.get("code")) for f in findings})
         first = str(findings[0].get("message") or "")
         return [f"What went wrong: {', '.join(codes)} (agent {data.get('agent')}). {first[:300]}"]
+    said_by_log = []
+    for op_id, records in list(incident.operations.items())[:10]:
+        resolution = next((r for r in reversed(records) if r.get("event") == "resolution"), None)
+        attempts = sum(1 for r in records if r.get("event") == "attempt")
+        if resolution is not None and attempts:
+            refs = ", ".join(str(ref) for ref in resolution.get("effect_refs") or [])
+            reason = f": {resolution['reason']}" if isinstance(resolution.get("reason"), str) else ""
+            said_by_log.append(f"{op_id} ({attempts} attempt(s)) was resolved {resolution.get('state')}"
+                               + (f" [{refs}]" if refs else "") + reason)
+    if said_by_log:
+        return ["What the log says happened: " + "; ".join(said_by_log) + "."]
     lost = sum(1 for x in incident.exchanges if x.status is None)
     failed = sum(1 for x in incident.exchanges if x.status is not None and x.status >= 500)
     limited = sum(1 for x in incident.exchanges if x.status == 429)
