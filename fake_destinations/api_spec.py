@@ -31,7 +31,7 @@ from harness.contract import ACCOUNT_HEADER, CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEA
 
 RequestFormat = Literal["json", "form", "aws_query"]
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-_PATH_TEMPLATE = re.compile(r"^/(?:[^{}\s?#]*\{[A-Za-z_][A-Za-z0-9_]*\})*[^{}\s?#]*$")
+PATH_TEMPLATE = re.compile(r"^/(?:[^{}\s?#]*\{[A-Za-z_][A-Za-z0-9_]*\})*[^{}\s?#]*$")
 ID_NAMES = ("n", "now", "request_id")
 SAMPLE_ID = "ref_0000sample"  # the id rendered into a declared answer to check that its effect ref shows it
 # what each style defaults to when the declaration says nothing (the built-in services' behaviour)
@@ -159,7 +159,7 @@ class ApiRoute(BaseModel):
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not _PATH_TEMPLATE.match(v):
+        if not PATH_TEMPLATE.match(v):
             raise ValueError(f"path template {v!r} does not parse: it starts with '/', holds no query, space or "
                              "'#', and each placeholder is a whole {name} (e.g. /v1/items/{id})")
         names = re.findall(r"\{(\w+)\}", v)

@@ -51,19 +51,16 @@ def incident_format(path: Path) -> str | None:
         return "har"
     if re.match(rb"\d+:", head):  # a tnetstring: mitmproxy's flow files
         return "flows"
-    for line in head.decode("utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
+    # a log: the first of its first lines that is a record says which (a bad line among them is H000's business)
+    for line in [text for text in head.decode("utf-8", errors="replace").splitlines() if text.strip()][:20]:
         try:
             record = json.loads(line)
-        except ValueError:
-            return None
+        except (ValueError, RecursionError):
+            continue
         if isinstance(record, dict) and "event" in record:
             return "events"
         if isinstance(record, dict) and record.get("type") in ("attempt", "effect"):
             return "article"
-        return None
     return None
 
 

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl
 
 import yaml
 
+from fake_destinations.api_spec import HTTP_METHODS, PATH_TEMPLATE
 from harness.contract import NAME_PATTERN, SECRET_ENV_PREFIX, env_suffix
 from harness.incident.model import Exchange, Incident, IncidentError
 
@@ -58,7 +59,10 @@ def reproduce(incident: Incident, *, operation: str | None = None, name: str | N
     if operation is not None and operation not in incident.operations:
         known = ", ".join(sorted(incident.operations)[:20]) or "none (the incident names no operation)"
         raise IncidentError(f"{incident.source}: no operation {operation!r} in the incident; its operations: {known}")
-    draft = _from_evidence(incident, operation) if incident.context is not None else _inferred(incident, operation)
+    try:
+        draft = _from_evidence(incident, operation) if incident.context is not None else _inferred(incident, operation)
+    except IncidentError as exc:  # every refusal names the incident
+        raise IncidentError(str(exc) if str(exc).startswith(incident.source) else f"{incident.source}: {exc}") from None
     scenario_name = name or _name_of(incident, operation)
     draft.data = {"name": scenario_name, **draft.data}
     draft.data["description"] = _description(incident, operation, draft)
@@ -72,8 +76,23 @@ def reproduce(incident: Incident, *, operation: str | None = None, name: str | N
     head += [f"# note: {note}" for note in incident.notes]
     from harness.scenario import scenario_dumper
 
-    return "\n".join(head) + "\n" + yaml.dump(data, Dumper=scenario_dumper(), sort_keys=False, allow_unicode=True,
-                                              width=110)
+    return "\n".join(_printable(line).replace("\n", " ") for line in head) + "\n" + yaml.dump(
+        _printable(data), Dumper=scenario_dumper(), sort_keys=False, allow_unicode=True, width=110)
+
+
+_NOT_PRINTABLE = re.compile("[^\t\n\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _printable(value: Any) -> Any:
+    """What a YAML file can hold: a character YAML refuses (NUL, other controls, a lone surrogate) in an
+    incident's text becomes U+FFFD, so that the scenario written always loads."""
+    if isinstance(value, str):
+        return _NOT_PRINTABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 # -- an evidence folder of the harness --------------------------------------------------------------------
@@ -232,10 +251,12 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
             if record.get("event") != "attempt":
                 continue
             destination = str(record.get("destination") or intent.get("destination") or "service")
-            kind = str(intent.get("kind") or "operation")
-            path = str(record.get("path") or f"/{kind}")
-            if not record.get("path"):
-                draft.choose(f"destinations.{destination}", f"the log does not say the path of {kind}: POST {path}")
+            kind = intent.get("kind") if isinstance(intent.get("kind"), str) else "operation"
+            path = record.get("path") if isinstance(record.get("path"), str) else None
+            if path is None or not PATH_TEMPLATE.match(path):
+                said = "does not say the path" if path is None else f"gives a path that is no path template ({path!r})"
+                path = "/" + (re.sub(r"[^A-Za-z0-9_.-]", "_", kind) or "operation")
+                draft.choose(f"destinations.{destination}", f"the log {said} of {kind}: {path}")
             headers = {}
             if record.get("idempotency_key"):
                 headers["idempotency-key"] = str(record["idempotency_key"])
@@ -252,7 +273,12 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
                 draft.choose(f"faults ({record.get('attempt_id')})", f"answered {status}, and the log's reconciliation "
                              "found an effect no answered attempt made: the destination acted before failing "
                              "(replace_status)")
-            out.append(Exchange(destination=destination, method=str(record.get("method") or "POST").upper(),
+            method = str(record.get("method") or "POST").upper()
+            if method not in HTTP_METHODS:
+                draft.choose(f"destinations.{destination}", f"the log's method {record.get('method')!r} is none of "
+                             f"{', '.join(HTTP_METHODS)}: POST")
+                method = "POST"
+            out.append(Exchange(destination=destination, method=method,
                                 path=path, headers=headers, body=body,
                                 started=ts if isinstance(ts, (int, float)) else None, status=status,
                                 response_headers={"retry-after": str(record["retry_after_seconds"])}
@@ -272,11 +298,13 @@ def _destination_names(exchanges: Iterable[Exchange]) -> dict[str, str]:
             continue
         host = x.destination.split(":")[0]
         base = re.sub(r"[^A-Za-z0-9_.-]", "_", x.destination if re.fullmatch(NAME_PATTERN, x.destination)
-                      else host) or "service"
-        if base in ("127.0.0.1", "localhost", "::1") or re.fullmatch(r"[0-9.]+", base):
+                      else host)
+        base = re.sub(r"^[^A-Za-z0-9]+", "", base)[:90]
+        if not base or base in ("127.0.0.1", "localhost") or re.fullmatch(r"[0-9.]+", base):
             base = "service"
         name, n = base, 1
-        while name in names.values():
+        # two names the agent could not tell apart (one variable name) are one too many
+        while name in names.values() or env_suffix(name) in {env_suffix(v) for v in names.values()}:
             n += 1
             name = f"{base}{n}"
         names[x.destination] = name
