@@ -251,7 +251,7 @@ def _exchanges_from_log(incident: Incident, draft: Draft) -> list[Exchange]:
             if record.get("event") != "attempt":
                 continue
             destination = str(record.get("destination") or intent.get("destination") or "service")
-            kind = intent.get("kind") if isinstance(intent.get("kind"), str) else "operation"
+            kind: str = intent["kind"] if isinstance(intent.get("kind"), str) else "operation"
             path = record.get("path") if isinstance(record.get("path"), str) else None
             if path is None or not PATH_TEMPLATE.match(path):
                 said = "does not say the path" if path is None else f"gives a path that is no path template ({path!r})"
