@@ -159,7 +159,7 @@ class ProxyHost:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        from harness.proxy.runtime import RuntimeError_, proxy_python, runtime_env
+        from harness.proxy.runtime import RuntimeError_, link_package, proxy_python, runtime_env
 
         if self.running:
             return
@@ -170,8 +170,7 @@ class ProxyHost:
         began = time.perf_counter()
         # the proxy process imports only the harness package, through a folder holding just a link to
         # it: the agent's own site-packages (its h11, its pydantic) must not shadow the runtime's
-        self._folder = Path(tempfile.mkdtemp(prefix="harness-proxy-"))
-        (self._folder / "harness").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+        self._folder = link_package(Path(tempfile.mkdtemp(prefix="harness-proxy-")))
         commands_r, commands_w = os.pipe()
         replies_r, replies_w = os.pipe()
         log_path = self._folder / "proxy.log"
