@@ -126,6 +126,9 @@ AGENT_STDERR_FILE = "agent.stderr"
 STATE_DIR_NAME = "agent-state"
 CHECKPOINT_FILE = "agent.checkpoint.json"  # the agent log's signed checkpoint (harness.chain)
 RUN_KEY_FILE = "checkpoint.key"  # the per-run checkpoint key, when the operator gave none
+# the run's traffic as the client saw it, written by the fault proxy as flows end (docs/proxy.md, "Traffic files")
+TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harness` facts per entry
+TRAFFIC_FLOWS_FILE = "traffic.mitm"  # mitmproxy's own flow format (mitmweb -r, mitmdump -r), appended per flow
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,16 @@ class EvidenceLayout:
     def intents(self) -> Path:
         """The intents file handed to the agent: ``{"intents": [...], "destinations": {name: contract}}``."""
         return self.folder / INTENTS_FILE
+
+    @property
+    def traffic_har(self) -> Path:
+        """The run's traffic as a HAR 1.2 file (the client's view; secrets redacted as in the journal)."""
+        return self.folder / TRAFFIC_HAR_FILE
+
+    @property
+    def traffic_flows(self) -> Path:
+        """The run's traffic as a mitmproxy flow dump (``metadata["harness"]`` per flow; secrets redacted)."""
+        return self.folder / TRAFFIC_FLOWS_FILE
 
     @property
     def verdict_json(self) -> Path:

@@ -176,7 +176,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     try:
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
-                                 secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed)
+                                 secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed,
+                                 har_path=layout.traffic_har, flows_path=layout.traffic_flows)
         urls = {**host.urls, **routes.urls}
         env = {**agent_env(layout, urls, canaries), **routes.env}
         timings["startup"] = time.perf_counter() - t0

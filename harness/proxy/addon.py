@@ -9,6 +9,7 @@ When a rule fires, the hook of its action's phase calls the action's handler (``
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,8 +24,10 @@ from harness.fingerprint import fingerprint_body
 from harness.journal import IN_FLIGHT_AT_END, JournalWriter, redact_headers
 from harness.proxy.faults import REQUEST_HANDLERS, RESPONSE_HANDLERS
 from harness.proxy.rules import FaultRule, RequestFacts, RuleBook
+from harness.proxy.traffic import TrafficWriter
 
 META = "harness"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,6 +40,7 @@ class ScenarioState:
     by_address: Mapping[tuple[str, int], str] = field(default_factory=dict)  # forward: upstream -> destination
     upstreams: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # destination -> (host, port)
     secrets: tuple[str, ...] = ()
+    traffic: TrafficWriter | None = None  # traffic.har and traffic.mitm, written beside the journal
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     flows: dict[str, http.HTTPFlow] = field(default_factory=dict)  # flow_id -> flow still in flight
@@ -72,7 +76,7 @@ class FaultInjector:
         resp = flow.response if client_status is not None else None
         try:
             if not state.journal.closed:
-                state.journal.write({
+                record = state.journal.write({
                     "flow_id": meta["flow_id"], "ts_request": meta["ts_request"], "ts_done": time.time(),
                     "destination": meta["destination"], "method": req.method, "path": req.path.split("?", 1)[0],
                     "query": req.path.split("?", 1)[1] if "?" in req.path else None,
@@ -84,11 +88,22 @@ class FaultInjector:
                     "client_retry_after": resp.headers.get("retry-after") if resp is not None else None,
                     "forward_count": meta["forward_count"],
                 })
+                if state.traffic is not None:
+                    self._save_traffic(state.traffic, flow, record)
         finally:
             state.flows.pop(meta["flow_id"], None)
             state.in_flight -= 1
             if state.in_flight == 0:
                 state.idle.set()
+
+    @staticmethod
+    def _save_traffic(traffic: TrafficWriter, flow: http.HTTPFlow, record: dict[str, Any]) -> None:
+        """The flow into the traffic files; a failure there is logged, never a changed run."""
+        upstream_error = flow.error.msg if flow.error is not None and record["client_outcome"] == "response" else None
+        try:
+            traffic.add(flow, record, upstream_error)
+        except Exception:
+            log.exception("traffic files: flow %s not saved", record.get("flow_id"))
 
     def journal_in_flight(self, state: ScenarioState) -> list[str]:
         """At the scenario's end, journal every flow still in flight as ``in_flight_at_end`` (what is

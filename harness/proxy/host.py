@@ -6,7 +6,8 @@ tests need ``h11>=0.16``. So the harness never imports mitmproxy: the proxy runs
 one if mitmproxy is installed here, else a private venv made once), started once per harness process
 and reconfigured per scenario over a pipe, one JSON line each way:
 
-    {"op": "configure", "routes": {...}, "rules": [...], "journal": PATH, ...} -> {"ok": true, "routes": {...}}
+    {"op": "configure", "routes": {...}, "rules": [...], "journal": PATH, "har": PATH, "flows": PATH, ...}
+                                                                               -> {"ok": true, "routes": {...}}
     {"op": "finish", "timeout": 10}                                            -> {"ok": true, "in_flight": 0}
 
 The proxy stops when the pipe closes, so a harness killed with SIGKILL leaves no proxy behind.
@@ -158,7 +159,7 @@ class ProxyHost:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        from harness.proxy.runtime import RuntimeError_, proxy_python, runtime_env
+        from harness.proxy.runtime import RuntimeError_, link_package, proxy_python, runtime_env
 
         if self.running:
             return
@@ -169,8 +170,7 @@ class ProxyHost:
         began = time.perf_counter()
         # the proxy process imports only the harness package, through a folder holding just a link to
         # it: the agent's own site-packages (its h11, its pydantic) must not shadow the runtime's
-        self._folder = Path(tempfile.mkdtemp(prefix="harness-proxy-"))
-        (self._folder / "harness").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+        self._folder = link_package(Path(tempfile.mkdtemp(prefix="harness-proxy-")))
         commands_r, commands_w = os.pipe()
         replies_r, replies_w = os.pipe()
         log_path = self._folder / "proxy.log"
@@ -273,15 +273,21 @@ class ProxyHost:
         secrets: Mapping[str, str] = {},
         mode: str = "reverse",
         seed: int | str = 0,
+        har_path: str | Path | None = None,
+        flows_path: str | Path | None = None,
     ) -> ProxyRoutes:
         """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
 
+        ``har_path`` / ``flows_path``: where the proxy writes the run's traffic as a HAR file and a mitmproxy
+        flow dump (docs/proxy.md, "Traffic files"); neither is written when not given.
         Rules, routes and mode are checked here, so a bad one is a ValueError before the proxy sees it."""
         _, parsed, _ = checked_scenario(routes, rules, mode)
         reply = self._request({"op": "configure", "routes": dict(routes),
                                "rules": [r.model_dump(mode="json", exclude_unset=True) for r in parsed],
                                "journal": str(Path(journal_path).resolve()), "secrets": dict(secrets),
-                               "mode": mode, "seed": seed}, CALL_MARGIN)
+                               "mode": mode, "seed": seed,
+                               "har": str(Path(har_path).resolve()) if har_path else None,
+                               "flows": str(Path(flows_path).resolve()) if flows_path else None}, CALL_MARGIN)
         self._configured = True
         return ProxyRoutes.from_dict(reply["routes"])
 

@@ -30,7 +30,8 @@ async def handle(server: Any, message: dict[str, Any]) -> dict[str, Any]:
         elif op == "configure":
             routes = await server.configure_async(
                 message["routes"], [FaultRule.model_validate(r) for r in message["rules"]], message["journal"],
-                secrets=message["secrets"], mode=message["mode"], seed=message["seed"])
+                secrets=message["secrets"], mode=message["mode"], seed=message["seed"],
+                har_path=message.get("har"), flows_path=message.get("flows"))
             reply = {"routes": routes.to_dict()}
         elif op in ("finish", "stop"):
             reply = {"in_flight": await server.finish_async(message["timeout"])}

@@ -40,6 +40,23 @@ def runtime_env(path_folder: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(path_folder), "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1"}
 
 
+def link_package(folder: Path) -> Path:
+    """Put a link to the harness package in ``folder`` (the runtime's PYTHONPATH, see ``runtime_env``)."""
+    (folder / "harness").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+    return folder
+
+
+def run_module(module: str, args: list[str], *, timeout: float = 120.0) -> subprocess.CompletedProcess[bytes]:
+    """``python -m MODULE ARGS`` under the proxy's interpreter (a module of ``harness.proxy`` that may import
+    mitmproxy), its output captured; RuntimeError_ when that interpreter cannot be found or made."""
+    folder = link_package(Path(tempfile.mkdtemp(prefix="harness-runtime-")))
+    try:
+        return subprocess.run([str(proxy_python()), "-m", module, *args], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout, env=runtime_env(folder))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def default_venv() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "retry-harness" / f"proxy-py{sys.version_info.major}.{sys.version_info.minor}"

@@ -169,26 +169,40 @@ class ProxyServer:
         secrets: Mapping[str, str] = {},
         mode: str = "reverse",
         seed: int | str = 0,
+        har_path: str | Path | None = None,
+        flows_path: str | Path | None = None,
     ) -> ProxyRoutes:
-        """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed."""
-        return self.call(self.configure_async(routes, rules, journal_path, secrets=secrets, mode=mode, seed=seed),
-                          60)
+        """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
+
+        ``har_path`` / ``flows_path``: where to write the run's traffic (``harness.proxy.traffic``), if anywhere."""
+        return self.call(self.configure_async(routes, rules, journal_path, secrets=secrets, mode=mode, seed=seed,
+                                              har_path=har_path, flows_path=flows_path), 60)
 
     async def configure_async(self, routes: Mapping[str, str], rules: Sequence[FaultRule | Mapping[str, Any]],
                               journal_path: str | Path, *, secrets: Mapping[str, str] = {}, mode: str = "reverse",
-                              seed: int | str = 0) -> ProxyRoutes:
+                              seed: int | str = 0, har_path: str | Path | None = None,
+                              flows_path: str | Path | None = None) -> ProxyRoutes:
         """``configure``, on the proxy's own event loop (``harness.proxy.process`` reads its commands there)."""
+        from harness.proxy.traffic import TrafficWriter
+
         upstreams, parsed, refused = checked_scenario(routes, rules, mode)
         await self.finish_async()
         journal = JournalWriter(journal_path)
+        traffic = None
         try:
-            return await self._apply(upstreams, RuleBook(parsed, seed=seed), journal, dict(secrets), mode, refused)
+            if har_path or flows_path:
+                traffic = TrafficWriter(har_path, flows_path, tuple(secrets.values()))
+            return await self._apply(upstreams, RuleBook(parsed, seed=seed), journal, dict(secrets), mode, refused,
+                                     traffic)
         except BaseException:
             journal.close()
+            if traffic is not None:
+                traffic.close()
             raise
 
     async def _apply(self, upstreams: dict[str, tuple[str, int]], book: RuleBook, journal: JournalWriter,
-                     secrets: dict[str, str], mode: str, refused: set[str | None]) -> ProxyRoutes:
+                     secrets: dict[str, str], mode: str, refused: set[str | None],
+                     traffic: Any = None) -> ProxyRoutes:
         from mitmproxy import ctx
 
         from harness.proxy.addon import ScenarioState
@@ -201,7 +215,7 @@ class ProxyServer:
             specs, urls, env, by_listener, by_address = self._plan_listeners(upstreams, mode, refused)
             self._injector.scenario = ScenarioState(
                 book=book, journal=journal, by_listener=by_listener, by_address=by_address,
-                upstreams=upstreams, secrets=tuple(secrets.values()))
+                upstreams=upstreams, secrets=tuple(secrets.values()), traffic=traffic)
             try:
                 await self._update_listeners(specs)
             except _PortTaken as taken:
@@ -307,5 +321,7 @@ class ProxyServer:
         left = state.in_flight
         self._injector.journal_in_flight(state)  # their lines, so no request the destination saw is missing
         state.journal.close()
+        if state.traffic is not None:
+            state.traffic.close()
         self._injector.scenario = None
         return left
