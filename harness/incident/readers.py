@@ -6,9 +6,7 @@ is an ``IncidentError`` naming it and what was expected.
 
 from __future__ import annotations
 
-import importlib
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +28,14 @@ def read_incident(path: Path) -> Incident:
     if not path.is_file():
         raise IncidentError(f"{path}: no such file or folder; expected {EXPECTED}")
     fmt = incident_format(path)
-    if fmt in ("har", "flows"):  # their readers: harness/incident/har.py, flows.py
-        reader = importlib.import_module(f"harness.incident.{fmt}")
-        incident: Incident = getattr(reader, f"read_{fmt}")(path)
-        return incident
+    if fmt == "har":
+        from harness.incident.har import read_har
+
+        return read_har(path)
+    if fmt == "flows":
+        from harness.incident.flows import read_flows
+
+        return read_flows(path)
     if fmt in ("events", "article"):
         return read_log(path, fmt)
     raise IncidentError(f"{path}: none of the formats `reproduce` reads; expected {EXPECTED}")
@@ -46,11 +48,11 @@ def incident_format(path: Path) -> str | None:
             head = f.read(65536)
     except OSError as exc:
         raise IncidentError(f"{path}: cannot read: {exc.strerror}") from None
-    stripped = head.lstrip()
-    if stripped.startswith(b"{") and b'"log"' in head[:4096] and b'"event"' not in head[:200]:
-        return "har"
-    if re.match(rb"\d+:", head):  # a tnetstring: mitmproxy's flow files
-        return "flows"
+    from harness.incident.sniff import incident_format as traffic_format
+
+    traffic = traffic_format(path)  # a HAR, a flow dump: their own sniffer
+    if traffic is not None:
+        return traffic
     # a log: the first of its first lines that is a record says which (a bad line among them is H000's business)
     for line in [text for text in head.decode("utf-8", errors="replace").splitlines() if text.strip()][:20]:
         try:

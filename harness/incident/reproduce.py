@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 import yaml
 
 from fake_destinations.api_spec import HTTP_METHODS, PATH_TEMPLATE
-from harness.contract import NAME_PATTERN, SECRET_ENV_PREFIX, env_suffix
+from harness.contract import CLIENT_REFERENCE_FIELD, NAME_PATTERN, SECRET_ENV_PREFIX, env_suffix
 from harness.incident.model import Exchange, Incident, IncidentError
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -412,7 +412,12 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
     if len(formats) > 1:
         draft.choose(f"{where}.request_format", f"requests came in several formats; {request_format} assumed")
     # the contract the requests and answers show
-    if key_headers:
+    if key_headers and _key_ignored(writes):
+        header = _header_name(sorted(key_headers)[0])
+        api["idempotency"] = {"style": "none"}
+        draft.choose(f"{where}.idempotency", f"requests carried {header}, and one key got two different resources: "
+                     "the destination ignores it (style none)")
+    elif key_headers:
         header = sorted(key_headers)[0]
         style = "stripe"
         if 400 in statuses and any(not _key_of(x, _params(x)[0])[0] and x.status == 400 for x in writes):
@@ -431,6 +436,8 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
                      "declare the destination's style if it deduplicates otherwise")
     # client reference and lookups: a GET on a write's collection whose query value a write's param held
     reference_field, lookups = _infer_lookups(exchanges, writes)
+    if reference_field is None and any(CLIENT_REFERENCE_FIELD in _params(x)[0] for x in writes):
+        reference_field = CLIENT_REFERENCE_FIELD  # the harness's own name for it: an agent's tag, not the intent's
     if reference_field:
         api["client_reference_field"] = reference_field
     for (method, path_key), route_name in routes.items():
@@ -471,6 +478,18 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
         raise IncidentError(f"the incident shows no write to {name}: no route commits an effect")
     api["routes"] = api_routes
     return api, routes
+
+
+def _key_ignored(writes: list[Exchange]) -> bool:
+    """Two successful writes under one key answered with different ids: the destination does not deduplicate."""
+    ids: dict[str, set[str]] = {}
+    for x in writes:
+        key = _key_of(x, _params(x)[0])[0]
+        answer = _answer(x)
+        if key and x.status is not None and 200 <= x.status < 300 and isinstance(answer, dict) and \
+                isinstance(answer.get("id"), str):
+            ids.setdefault(key, set()).add(answer["id"])
+    return any(len(found) > 1 for found in ids.values())
 
 
 def _header_name(lower: str) -> str:
