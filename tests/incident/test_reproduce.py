@@ -125,3 +125,37 @@ def test_a_folder_that_is_no_evidence_and_a_missing_file_are_exit_2(tmp_path: Pa
     assert done.returncode == 2 and "not an evidence folder of the harness (no context.json)" in done.stderr
     done = reproduce(tmp_path / "missing.har", "-o", tmp_path / "s.yaml")
     assert done.returncode == 2 and "no such file or folder" in done.stderr
+
+
+def test_secrets_in_a_har_never_reach_the_scenario(tmp_path: Path) -> None:
+    """Credentials in headers, in a JSON body, in a form body and echoed in an answer: none of them in the file."""
+    def entry(body: str, mime: str, status: int, answer: str) -> dict[str, object]:
+        return {"startedDateTime": "2026-11-30T10:00:00.000Z", "time": 12,
+                "request": {"method": "POST", "url": "https://api.example.test/v1/charges", "httpVersion": "HTTP/1.1",
+                            "headers": [{"name": "Authorization", "value": "Bearer CANARY-auth-7f3"},
+                                        {"name": "Cookie", "value": "session=CANARY-cookie"},
+                                        {"name": "Content-Type", "value": mime},
+                                        {"name": "Idempotency-Key", "value": "k-1"}],
+                            "queryString": [], "cookies": [], "headersSize": -1, "bodySize": len(body),
+                            "postData": {"mimeType": mime, "text": body}},
+                "response": {"status": status, "statusText": "", "httpVersion": "HTTP/1.1", "headers": [],
+                             "cookies": [], "content": {"size": len(answer), "mimeType": "application/json",
+                                                        "text": answer},
+                             "redirectURL": "", "headersSize": -1, "bodySize": len(answer)},
+                "cache": {}, "timings": {"send": 0, "wait": 12, "receive": 0}}
+    har = {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "entries": [
+        entry(json.dumps({"amount": 100, "api_key": "sk_live_CANARYjson", "card": {"cvc": "CANARY-cvc"}}),
+              "application/json", 0, ""),
+        entry(json.dumps({"amount": 100, "api_key": "sk_live_CANARYjson", "card": {"cvc": "CANARY-cvc"}}),
+              "application/json", 200, json.dumps({"id": "ch_0001", "amount": 100, "secret": "CANARY-echo"})),
+    ]}}
+    path = tmp_path / "incident.har"
+    path.write_text(json.dumps(har))
+    done = reproduce(path, "-o", tmp_path / "s.yaml")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.yaml").read_text()
+    assert "CANARY" not in text, text
+    assert "${HARNESS_SECRET_API_EXAMPLE_TEST}" in text
+    scenario = load(tmp_path / "s.yaml")
+    assert [r.action for r in scenario.faults] == ["drop_response_after_commit"]
+    assert run_scenario(scenario, evidence_root=tmp_path / "reference").passed
