@@ -29,6 +29,16 @@ def scenario_of(name: str, api: Any) -> dict[str, Any]:
             "intents": [{"intent_id": "i", "kind": kind, "destination": "d"}]}
 
 
+def mutant(data: st.DataObject, values: st.SearchStrategy[Any], tmp_path: Path) -> Path:
+    """A scenario file whose api declaration has one value, at one key path, drawn from `values`."""
+    name = data.draw(st.sampled_from(sorted(DECLARATIONS)), label="declaration")
+    api = DECLARATIONS[name]
+    where = data.draw(st.sampled_from(key_paths(api)), label="key path")
+    path = tmp_path / "api.yaml"
+    path.write_bytes(_dump(scenario_of(name, _replace(api, where, data.draw(values, label="value")))))
+    return path
+
+
 _SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
             | st.text(st.characters(codec="utf-8"), max_size=20)
             | st.sampled_from(["{id}", "{n:017x}", "{params.x}", "{", "}}", "{{", "/x/{id}", "<a>{id}</a>", "<a",
@@ -42,12 +52,7 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_value_in_a_declaration_loads_or_names_the_file(data: st.DataObject, tmp_path: Path) -> None:
-    name = data.draw(st.sampled_from(sorted(DECLARATIONS)), label="declaration")
-    api = DECLARATIONS[name]
-    where = data.draw(st.sampled_from(key_paths(api)), label="key path")
-    path = tmp_path / "api.yaml"
-    path.write_bytes(_dump(scenario_of(name, _replace(api, where, data.draw(_VALUES, label="value")))))
-    scenario = assert_loads_or_names_the_file(path)
+    scenario = assert_loads_or_names_the_file(mutant(data, _VALUES, tmp_path))
     if scenario is not None:
         yaml.safe_dump(scenario.model_dump(mode="json"))
 
@@ -67,12 +72,7 @@ _PLAUSIBLE = st.sampled_from(["{id}", "x-{n:06d}-{id}", "{params.x}", "{params.a
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_declaration_that_loads_is_served_without_an_unhandled_error(data: st.DataObject, tmp_path: Path) -> None:
-    name = data.draw(st.sampled_from(sorted(DECLARATIONS)), label="declaration")
-    api = DECLARATIONS[name]
-    where = data.draw(st.sampled_from(key_paths(api)), label="key path")
-    path = tmp_path / "api.yaml"
-    value = data.draw(_PLAUSIBLE, label="value")  # arbitrary values: the test above
-    path.write_bytes(_dump(scenario_of(name, _replace(api, where, value))))
+    path = mutant(data, _PLAUSIBLE, tmp_path)  # arbitrary values: the test above
     scenario: Scenario | None = assert_loads_or_names_the_file(path)
     event("loaded" if scenario is not None else "refused")
     if scenario is None:
