@@ -171,6 +171,8 @@ def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int
                 stats[key] += r["stats"][key]
             for cls, n in r["stats"]["classes"].items():
                 stats["classes"][cls] += n
+        if progress is not None and shared is not None:
+            progress(min(shared[0::2]), stats["unhealthy"])
         # run-wide findings in line order, as one process appends them (a line's all come from one worker)
         run_findings = sorted((f for r in results for f in r["run_findings"]), key=lambda f: f.evidence[0]["line"])
         for piece in _merge_pieces(folder, workers, sum(r["resolved"] for r in results), window, format):

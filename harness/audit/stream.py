@@ -236,6 +236,8 @@ def _audit_alone(handle: TextIO, name: str, format: str, window: int,
                 if progress is not None:
                     progress(position(handle), audit.unhealthy)
             audit.finish()
+            if progress is not None:  # operations still open at the end are judged only now
+                progress(position(handle), audit.unhealthy)
     finally:
         if collecting:
             gc.enable()
