@@ -101,3 +101,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.browser)
+
+
+@dataclass
+class MixedRun:
+    """A synthetic run of every story (tests/browser/synthetic.py), its report and what the checker said."""
+
+    evidence: Path
+    report: Path
+    verdict: dict[str, Any]  # `python -m harness check FOLDER --format json`
+
+    def operations(self, *, classification: str | None = None, code: str | None = None) -> set[str]:
+        return {op["operation_id"] for op in self.verdict["operations"]
+                if (classification is None or op["classification"] == classification)
+                and (code is None or code in {f["code"] for f in op["findings"]})}
+
+
+@pytest.fixture(scope="session")
+def mixed_run(tmp_path_factory: pytest.TempPathFactory) -> MixedRun:
+    from tests.browser.synthetic import build
+
+    root = tmp_path_factory.mktemp("mixed-run")
+    folder = build(root / "evidence", 10)
+    checked = harness("check", str(folder), "--format", "json", cwd=root)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    report = root / "report.html"
+    made = harness("report", str(folder), "--html", str(report), cwd=root)
+    assert report.is_file(), made.stdout + made.stderr
+    return MixedRun(evidence=folder, report=report, verdict=json.loads(checked.stdout))

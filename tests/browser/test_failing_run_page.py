@@ -54,8 +54,9 @@ def test_the_failing_operation_shows_its_findings_with_their_rule_codes(failing_
     assert codes == failing_run.codes  # and no finding is left out or invented
     for code in codes:  # the code is on the page for a reader, not only in an attribute
         assert code in section.locator(f'.finding[data-code="{code}"]').first.inner_text()
-    row = page.locator(f'tr.operation[data-classification="duplicate"]')
+    row = page.locator(f'table#operations tr.operation[data-operation-id="{failing_run.operation_id}"]')
     assert row.count() == 1
+    assert row.get_attribute("data-classification") == "duplicate"
     assert set(row.get_attribute("data-codes").split()) >= {"H002", "H016"}
 
 
@@ -70,16 +71,16 @@ def test_each_finding_links_to_the_rows_it_cites_and_the_rows_link_back(failing_
         assert shown.get_attribute("data-code") == finding["code"]
         finding_id = shown.get_attribute("id")
         assert finding_id, "a finding needs an id for the rows to link back to"
-        links = shown.locator(f'a[href^="#op-{op}-"]')
+        links = shown.locator("a.cites")
         targets = set(links.evaluate_all("els => els.map(e => e.getAttribute('href').slice(1))"))
         assert targets == cited_rows(op, finding), finding["message"]
         for row_id in sorted(targets):
             page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # start away from the row
-            shown.locator(f'a[href="#{row_id}"]').first.click()
+            shown.locator(f'a.cites[href="#{row_id}"]').first.click()
             assert page.evaluate("location.hash") == f"#{row_id}"
             assert target_id(page) == row_id
             assert in_viewport(page, row_id), f"clicking the link to {row_id} did not bring it into view"
-            back = page.locator(f'#{row_id} a[href="#{finding_id}"]')
+            back = page.locator(f'#{row_id} a.cited-by[href="#{finding_id}"]')
             assert back.count() == 1, f"row {row_id} has no link back to finding {finding_id}"
             back.click()
             assert target_id(page) == finding_id
