@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.chromium import BrowserMissing, Console, chromium, page_in
+from tests.browser.chromium import BrowserMissing, Console, chromium, find_chromium, page_in
 
 # a wrong agent: a fresh idempotency key per attempt, so a lost response becomes two tickets
 WRONG_AGENT = "python -m harness.agents.wrong.new_key_per_attempt"
@@ -29,10 +29,14 @@ TIMEOUT_MS = 15_000  # any wait longer than this is a broken page, not a slow on
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     try:
+        find_chromium()
+    except BrowserMissing as missing:
+        message = str(missing)
+    else:
         with chromium() as started:
             yield started
-    except BrowserMissing as missing:
-        pytest.fail(str(missing), pytrace=False)
+        return
+    pytest.fail(message, pytrace=False)  # outside the except: the message alone, no chained traceback
 
 
 OpenPage = Callable[..., tuple[Any, Console]]
