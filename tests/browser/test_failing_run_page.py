@@ -97,3 +97,20 @@ def test_a_failing_run_writes_its_report_into_the_evidence_folder(failing_run: F
     page, console = open_page(written)
     assert page.locator(f"section.operation#op-{failing_run.operation_id}").is_visible()
     assert console.errors == []
+
+
+def test_the_timeline_shows_the_three_lanes_and_the_gap_between_attempts(failing_run: FailingRun,
+                                                                        open_page: OpenPage):
+    page, _ = open_page(failing_run.report)
+    timeline = page.locator(f"section.operation#op-{failing_run.operation_id} table.timeline")
+    timeline.scroll_into_view_if_needed()
+    assert timeline.is_visible()
+    for lane in ("log", "flow", "effect"):  # the agent's events, the proxy's flows, the ledger's effects
+        cells = timeline.locator(f"td.lane-{lane} .evidence")
+        assert cells.count() >= 2, lane
+        assert cells.first.is_visible()
+    gap = timeline.locator("tr.gap")
+    assert gap.count() == 1 and gap.is_visible()  # two attempts: one gap, shown
+    assert float(gap.get_attribute("data-seconds")) >= 0
+    box = timeline.bounding_box()
+    assert box and box["width"] <= page.viewport_size["width"] + 1  # no sideways scrolling at the default width

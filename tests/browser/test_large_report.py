@@ -71,3 +71,24 @@ def test_every_page_of_the_10000_operation_report_is_reachable_and_clean(reports
     last = f"op_{LARGE_OPERATIONS - 1:06d}"
     assert page.locator(f"section.operation#op-{last}").is_visible()
     assert console.errors == []
+
+
+def test_without_javascript_the_filter_links_of_a_paged_report_open_filtered_pages(reports: dict[int, Path],
+                                                                                   open_page: OpenPage):
+    page, console = open_page(reports[LARGE_OPERATIONS], javascript=False)
+    assert page.locator("#index").is_visible()
+    assert not page.locator("#filter-rule").is_visible()
+    for kind, value, attribute in (("rule", "H004", "data-codes"), ("classification", "key_conflict",
+                                                                    "data-classification")):
+        link = page.locator(f'a.filter[data-filter="{kind}"][data-value="{value}"]').first
+        href = link.get_attribute("href")
+        assert href and not href.startswith("#"), href  # a page file of its own
+        link.click()
+        page.wait_for_load_state()
+        assert page.url.endswith(href)
+        rows = page.locator("table#operations tr.operation")
+        values = rows.evaluate_all(f"els => els.map(e => e.getAttribute('{attribute}'))")
+        assert len(values) == 1000  # 2,000 key conflicts: a full first page
+        assert all(value in v.split() for v in values), href
+        page.go_back()
+    assert console.errors == []
