@@ -9,7 +9,6 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 
