@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page
 
-# DEVELOPERS' machine notes: no sandbox (root in a container), no GPU, nothing that phones home
+# headless on a server: no sandbox (root in a container), no GPU, nothing that phones home or updates itself
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run"]
 ENV_BINARY = "HARNESS_CHROMIUM"
