@@ -1,4 +1,4 @@
-"""Command line: `python -m harness {run,audit,verify,check,explore,matrix,reproduce,scenarios,schema}`.
+"""Command line: `python -m harness {run,audit,verify,check,report,explore,matrix,reproduce,scenarios,schema}`.
 
 A thin front end over the engine, the checker and the offline audit. Exit status (``EXIT_STATUS_HELP``):
 0 all healthy / passed, 1 a verdict failed (the agent is wrong), 2 unusable input or usage (with a
@@ -60,6 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--format", choices=("text", "json"), default="text")
     audit.add_argument("-q", "--quiet", action="store_true", help="no progress line (a large file shows one on a "
                                                                   "terminal)")
+    audit.add_argument("--html", type=Path, metavar="FILE",
+                       help="also write the investigation report as HTML to FILE (pages beside it for a large log)")
+
+    report = sub.add_parser(
+        "report", help="the investigation report of an evidence folder: text, and HTML with --html",
+        epilog="exit status: 0 the run passed; 1 it failed; 2 not an evidence folder (or FILE cannot be written); "
+               "3 INCOMPLETE: the harness lost evidence of that run")
+    report.add_argument("folder", type=Path, help="an evidence folder (its verdict.json, else judged again)")
+    report.add_argument("--html", type=Path, metavar="FILE",
+                        help="write the HTML report to FILE (one section per operation; pages beside it for a "
+                             "large run)")
 
     verify = sub.add_parser("verify", help="verify the hash chain of an audit log (or an evidence folder's)",
                             description="What each mode proves: docs/checker.md, 'Tamper evidence'.")
@@ -296,7 +307,74 @@ class _Painted:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    return run_audit(args.file, format=args.format, quiet=args.quiet)
+    if args.html is not None:
+        _writable(args.html)
+    status = run_audit(args.file, format=args.format, quiet=args.quiet)
+    if args.html is not None and status != EXIT_USAGE:
+        from harness.audit import load_log
+        from harness.checker import check
+        from harness.html_report import RunInfo, write_html_report
+
+        # the audit's verdict, whole: check(load_log(path), offline=True) finds what the streaming audit finds
+        evidence = load_log(args.file)
+        verdict = check(evidence, offline=True)
+        write_html_report(args.html, verdict, evidence=evidence,
+                          run=RunInfo(evidence_dir=str(args.file), title=f"audit of {args.file}", source="audit"))
+        print(f"html report: {args.html}", file=sys.stderr)
+    return status
+
+
+def _writable(target: Path) -> None:
+    if not target.parent.is_dir():
+        raise HarnessError(f"cannot write {target}: folder {target.parent} does not exist")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from harness.colour import paint_for
+    from harness.contract import EvidenceLayout
+    from harness.engine import ScenarioResult
+    from harness.evidence import load_evidence
+    from harness.html_report import RunInfo, write_html_report, write_result_report
+    from harness.report import render_incomplete, render_result, render_text
+
+    folder = args.folder
+    layout = EvidenceLayout(folder)
+    if not folder.is_dir() or not any(p.exists() for p in (layout.context, layout.verdict_json, layout.agent_log)):
+        raise EvidenceError(f"{folder} is not an evidence folder (it holds no {layout.context.name}, "
+                            f"{layout.verdict_json.name} or {layout.agent_log.name})")
+    if args.html is not None:
+        _writable(args.html)
+    evidence = load_evidence(folder)
+    if layout.verdict_json.exists():  # the run's own verdict, as it was judged
+        try:
+            result = ScenarioResult.from_dict(json.loads(layout.verdict_json.read_text(encoding="utf-8")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EvidenceError(f"{layout.verdict_json}: not a verdict file this harness reads ({exc})") from None
+        if args.html is not None:
+            write_result_report(result, evidence, args.html)
+        print(paint_for(sys.stdout).lines(render_result(result)))
+        if args.html is not None:
+            print(f"html report: {args.html}")
+        return EXIT_INCOMPLETE if result.incomplete else EXIT_PASSED if result.passed else EXIT_FAILED
+    from harness.agent_process import AgentRun
+    from harness.checker import Verdict, check
+    from harness.engine import expectation_findings
+
+    run = RunInfo(scenario=evidence.scenario, agent=str(evidence.agent.get("command") or "-"),
+                  evidence_dir=str(folder), incomplete=list(evidence.incomplete))
+    if evidence.incomplete:
+        verdict = Verdict(mode=evidence.mode)
+        print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
+    else:  # judged again, as `check` judges it
+        verdict = check(evidence)
+        runs = [AgentRun(**r) for r in evidence.agent.get("runs") or []]
+        verdict.add_findings(expectation_findings(evidence.expect, verdict, runs, evidence.effects)
+                             if evidence.expect else [])
+        print(paint_for(sys.stdout).lines(render_text(verdict)))
+    if args.html is not None:
+        write_html_report(args.html, verdict, evidence=evidence, run=run)
+        print(f"html report: {args.html}")
+    return EXIT_INCOMPLETE if evidence.incomplete else EXIT_PASSED if verdict.passed else EXIT_FAILED
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -476,4 +554,4 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
-            "scenarios": _scenarios, "schema": _schema, "matrix": _matrix, "reproduce": _reproduce}
+            "scenarios": _scenarios, "schema": _schema, "report": _report, "matrix": _matrix, "reproduce": _reproduce}

@@ -238,6 +238,10 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         result.evidence_kept = False
     else:
         _write_json(layout.verdict_json, result.to_dict())
+        if not passed:  # before the text: it names the page (render_report_line)
+            from harness.html_report import write_result_report
+
+            write_result_report(result, evidence)
         layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
     return result
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.checker.model import (
@@ -240,13 +241,26 @@ def render_result(result: ScenarioResult) -> str:
         lines.append(render_incomplete(result.incomplete))
     else:
         lines.append(render_text(result.verdict))  # the scenario's expectations are among its findings (X001)
+    page = html_report_path(result)
+    if page is not None:
+        lines.append(f"report: {page}")
     lines.append(render_evidence_line(result))
     return "\n".join(lines)
 
 
+def html_report_path(result: ScenarioResult) -> Path | None:
+    """The investigation page a failing run wrote into its evidence folder (``harness.html_report``), if there."""
+    from harness.html_report import REPORT_HTML
+
+    path = Path(result.evidence_dir) / REPORT_HTML
+    return path if result.evidence_kept and not result.passed and path.is_file() else None
+
+
 def render_failure_pointer(result: ScenarioResult) -> str:
     """A failed run in the session summary: its whole verdict is already in the failure report."""
-    return f"{render_headline(result)} (verdict above) {render_evidence_line(result)}"
+    page = html_report_path(result)
+    report = f" report: {page}" if page is not None else ""
+    return f"{render_headline(result)} (verdict above) {render_evidence_line(result)}{report}"
 
 
 def render_failure_line(result: ScenarioResult) -> str:

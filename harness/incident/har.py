@@ -70,6 +70,9 @@ def load_har(path: str | os.PathLike[str]) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise IncidentError(f"{path}: not a HAR file: not JSON ({exc.msg} at line {exc.lineno}, column "
                             f"{exc.colno}); {EXPECTED}") from None
+    except (ValueError, RecursionError) as exc:  # nested past the parser's depth, an integer past its digits
+        raise IncidentError(f"{path}: not a HAR file: JSON beyond the parser's limits ({str(exc)[:80]}); "
+                            f"{EXPECTED}") from None
     log = doc.get("log") if isinstance(doc, dict) else None
     if not isinstance(log, dict) or not isinstance(log.get("entries"), list):
         found = f"keys {sorted(doc)[:8]}" if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"

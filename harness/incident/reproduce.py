@@ -205,7 +205,7 @@ def _inferred(incident: Incident, operation: str | None) -> Draft:
         draft.named[op_id] = (intent_id if isinstance(intent_id, str) else None,
                               intent.get("kind") if isinstance(intent.get("kind"), str) else None)
     exchanges = incident.exchanges or _exchanges_from_log(incident, draft)
-    if operation is not None and incident.exchanges:
+    if operation is not None:
         exchanges = [x for x in exchanges if x.operation_id in (None, operation)]
     if not exchanges:
         raise IncidentError(f"{incident.source}: the incident holds no request to reproduce")

@@ -82,6 +82,11 @@ def test_one_operation_of_a_run_with_two(tmp_path: Path) -> None:
     assert [i.intent_id for i in scenario.intents] == [intent_id]
     assert op_id in scenario.description
 
+    log = EvidenceLayout(run.evidence_dir).agent_log  # the log alone: the same operation, inferred
+    done = reproduce(log, "-o", tmp_path / "one-from-log.yaml", "--operation", op_id)
+    assert done.returncode == 0, done.stderr
+    assert [i.intent_id for i in load(tmp_path / "one-from-log.yaml").intents] == [intent_id]
+
     unknown = reproduce(run.evidence_dir, "-o", tmp_path / "x.yaml", "--operation", "op_nope")
     assert unknown.returncode == 2
     assert "no operation 'op_nope' in the incident; its operations: " in unknown.stderr and op_id in unknown.stderr

@@ -1,0 +1,856 @@
+"""The investigation report as HTML: one section per operation, generated from the verdict and the evidence records.
+
+``write_html_report(path, verdict, run=RunInfo(...), evidence=...)`` writes a self-contained page (inline CSS,
+a little inline JavaScript as an enhancement only, no CDN; readable with JavaScript off); every failing
+scenario run gets one in its evidence folder (``REPORT_HTML``), and ``python -m harness report DIR --html FILE``
+and ``python -m harness audit LOG --html FILE`` write one on demand. The page is built from data: the
+``Verdict`` (``harness.checker.model``) and, when there is one, the ``Evidence`` (log events with ``_line``,
+journal entries with ``_line``, ledger effects and requests with ``seq``), never from the text report.
+Escaping is Jinja2's autoescape: nothing here escapes by hand.
+
+Page structure (stable: the browser tests rely on it)
+-----------------------------------------------------
+``DOM`` below is ``dom_id(operation_id)``: the id itself when it holds only ``A-Z a-z 0-9 _ . : -``, else
+every other character as ``~XXXX`` (its code point in hex), ``~`` included.
+
+- ``section#summary``: the run: ``.scenario``, ``.agent``, ``.mode``, ``#verdict[data-verdict]`` (PASSED,
+  FAILED or INCOMPLETE) with ``ul.why`` (why incomplete or failed), ``table#findings-by-rule`` with
+  ``tr.rule[data-code]`` whose ``a.filter[data-filter=rule][data-value=CODE]`` opens the filtered index,
+  ``.evidence-folder``.
+- ``section#index``: ``table#operations`` of ``tr.operation[data-operation-id][data-classification]
+  [data-state][data-codes]`` (codes space-separated, sorted), whose first cell holds ``a.op-link`` to
+  the operation's section. Filters that work without JavaScript: ``a.filter[data-filter=classification|rule]
+  [data-value]``, each to a pre-rendered filtered index (``section.filtered-index#index-classification-C`` /
+  ``#index-rule-CODE`` shown by CSS ``:target`` in a one-file report; files ``STEM-classification-C-0001.html``
+  / ``STEM-rule-CODE-0001.html`` in a paged one). With JavaScript, ``select#filter-classification`` and
+  ``select#filter-rule`` (hidden without it) filter ``table#operations`` in place.
+- ``section.operation#op-DOM[data-operation-id][data-classification][data-state][data-codes]``, in order:
+  ``.intent``; ``.state`` and ``.classification``; ``.findings`` of ``.finding#op-DOM-finding-K[data-code]``
+  (K from 1), each ``a.cites`` to an evidence row; ``table.attempts`` of ``tr.attempt#op-DOM-attempt-K``
+  (``tr.fork`` where the payload changed, ``a.retry-parent`` to the parent attempt);
+  ``table.observations`` of ``tr.observation``; ``table.timeline`` (one time axis: ``tr.step`` rows, one
+  per correlated group, with ``td.lane-log``, ``td.lane-flow``, ``td.lane-effect``; ``tr.gap[data-seconds]``
+  between attempts); evidence rows ``.evidence#op-DOM-log-N`` (log line N), ``#op-DOM-flow-N`` (journal line
+  N), ``#op-DOM-request-N`` (ledger request seq N, a destination the proxy does not front),
+  ``#op-DOM-effect-N`` (ledger effect seq N), each with ``a.cited-by[data-code]`` back to the findings
+  citing it; ``.links`` of ``a.op-ref[data-relation]`` (supersedes, superseded-by, correction,
+  correction-of, parent, child); last ``.outcome``.
+- ``section#run-findings``: ``.finding#run-finding-K[data-code]``, findings of no operation shown, with
+  their evidence rows ``#run-log-N`` ... when no operation's section holds them.
+- Black-box verdicts: ``section.operation.intent#intent-DOM`` the same way (``#intent-DOM-flow-N`` ...).
+
+Large runs (more than ``ONE_FILE_LIMIT`` operations) are paged: ``report.html`` holds the summary, the
+first index page and the list of pages; ``STEM-index-0001.html``... the index, ``STEM-ops-0001.html``...
+``PAGE_SIZE`` operation sections each, every link between them naming the page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.checker.correlation import ts_value
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from harness.checker.model import Finding, IntentVerdict, OperationVerdict, Verdict
+    from harness.engine import ScenarioResult
+    from harness.evidence import Evidence
+
+REPORT_HTML = "report.html"  # what every failing run writes into its evidence folder
+ONE_FILE_LIMIT = 1000  # up to this many operations, one file; above, paged
+PAGE_SIZE = 250  # operation sections per page file
+INDEX_PAGE_SIZE = 1000  # index rows per index page (the main file holds the first)
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+def dom_id(value: str) -> str:
+    """An operation id as an HTML id (and a URL fragment): unchanged when plain, else each unsafe character as
+    ``~XXXX``. Injective: ``~`` itself is escaped."""
+    if _SAFE_ID.fullmatch(value):
+        return value
+    return "".join(ch if _SAFE_ID.fullmatch(ch) else f"~{ord(ch):04x}" for ch in value)
+
+
+@dataclass
+class RunInfo:
+    """What the report says about the run beside its verdict."""
+
+    scenario: str | None = None
+    agent: str | None = None
+    evidence_dir: str | None = None
+    incomplete: list[str] = field(default_factory=list)
+    title: str | None = None  # default: from the scenario, else the log
+    source: str = "run"  # "run" (an evidence folder) or "audit" (a log judged offline)
+
+
+@dataclass
+class _Row:
+    """One evidence record on the timeline."""
+
+    kind: str  # log | flow | request | effect
+    n: int
+    ts: float | None
+    title: str
+    summary: list[tuple[str, Any]]
+    fields: list[tuple[str, Any]]
+    dom: str = ""
+    cited_by: list[tuple[str, str]] = field(default_factory=list)  # (href, code)
+    note: str | None = None
+    end: float | None = None
+
+
+_KIND_SOURCES = {("log", None): "log", ("journal", None): "flow", ("ledger", "requests"): "request",
+                 ("ledger", "effects"): "effect"}
+
+
+def _ref_key(ref: dict[str, Any]) -> tuple[str, int] | None:
+    """A finding's evidence pointer as (row kind, number), or None when it points at no record row."""
+    source = ref.get("source")
+    if source == "log":
+        n = ref.get("line")
+        kind = "log"
+    elif source == "journal":
+        n, kind = ref.get("line"), "flow"
+    elif source == "ledger":
+        n = ref.get("seq")
+        kind = "request" if ref.get("table") == "requests" else "effect" if ref.get("table") == "effects" else ""
+    else:
+        return None
+    if not kind or not isinstance(n, int) or isinstance(n, bool):
+        return None
+    return kind, n
+
+
+def _ref_text(ref: dict[str, Any]) -> str:
+    source = ref.get("source")
+    if source == "log":
+        bits = [ref.get("event"), ref.get("attempt_id") or ref.get("observation_id") or ref.get("approval_id"),
+                ref.get("dispatch_state") or ref.get("state")]
+        return f"log line {ref.get('line')}: " + " ".join(str(b) for b in bits if b)
+    if source == "journal":
+        return (f"journal line {ref.get('line')}: flow {ref.get('flow_id')} {ref.get('method')} {ref.get('path')} "
+                f"upstream {ref.get('upstream_status')}, client {ref.get('client_outcome')}")
+    if source == "ledger" and ref.get("table") == "effects":
+        return f"ledger effect seq {ref.get('seq')}: {ref.get('effect_ref')} on {ref.get('destination')}"
+    if source == "ledger":
+        return f"ledger {ref.get('table')} seq {ref.get('seq')}: {ref.get('method')} {ref.get('path')}"
+    return ", ".join(f"{k}={v}" for k, v in ref.items())
+
+
+def _short(value: Any, width: int = 18) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+class _Records:
+    """The evidence records, indexed: what the rows are made of. Empty without evidence (a verdict alone)."""
+
+    def __init__(self, evidence: Evidence | None) -> None:
+        self.evidence = evidence
+        self.by_op: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.log: dict[int, dict[str, Any]] = {}
+        self.journal: dict[int, dict[str, Any]] = {}
+        self.effects: dict[int, dict[str, Any]] = {}
+        self.effects_by_ref: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.requests: dict[int, dict[str, Any]] = {}
+        self.requests_by_flow: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.observed: dict[str, dict[str, dict[str, Any]]] = {}  # operation -> observation id -> its read
+        self.relations: dict[str, list[tuple[str, str]]] = defaultdict(list)  # operation -> (relation, other)
+        if evidence is None:
+            return
+        for event in evidence.events:
+            if isinstance(event.get("operation_id"), str):
+                self.by_op[event["operation_id"]].append(event)
+            if isinstance(event.get("_line"), int):
+                self.log[event["_line"]] = event
+        for entry in evidence.journal:
+            if isinstance(entry.get("_line"), int):
+                self.journal[entry["_line"]] = entry
+        for row in evidence.effects:
+            if isinstance(row.get("seq"), int):
+                self.effects[row["seq"]] = row
+            if row.get("effect_ref"):
+                self.effects_by_ref[str(row["effect_ref"])].append(row)
+        for row in evidence.requests:
+            if isinstance(row.get("seq"), int):
+                self.requests[row["seq"]] = row
+            if row.get("flow_id"):
+                self.requests_by_flow[str(row["flow_id"])].append(row)
+        for event in evidence.events:
+            if event.get("event") != "operation":
+                continue
+            me = event["operation_id"]
+            intent: dict[str, Any] = event["intent"] if isinstance(event.get("intent"), dict) else {}
+            for key, relation, back in (("supersedes_operation_id", "supersedes", "superseded-by"),
+                                        ("correction_of_operation_id", "correction-of", "correction"),
+                                        ("parent_operation_id", "parent", "child")):
+                other = event.get(key)
+                if isinstance(other, str) and other and other != me:
+                    self._relate(me, relation, other)
+                    self._relate(other, back, me)
+            if isinstance(intent.get("supersedes"), str) and intent["supersedes"]:
+                self._relate(me, "supersedes intent", intent["supersedes"])
+
+    def _relate(self, op: str, relation: str, other: str) -> None:
+        if (relation, other) not in self.relations[op]:
+            self.relations[op].append((relation, other))
+
+    def correlate_observations(self) -> None:
+        """Which journal flow carried each observation's read: the checker's own correlation, run again
+        (the verdict keeps the attempts' flows, not the reads')."""
+        evidence = self.evidence
+        if evidence is None or not evidence.journal:
+            return
+        from harness.checker.context import RunContext
+
+        try:
+            run = RunContext(evidence)
+        except (KeyError, TypeError, ValueError):  # evidence the checker judged some other way: no reads shown
+            return
+        for op_id, op in run.ops.items():
+            if op.observed:
+                self.observed[op_id] = dict(op.observed)
+
+
+def _log_row(event: dict[str, Any]) -> _Row:
+    kind = event.get("event") or event.get("type") or "?"
+    ident = event.get("attempt_id") or event.get("observation_id") or event.get("approval_id")
+    title = f"{kind} {ident}" if ident else str(kind)
+    summary: list[tuple[str, Any]] = []
+    for key in ("dispatch_state", "state", "http_status", "found", "effect_refs", "idempotency_key",
+                "retry_of_attempt_id", "retry_reason", "reason", "error", "decision", "scope"):
+        if event.get(key) not in (None, "", []):
+            summary.append((key, event[key]))
+    fields = [(k, v) for k, v in event.items() if not k.startswith("_")]
+    return _Row("log", int(event["_line"]), ts_value(event.get("ts")) or None, title, summary, fields)
+
+
+def _flow_row(entry: dict[str, Any], n: int) -> _Row:
+    fault = entry.get("fault")
+    summary: list[tuple[str, Any]] = [("flow", entry.get("flow_id")), ("fault", fault or "none"),
+                                      ("forwarded", entry.get("forwarded")),
+                                      ("upstream", entry.get("upstream_status")),
+                                      ("client", entry.get("client_outcome")),
+                                      ("client status", entry.get("client_status")),
+                                      ("key", entry.get("idempotency_key"))]
+    fields = [(k, v) for k, v in entry.items() if not k.startswith("_") and k != "headers"]
+    start, end = entry.get("ts_request"), entry.get("ts_done")
+    title = f"{entry.get('method')} {entry.get('path')} to {entry.get('destination')}"
+    return _Row("flow", n, ts_value(start) or None, title, summary, fields,
+                end=ts_value(end) or None)
+
+
+def _request_row(row: dict[str, Any]) -> _Row:
+    summary: list[tuple[str, Any]] = [("status", row.get("status")), ("outcome", row.get("outcome")),
+                                      ("effect", row.get("effect_ref")), ("key", row.get("idempotency_key"))]
+    title = f"{row.get('method')} {row.get('path')} received by {row.get('destination')} (not proxied)"
+    return _Row("request", int(row["seq"]), ts_value(row.get("received_at")) or None, title, summary,
+                [(k, v) for k, v in row.items()])
+
+
+def _effect_row(row: dict[str, Any]) -> _Row:
+    summary: list[tuple[str, Any]] = [("effect", row.get("effect_ref")), ("kind", row.get("kind")),
+                                      ("key", row.get("operation_key")), ("flow", row.get("flow_id")),
+                                      ("replay", bool(row.get("replay")))]
+    title = f"effect {row.get('effect_ref')} committed on {row.get('destination')}"
+    return _Row("effect", int(row["seq"]), ts_value(row.get("committed_at")) or None, title, summary,
+                [(k, v) for k, v in row.items()])
+
+
+def _wire_summary_row(wire: dict[str, Any]) -> _Row:
+    """A flow known only from the verdict (no journal at hand): what the verdict kept of it."""
+    entry = {k: v for k, v in wire.items() if k not in ("line", "source")}
+    return _flow_row(entry, int(wire["line"]))
+
+
+def _verdict_log_row(line: int, title: str, summary: list[tuple[str, Any]]) -> _Row:
+    return _Row("log", line, None, title, summary, [])
+
+
+class _Builder:
+    """Per-operation views, for the templates."""
+
+    def __init__(self, verdict: Verdict, records: _Records, *, paged: bool, stem: str) -> None:
+        self.verdict = verdict
+        self.records = records
+        self.paged = paged
+        self.stem = stem
+        self.black_box = verdict.black_box
+        subjects: list[str] = ([i.intent_id for i in verdict.intents] if self.black_box
+                               else [o.operation_id for o in verdict.operations])
+        self.prefix = "intent" if self.black_box else "op"
+        self.page_of = {s: i // PAGE_SIZE + 1 for i, s in enumerate(subjects)}
+        self.pages = (len(subjects) + PAGE_SIZE - 1) // PAGE_SIZE
+        self.owner: dict[tuple[str, int], str] = {}  # evidence row -> the subject whose section holds it
+        for subject, keys in self._all_row_keys():
+            for key in keys:
+                self.owner.setdefault(key, subject)
+
+    # -- where things are
+    def ops_page(self, page: int) -> str:
+        return f"{self.stem}-ops-{page:04d}.html"
+
+    def section_id(self, subject: str) -> str:
+        return f"{self.prefix}-{dom_id(subject)}"
+
+    def href(self, subject: str, anchor: str, here: int | None) -> str:
+        """The link to an element of ``subject``'s section, from page ``here`` (None: the main file)."""
+        if not self.paged:
+            return f"#{anchor}"
+        page = self.page_of[subject]
+        return f"#{anchor}" if page == here else f"{self.ops_page(page)}#{anchor}"
+
+    def op_href(self, subject: str, here: int | None) -> str | None:
+        if subject not in self.page_of:
+            return None
+        return self.href(subject, self.section_id(subject), here)
+
+    # -- the rows an operation's section holds of its own
+    def _all_row_keys(self) -> Iterator[tuple[str, list[tuple[str, int]]]]:
+        if self.black_box:
+            for intent in self.verdict.intents:
+                yield intent.intent_id, [(r.kind, r.n) for r in self._intent_rows(intent)]
+        else:
+            for op in self.verdict.operations:
+                yield op.operation_id, [(r.kind, r.n) for r in self._op_rows(op)]
+
+    def _effect_rows(self, refs: Iterable[str]) -> list[_Row]:
+        return [_effect_row(row) for ref in refs for row in self.records.effects_by_ref.get(ref, [])]
+
+    def _wire_rows(self, wire: dict[str, Any] | None) -> list[_Row]:
+        if not wire:
+            return []
+        rec = self.records
+        if wire.get("source") == "ledger":
+            seq = str(wire.get("flow_id", "")).split(":")[-1]
+            row = rec.requests.get(int(seq)) if seq.isdigit() else None
+            return [_request_row(row)] if row else []
+        line = wire.get("line")
+        if not isinstance(line, int):
+            return []
+        entry = rec.journal.get(line)
+        return [_flow_row(entry, line)] if entry is not None else [_wire_summary_row(wire)]
+
+    def _op_rows(self, op: OperationVerdict) -> list[_Row]:
+        rec = self.records
+        rows: list[_Row] = []
+        events = rec.by_op.get(op.operation_id)
+        if events:
+            rows += [_log_row(e) for e in events if isinstance(e.get("_line"), int)]
+        else:  # a verdict alone: the lines it names
+            for a in op.attempts:
+                if a.line is not None:
+                    rows.append(_verdict_log_row(a.line, f"attempt {a.attempt_id}",
+                                                 [("dispatch_state", a.dispatch_state), ("idempotency_key", a.key)]))
+            for o in op.observations:
+                if isinstance(o.get("line"), int):
+                    rows.append(_verdict_log_row(o["line"], f"observation {o.get('observation_id')}",
+                                                 [("found", o.get("found")), ("effect_refs", o.get("effect_refs"))]))
+            if op.resolution and isinstance(op.resolution.get("line"), int):
+                rows.append(_verdict_log_row(op.resolution["line"], "resolution",
+                                             [("state", op.resolution.get("state"))]))
+        for a in op.attempts:
+            rows += self._wire_rows(a.wire)
+        for entry in rec.observed.get(op.operation_id, {}).values():
+            if isinstance(entry.get("_line"), int):
+                rows.append(_flow_row(entry, entry["_line"]))
+        rows += self._effect_rows(op.effects)
+        return _unique(rows)
+
+    def _intent_rows(self, intent: IntentVerdict) -> list[_Row]:
+        rows: list[_Row] = []
+        for attempt in intent.attempts:
+            rows += self._wire_rows(attempt)
+        rows += self._effect_rows(intent.effects)
+        return _unique(rows)
+
+    def _record_row(self, key: tuple[str, int]) -> _Row | None:
+        kind, n = key
+        rec = self.records
+        if kind == "log" and n in rec.log:
+            return _log_row(rec.log[n])
+        if kind == "flow" and n in rec.journal:
+            return _flow_row(rec.journal[n], n)
+        if kind == "request" and n in rec.requests:
+            return _request_row(rec.requests[n])
+        if kind == "effect" and n in rec.effects:
+            return _effect_row(rec.effects[n])
+        return None
+
+    # -- findings and their evidence, linked both ways
+    def _cites(self, findings: list[Finding], anchor: str, rows: dict[tuple[str, int], _Row],
+               subject: str | None, here: int | None, extra: list[_Row]) -> list[dict[str, Any]]:
+        """Each finding with its citations as (text, href); the rows it cites learn who cites them. A cited
+        record no section holds (a flow no attempt explains) is added to ``rows`` (and ``extra``)."""
+        out = []
+        for k, finding in enumerate(findings, start=1):
+            fid = f"{anchor}-finding-{k}"
+            cites = []
+            for ref in finding.evidence:
+                key = _ref_key(ref)
+                href = None
+                if key is not None:
+                    if key not in rows and self.owner.get(key) is None:
+                        row = self._record_row(key)
+                        if row is not None:
+                            row.note = "cited evidence no operation's section holds"
+                            row.dom = f"{anchor}-{key[0]}-{key[1]}"
+                            rows[key] = row
+                            extra.append(row)
+                    if key in rows:
+                        href = f"#{rows[key].dom}"
+                        own_href = f"#{fid}"
+                        if (own_href, finding.code) not in rows[key].cited_by:
+                            rows[key].cited_by.append((own_href, finding.code))
+                    elif self.owner.get(key) is not None:
+                        other = self.owner[key]
+                        href = self.href(other, f"{self.section_id(other)}-{key[0]}-{key[1]}", here)
+                cites.append({"text": _ref_text(ref), "href": href})
+            out.append({"id": fid, "code": finding.code, "rule": finding.rule, "message": finding.message,
+                        "cites": cites})
+        return out
+
+    # -- one operation's section
+    def operation(self, op: OperationVerdict, here: int | None) -> dict[str, Any]:
+        sid = self.section_id(op.operation_id)
+        rows = {(r.kind, r.n): r for r in self._op_rows(op)}
+        for (kind, n), row in rows.items():
+            row.dom = f"{sid}-{kind}-{n}"
+        extra: list[_Row] = []
+        findings = self._cites(op.findings, sid, rows, op.operation_id, here, extra)
+        events = self.records.by_op.get(op.operation_id, [])
+        log_attempts: dict[Any, dict[str, Any]] = {}
+        for event in events:
+            if event.get("event") == "attempt":
+                log_attempts.setdefault(event.get("attempt_id"), {}).update(
+                    {k: v for k, v in event.items() if v is not None})
+        approvals = [e for e in events if e.get("event") == "approval"]
+        attempts, groups = [], []
+        number_of = {a.attempt_id: k for k, a in enumerate(op.attempts, start=1)}
+        previous_fp: str | None = None
+        previous_end: float | None = None
+        keys_seen: dict[str, int] = {}
+        claimed: set[tuple[str, int]] = set()
+        for k, a in enumerate(op.attempts, start=1):
+            logged = log_attempts.get(a.attempt_id, {})
+            wire = a.wire or {}
+            flow_rows = [rows[(r.kind, r.n)] for r in self._wire_rows(a.wire) if (r.kind, r.n) in rows]
+            flow = flow_rows[0] if flow_rows else None
+            fp = logged.get("request_fingerprint") or wire.get("body_fingerprint")
+            fork = previous_fp is not None and fp is not None and fp != previous_fp
+            fork_from = previous_fp if fork else None
+            if fp is not None:
+                previous_fp = fp
+            key = a.key or wire.get("idempotency_key")
+            same_key_as = keys_seen.get(key) if key else None
+            if key and key not in keys_seen:
+                keys_seen[key] = k
+            authority = [ap.get("approval_id") for ap in approvals
+                         if a.retry_of_attempt_id and ap.get("retry_of_attempt_id") == a.retry_of_attempt_id
+                         or ap.get("scope") == "session"]
+            duration = (flow.end - flow.ts) if flow and flow.end and flow.ts else None
+            response = _response_text(a.dispatch_state, logged, wire, a.destination_saw)
+            attempts.append({
+                "id": f"{sid}-attempt-{k}", "number": logged.get("attempt_number") or k, "attempt_id": a.attempt_id,
+                "dispatch_state": a.dispatch_state,
+                "retry_of": a.retry_of_attempt_id,
+                "retry_href": f"#{sid}-attempt-{number_of[a.retry_of_attempt_id]}"
+                if a.retry_of_attempt_id in number_of else None,
+                "reason": a.retry_reason, "decision": logged.get("retry_decision"),
+                "authority": [x for x in authority if x], "key": key, "same_key_as": same_key_as,
+                "destination": " ".join(str(x) for x in (logged.get("method"), logged.get("path"), "on",
+                                                          logged.get("destination")) if x) or None,
+                "fingerprint": fp, "fork": fork, "fork_from": fork_from, "response": response,
+                "duration": _seconds(duration) if duration is not None else "-",
+                "log_href": f"#{sid}-log-{a.line}" if ("log", a.line or -1) in rows else None,
+                "flow_href": f"#{flow.dom}" if flow else None,
+            })
+            # the timeline group: the attempt's log line(s), its flow, what the destination did with it
+            members: list[_Row] = [r for r in rows.values() if r.kind == "log" and r.n in _attempt_lines(a, logged)]
+            members += flow_rows
+            flow_id = wire.get("flow_id")
+            members += [r for r in rows.values() if r.kind == "effect" and flow_id and
+                        dict(r.summary).get("flow") == flow_id]
+            members = [m for m in members if (m.kind, m.n) not in claimed]
+            claimed.update((m.kind, m.n) for m in members)
+            start = min((m.ts for m in members if m.ts), default=None)
+            end = max((t for m in members for t in (m.end or m.ts,) if t), default=None)
+            gap = (start - previous_end) if start is not None and previous_end is not None else None
+            groups.append({"kind": "attempt", "label": f"attempt {k}", "members": members, "start": start,
+                           "gap": gap, "fork": fork})
+            if end is not None:
+                previous_end = end
+        observations = []
+        cited_by_resolution = set((op.resolution or {}).get("evidence") or [])
+        for o in op.observations:
+            oid = o.get("observation_id")
+            read = self.records.observed.get(op.operation_id, {}).get(oid or "")
+            logged = next((e for e in events if e.get("event") == "observation" and e.get("observation_id") == oid), {})
+            checked = " ".join(str(x) for x in (o.get("source"), logged.get("method"), logged.get("path")) if x)
+            if oid in cited_by_resolution:
+                why = f"the resolution cites it: the operation was closed {op.state} on it"
+            elif o.get("found") is False and o.get("lag_possible") is not False:
+                why = "not found, but the lookup may lag: no proof of absence, the state did not change on it"
+            else:
+                why = "the resolution does not cite it: the state did not change on it"
+            members = [r for r in rows.values() if r.kind == "log" and r.n == o.get("line")]
+            if read is not None and ("flow", read.get("_line") or -1) in rows:
+                members.append(rows[("flow", read["_line"])])
+            members = [m for m in members if (m.kind, m.n) not in claimed]
+            claimed.update((m.kind, m.n) for m in members)
+            observations.append({"id": oid, "checked": checked or "-", "found": o.get("found"),
+                                 "effect_refs": o.get("effect_refs") or [], "lag": o.get("lag_possible"),
+                                 "why": why, "log_href": f"#{sid}-log-{o.get('line')}"
+                                 if ("log", o.get("line") or -1) in rows else None})
+            groups.append({"kind": "observation", "label": f"observation {oid}", "members": members,
+                           "start": min((m.ts for m in members if m.ts), default=None), "gap": None, "fork": False})
+        for row in list(rows.values()):
+            if (row.kind, row.n) not in claimed:
+                groups.append({"kind": row.kind, "label": row.title if row.kind == "log" else row.kind,
+                               "members": [row], "start": row.ts, "gap": None, "fork": False})
+        timeline = _timeline(groups)
+        effects = [rows[("effect", r.n)] for r in rows.values() if r.kind == "effect"]
+        links = []
+        for relation, other in self.records.relations.get(op.operation_id, []):
+            links.append({"relation": relation, "target": other, "href": self.op_href(other, here)})
+        resolution = op.resolution or {}
+        correction = resolution.get("correction_operation_id")
+        if correction and ("correction", correction) not in self.records.relations.get(op.operation_id, []):
+            links.append({"relation": "correction", "target": correction, "href": self.op_href(correction, here)})
+        evidence_links = []
+        for ident in resolution.get("evidence") or []:
+            href = None
+            if ident in number_of:
+                href = f"#{sid}-attempt-{number_of[ident]}"
+            evidence_links.append({"text": ident, "href": href})
+        intent = op.intent or {}
+        return {
+            "id": sid, "operation_id": op.operation_id, "intent_id": op.intent_id, "intent": intent,
+            "params": _flat(intent.get("params")), "classification": op.classification, "state": op.state,
+            "codes": " ".join(sorted({f.code for f in op.findings})), "findings": findings, "attempts": attempts,
+            "observations": observations, "timeline": timeline, "links": links, "resolution": resolution,
+            "resolution_evidence": evidence_links, "effects": op.effects, "effect_rows": effects,
+            "duplicate": len(op.effects) > 1, "held": op.held, "black_box": False,
+        }
+
+    def intent(self, intent: IntentVerdict, here: int | None) -> dict[str, Any]:
+        """A black-box intent: its writes on the wire and its effects, as an operation's section shows them."""
+        sid = self.section_id(intent.intent_id)
+        rows = {(r.kind, r.n): r for r in self._intent_rows(intent)}
+        for (kind, n), row in rows.items():
+            row.dom = f"{sid}-{kind}-{n}"
+        findings = self._cites(intent.findings, sid, rows, intent.intent_id, here, [])
+        attempts: list[dict[str, Any]] = []
+        groups: list[dict[str, Any]] = []
+        claimed: set[tuple[str, int]] = set()
+        previous_end: float | None = None
+        keys_seen: dict[str, int] = {}
+        previous_fp: str | None = None
+        for k, a in enumerate(intent.attempts, start=1):
+            flow_rows = [rows[(r.kind, r.n)] for r in self._wire_rows(a) if (r.kind, r.n) in rows]
+            flow = flow_rows[0] if flow_rows else None
+            key = a.get("idempotency_key")
+            fp = a.get("body_fingerprint")
+            fork = previous_fp is not None and fp is not None and fp != previous_fp
+            attempts.append({
+                "id": f"{sid}-attempt-{k}", "number": k, "attempt_id": a.get("flow_id"), "dispatch_state": None,
+                "retry_of": None, "retry_href": None, "reason": None, "decision": a.get("attributed_by"),
+                "authority": [], "key": key, "same_key_as": keys_seen.get(key) if key else None,
+                "destination": f"{a.get('method')} {a.get('path')}", "fingerprint": fp, "fork": fork,
+                "fork_from": previous_fp if fork else None,
+                "response": _response_text(None, {}, a, a.get("destination_saw") or []),
+                "duration": _seconds(ts_value(a.get("ts_done")) - ts_value(a.get("ts_request")))
+                if a.get("ts_done") and a.get("ts_request") else "-",
+                "log_href": None, "flow_href": f"#{flow.dom}" if flow else None})
+            if key and key not in keys_seen:
+                keys_seen[key] = k
+            if fp is not None:
+                previous_fp = fp
+            members = list(flow_rows) + [r for r in rows.values() if r.kind == "effect" and a.get("flow_id")
+                                         and dict(r.summary).get("flow") == a.get("flow_id")]
+            members = [m for m in members if (m.kind, m.n) not in claimed]
+            claimed.update((m.kind, m.n) for m in members)
+            start = min((m.ts for m in members if m.ts), default=None)
+            gap = (start - previous_end) if start is not None and previous_end is not None else None
+            end = max((t for m in members for t in (m.end or m.ts,) if t), default=None)
+            if end is not None:
+                previous_end = end
+            groups.append({"kind": "attempt", "label": f"write {k}", "members": members, "start": start,
+                           "gap": gap, "fork": fork})
+        for row in rows.values():
+            if (row.kind, row.n) not in claimed:
+                groups.append({"kind": row.kind, "label": row.kind, "members": [row], "start": row.ts,
+                               "gap": None, "fork": False})
+        what = intent.intent or {}
+        return {
+            "id": sid, "operation_id": intent.intent_id, "intent_id": intent.intent_id, "intent": what,
+            "params": _flat(what.get("params")), "classification": intent.classification, "state": None,
+            "codes": " ".join(sorted({f.code for f in intent.findings})), "findings": findings,
+            "attempts": attempts, "observations": [], "timeline": _timeline(groups), "links": [],
+            "resolution": {}, "resolution_evidence": [], "effects": intent.effects,
+            "effect_rows": [r for r in rows.values() if r.kind == "effect"], "duplicate": len(intent.effects) > 1,
+            "held": intent.held, "black_box": True, "key_behaviour": intent.key_behaviour,
+        }
+
+    def run_findings(self, here: int | None) -> tuple[list[dict[str, Any]], list[_Row]]:
+        """The findings no section shows (run-wide, or of an operation the verdict does not hold)."""
+        shown = set(self.page_of)
+        loose = [f for f in self.verdict.findings
+                 if (f.intent_id if self.black_box else f.operation_id) not in shown]
+        rows: dict[tuple[str, int], _Row] = {}
+        extra: list[_Row] = []
+        findings = self._cites(loose, "run", rows, None, here, extra)
+        return findings, extra
+
+
+def _attempt_lines(a: Any, logged: dict[str, Any]) -> set[int]:
+    lines = {a.line} if a.line is not None else set()
+    lines.update(x for x in logged.get("_lines") or [] if isinstance(x, int))
+    return lines
+
+
+def _unique(rows: list[_Row]) -> list[_Row]:
+    seen: dict[tuple[str, int], _Row] = {}
+    for row in rows:
+        seen.setdefault((row.kind, row.n), row)
+    return list(seen.values())
+
+
+def _flat(params: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if not isinstance(params, dict):
+        return [] if params is None else [(prefix or "params", params)]
+    out: list[tuple[str, Any]] = []
+    for key, value in params.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        out += _flat(value, name) if isinstance(value, dict) else [(name, value)]
+    return out
+
+
+def _response_text(dispatch: str | None, logged: dict[str, Any], wire: dict[str, Any],
+                   saw: list[dict[str, Any]]) -> str:
+    parts = []
+    if logged.get("http_status") is not None:
+        parts.append(f"agent got {logged['http_status']}")
+    elif dispatch == "sent_no_response":
+        parts.append("agent got no answer")
+    if wire:
+        if wire.get("client_outcome") == "response":
+            parts.append(f"client saw {wire.get('client_status')}")
+        elif wire.get("client_outcome"):
+            parts.append(f"client saw {wire.get('client_outcome')}")
+        if wire.get("upstream_status") is not None:
+            parts.append(f"upstream {wire.get('upstream_status')}")
+        if wire.get("fault"):
+            parts.append(f"fault {wire.get('fault')}")
+    for row in saw:
+        parts.append(f"destination {row.get('status')} {row.get('outcome')}"
+                     + (f" {row.get('effect_ref')}" if row.get("effect_ref") else ""))
+    if logged.get("error"):
+        parts.append(f"error: {logged['error']}")
+    return "; ".join(parts) or "-"
+
+
+def _timeline(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """The groups on one time axis: sorted by when they started (untimed ones by log line), each member
+    with its offset from the first record and its position on the axis (percent)."""
+    def order(group: dict[str, Any]) -> tuple[float, int]:
+        lines = [m.n for m in group["members"] if m.kind == "log"]
+        start = group["start"]
+        return (start if start is not None else float("inf"), min(lines, default=0))
+
+    groups = [g for g in groups if g["members"]]
+    groups.sort(key=order)
+    times = [t for g in groups for m in g["members"] for t in (m.ts, m.end) if t]
+    t0 = min(times, default=None)
+    span = (max(times) - t0) if t0 is not None and len(times) > 1 else 0.0
+    steps = []
+    for group in groups:
+        lanes: dict[str, list[dict[str, Any]]] = {"log": [], "flow": [], "effect": []}
+        for m in sorted(group["members"], key=lambda m: (m.ts or 0.0, m.n)):
+            offset = (m.ts - t0) if m.ts is not None and t0 is not None else None
+            pos = round(100 * offset / span, 1) if offset is not None and span > 0 else 0.0
+            lanes["flow" if m.kind == "request" else m.kind].append(
+                {"row": m, "offset": f"+{offset:.3f} s" if offset is not None else "untimed", "pos": pos})
+        gap = group["gap"]
+        # spacing: a gap row tall in proportion to its share of the axis (4..80 px), labelled in seconds
+        height = max(4, min(80, round(80 * gap / span))) if gap is not None and gap > 0 and span > 0 else 4
+        steps.append({"label": group["label"], "kind": group["kind"], "lanes": lanes, "gap": gap,
+                      "gap_text": _seconds(gap) if gap is not None else None, "gap_height": height,
+                      "fork": group["fork"]})
+    return {"steps": steps, "span": _seconds(span) if t0 is not None else None}
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates/report"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["short"] = _short
+    return env
+
+
+def _intent_text(intent: dict[str, Any] | None) -> str:
+    if not intent:
+        return "intent not logged"
+    return f"{intent.get('kind')} on {intent.get('destination')}"
+
+
+def _index_rows(builder: _Builder, here: int | None) -> list[dict[str, Any]]:
+    verdict = builder.verdict
+    subjects: list[tuple[str, str | None, dict[str, Any] | None, str, str | None, list[Finding]]]
+    if verdict.black_box:
+        subjects = [(i.intent_id, i.intent_id, i.intent, i.classification, None, i.findings) for i in verdict.intents]
+    else:
+        subjects = [(o.operation_id, o.intent_id, o.intent, o.classification, o.state, o.findings)
+                    for o in verdict.operations]
+    return [{"subject": s, "href": builder.op_href(s, here), "intent_id": intent_id, "intent": _intent_text(intent),
+             "classification": cls, "state": state, "codes": " ".join(sorted({f.code for f in findings}))}
+            for s, intent_id, intent, cls, state, findings in subjects]
+
+
+def _pages(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def _outcome(verdict: Verdict, run: RunInfo) -> tuple[str, list[str]]:
+    if run.incomplete:
+        return "INCOMPLETE", ["the harness lost evidence of this run, so the agent was not judged:", *run.incomplete]
+    count = len(verdict.intents) if verdict.black_box else len(verdict.operations)
+    what = "intent(s)" if verdict.black_box else "operation(s)"
+    if verdict.passed:
+        return "PASSED", [f"{count} {what}, no rule found anything"]
+    by_subject: dict[str, dict[str, None]] = {}
+    for finding in verdict.findings:
+        by_subject.setdefault(finding.subject or "run-wide", {})[finding.code] = None
+    why = [f"{len(verdict.findings)} finding(s) over {count} {what}"]
+    why += [f"{' '.join(codes)} on {subject}" for subject, codes in list(by_subject.items())[:20]]
+    if len(by_subject) > 20:
+        why.append(f"... and {len(by_subject) - 20} more (the index below lists them all)")
+    return "FAILED", why
+
+
+def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = None,
+                      evidence: Evidence | None = None) -> list[Path]:
+    """Write the report to ``path`` (and, above ``ONE_FILE_LIMIT`` operations, its pages beside it, named
+    after its stem); returns every file written, ``path`` first."""
+    run = run or RunInfo()
+    path = Path(path)
+    records = _Records(evidence)
+    if not verdict.black_box:
+        records.correlate_observations()  # nothing to do offline (no journal)
+    subjects = len(verdict.intents) if verdict.black_box else len(verdict.operations)
+    paged = subjects > ONE_FILE_LIMIT
+    stem = path.stem
+    builder = _Builder(verdict, records, paged=paged, stem=stem)
+    env = _environment()
+    outcome, why = _outcome(verdict, run)
+    codes: dict[str, dict[str, Any]] = {}
+    for finding in verdict.findings:
+        entry = codes.setdefault(finding.code, {"code": finding.code, "rule": finding.rule, "count": 0})
+        entry["count"] += 1
+    index_rows = _index_rows(builder, None)
+    classes: dict[str, int] = {}
+    for row in index_rows:
+        classes[row["classification"]] = classes.get(row["classification"], 0) + 1
+    rule_codes = sorted({c for row in index_rows for c in row["codes"].split()})
+
+    def filter_href(kind: str, value: str) -> str:
+        return f"{stem}-{kind}-{value}-0001.html" if paged else f"#index-{kind}-{value}"
+
+    for entry in codes.values():
+        entry["href"] = filter_href("rule", entry["code"]) if entry["code"] in rule_codes else None
+    title = run.title or (f"{run.scenario} with {run.agent}" if run.scenario else f"audit of {run.evidence_dir}")
+    common = {
+        "title": title, "run": run, "outcome": outcome, "why": why, "mode": verdict.mode,
+        "codes": sorted(codes.values(), key=lambda e: e["code"]), "classes": sorted(classes.items()),
+        "rule_codes": rule_codes, "main_href": path.name, "paged": paged, "subjects": subjects,
+        "noun": "intent" if verdict.black_box else "operation", "black_box": verdict.black_box,
+        "not_judged": verdict.not_judged, "unattributed": verdict.unattributed,
+        "filters": {"classification": [(c, filter_href("classification", c), n) for c, n in sorted(classes.items())],
+                    "rule": [(c, filter_href("rule", c),
+                              sum(c in r["codes"].split() for r in index_rows)) for c in rule_codes]},
+    }
+
+    def sections(items: Iterable[Any], here: int | None) -> Iterator[dict[str, Any]]:
+        for item in items:
+            yield builder.intent(item, here) if verdict.black_box else builder.operation(item, here)
+
+    items: list[Any] = list(verdict.intents if verdict.black_box else verdict.operations)
+    written = [path]
+    if not paged:
+        run_findings, run_rows = builder.run_findings(None)
+        filtered = [("classification", c, [r for r in index_rows if r["classification"] == c]) for c, _ in
+                    sorted(classes.items())]
+        filtered += [("rule", c, [r for r in index_rows if c in r["codes"].split()]) for c in rule_codes]
+        html = env.get_template("main.html.j2").render(
+            **common, index_rows=index_rows, index_pages=[], ops_pages=[], filtered=filtered,
+            sections=sections(items, None), run_findings=run_findings, run_rows=run_rows)
+        path.write_text(html, encoding="utf-8")
+        return written
+    index_pages = _pages(index_rows, INDEX_PAGE_SIZE)
+    index_names = [f"{stem}-index-{k:04d}.html" for k in range(1, len(index_pages) + 1)]
+    ops_names = [builder.ops_page(k) for k in range(1, builder.pages + 1)]
+    run_findings, run_rows = builder.run_findings(None)
+    main = env.get_template("main.html.j2").render(
+        **common, index_rows=index_pages[0], index_pages=index_names, ops_pages=ops_names, filtered=[],
+        sections=iter(()), run_findings=run_findings, run_rows=run_rows)
+    path.write_text(main, encoding="utf-8")
+    page_template = env.get_template("index_page.html.j2")
+
+    def write_index(kind: str, value: str | None, rows: list[dict[str, Any]]) -> None:
+        pages = _pages(rows, INDEX_PAGE_SIZE)
+        names = [f"{stem}-{kind}-{value}-{k:04d}.html" if value else f"{stem}-{kind}-{k:04d}.html"
+                 for k in range(1, len(pages) + 1)]
+        for k, (name, page) in enumerate(zip(names, pages, strict=True)):
+            target = path.with_name(name)
+            target.write_text(page_template.render(
+                **common, heading=(f"operations with {kind} {value}" if value else "every operation"),
+                index_rows=page, page=k + 1, names=names), encoding="utf-8")
+            written.append(target)
+
+    write_index("index", None, index_rows)
+    for c in sorted(classes):
+        write_index("classification", c, [r for r in index_rows if r["classification"] == c])
+    for c in rule_codes:
+        write_index("rule", c, [r for r in index_rows if c in r["codes"].split()])
+    ops_template = env.get_template("ops_page.html.j2")
+    for k, chunk in enumerate(_pages(items, PAGE_SIZE), start=1):
+        target = path.with_name(ops_names[k - 1])
+        target.write_text(ops_template.render(**common, page=k, names=ops_names, sections=sections(chunk, k)),
+                          encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def write_result_report(result: ScenarioResult, evidence: Evidence | None = None,
+                        path: Path | None = None) -> Path:
+    """A scenario run's report (default: ``REPORT_HTML`` in its evidence folder); its evidence is read from the
+    folder when not given."""
+    from harness.errors import EvidenceError
+    from harness.evidence import load_evidence
+
+    if evidence is None:
+        try:
+            evidence = load_evidence(result.evidence_dir)
+        except EvidenceError:
+            evidence = None
+    target = Path(path) if path is not None else Path(result.evidence_dir) / REPORT_HTML
+    mode = " (black-box)" if result.verdict.black_box else ""
+    write_html_report(target, result.verdict, evidence=evidence,
+                      run=RunInfo(scenario=result.scenario, agent=result.agent + mode,
+                                  evidence_dir=str(result.evidence_dir), incomplete=list(result.incomplete)))
+    return target
