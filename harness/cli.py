@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON) offline")
     audit.add_argument("file", type=Path)
     audit.add_argument("--format", choices=("text", "json"), default="text")
+    audit.add_argument("-q", "--quiet", action="store_true", help="no progress line (a large file shows one on a "
+                                                                  "terminal)")
     audit.add_argument("--html", type=Path, metavar="FILE",
                        help="also write the investigation report as HTML to FILE (pages beside it for a large log)")
 
@@ -156,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "behaviour) as Markdown to FILE")
     matrix.add_argument("--json", type=Path, metavar="FILE", dest="json_file",
                         help="also write the matrix as JSON to FILE (what --format json prints)")
+    matrix.add_argument("--html", type=Path, metavar="FILE", dest="html_file",
+                        help="also write the certification matrix as a self-contained HTML page to FILE (agent x "
+                             "scenario cells: verdict and rule codes, effects, attempts, key behaviour; the rates)")
+    matrix.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     matrix.add_argument("--jobs", "-j", type=int, default=None,
                         help="scenario runs in parallel (default: CPU count, at most 4)")
     matrix.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
@@ -222,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from harness.colour import paint_for
     from harness.engine import caller_folder, run_scenario
     from harness.report import render_result
     from harness.resources import catalogue_dir
@@ -230,6 +237,7 @@ def _run(args: argparse.Namespace) -> int:
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
+    paint = paint_for(sys.stdout)
     failed = incomplete = 0
     for scenario in scenarios:
         result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir,
@@ -241,7 +249,7 @@ def _run(args: argparse.Namespace) -> int:
                               "incomplete": result.incomplete, "evidence": str(result.evidence_dir),
                               "facts": result.facts}))
         else:
-            print(render_result(result), end="\n\n")
+            print(paint.lines(render_result(result)), end="\n\n")
     return EXIT_FAILED if failed else EXIT_INCOMPLETE if incomplete else EXIT_PASSED
 
 
@@ -249,15 +257,32 @@ def _run(args: argparse.Namespace) -> int:
 AUDIT_EXIT_STATUS = {"healthy": EXIT_PASSED, "unhealthy": EXIT_FAILED, "unusable": EXIT_USAGE}
 
 
-def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
-              window: int = 10_000, workers: int | None = None) -> int:
-    """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
-    (default: the streams of the moment, so that redirect_stdout works), and the exit status."""
-    from harness.audit import audit_file
+# an audit of a file this large shows a progress line on a terminal (a smaller one is over in about a second)
+AUDIT_PROGRESS_MIN_BYTES = 8_000_000
 
-    out, err = out or sys.stdout, err or sys.stderr
+
+def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
+              window: int = 10_000, workers: int | None = None, quiet: bool = True) -> int:
+    """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
+    (default: the streams of the moment, so that redirect_stdout works), and the exit status. ``quiet=False``:
+    a file of ``AUDIT_PROGRESS_MIN_BYTES`` or more shows a progress line on a terminal's stderr."""
+    from harness.audit import audit_file
+    from harness.colour import paint_for
+    from harness.progress import progress_line
+
     try:
-        summary = audit_file(path, format=format, out=out, window=window, workers=workers)
+        size = path.stat().st_size if path.is_file() else 0
+    except OSError:
+        size = 0
+    quiet = quiet or size < AUDIT_PROGRESS_MIN_BYTES
+    err = err or sys.stderr
+    try:
+        with progress_line(f"audit {path.name}", size, quiet=quiet, unit="bytes", failures="unhealthy") as update:
+            out = out or sys.stdout  # inside: on a terminal, what goes to stdout goes above the line
+            paint = paint_for(out) if format == "text" else None
+            shown = cast(TextIO, _Painted(out, paint)) if paint is not None and paint.enabled else out
+            summary = audit_file(path, format=format, out=shown, window=window, workers=workers,
+                                 progress=None if quiet else update)
     except (EvidenceError, ValueError) as exc:
         print(f"audit: {exc}", file=err)
         return EXIT_USAGE
@@ -267,10 +292,24 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, er
     return AUDIT_EXIT_STATUS[summary.outcome]
 
 
+class _Painted:
+    """A text stream whose writes (whole lines: the audit writes an operation's report at once) get the
+    terminal's colours."""
+
+    def __init__(self, stream: TextIO, paint: Any) -> None:
+        self.stream, self.paint = stream, paint
+
+    def write(self, text: str) -> int:
+        return self.stream.write(self.paint.lines(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def _audit(args: argparse.Namespace) -> int:
     if args.html is not None:
         _writable(args.html)
-    status = run_audit(args.file, format=args.format)
+    status = run_audit(args.file, format=args.format, quiet=args.quiet)
     if args.html is not None and status != EXIT_USAGE:
         from harness.audit import load_log
         from harness.checker import check
@@ -291,6 +330,7 @@ def _writable(target: Path) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from harness.colour import paint_for
     from harness.contract import EvidenceLayout
     from harness.engine import ScenarioResult
     from harness.evidence import load_evidence
@@ -312,7 +352,7 @@ def _report(args: argparse.Namespace) -> int:
             raise EvidenceError(f"{layout.verdict_json}: not a verdict file this harness reads ({exc})") from None
         if args.html is not None:
             write_result_report(result, evidence, args.html)
-        print(render_result(result))
+        print(paint_for(sys.stdout).lines(render_result(result)))
         if args.html is not None:
             print(f"html report: {args.html}")
         return EXIT_INCOMPLETE if result.incomplete else EXIT_PASSED if result.passed else EXIT_FAILED
@@ -324,13 +364,13 @@ def _report(args: argparse.Namespace) -> int:
                   evidence_dir=str(folder), incomplete=list(evidence.incomplete))
     if evidence.incomplete:
         verdict = Verdict(mode=evidence.mode)
-        print(render_incomplete(evidence.incomplete))
+        print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
     else:  # judged again, as `check` judges it
         verdict = check(evidence)
         runs = [AgentRun(**r) for r in evidence.agent.get("runs") or []]
         verdict.add_findings(expectation_findings(evidence.expect, verdict, runs, evidence.effects)
                              if evidence.expect else [])
-        print(render_text(verdict))
+        print(paint_for(sys.stdout).lines(render_text(verdict)))
     if args.html is not None:
         write_html_report(args.html, verdict, evidence=evidence, run=run)
         print(f"html report: {args.html}")
@@ -363,6 +403,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from harness.agent_process import AgentRun
     from harness.checker import check
+    from harness.colour import paint_for
     from harness.engine import expectation_findings
     from harness.evidence import load_evidence
     from harness.report import render_check, render_incomplete
@@ -372,7 +413,7 @@ def _check(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": evidence.incomplete}, indent=2))
         else:
-            print(render_incomplete(evidence.incomplete))
+            print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
         return EXIT_INCOMPLETE
     verdict = check(evidence, black_box=True if args.black_box else None)  # None: as the run was judged
     runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
@@ -387,14 +428,16 @@ def _check(args: argparse.Namespace) -> int:
         print(json.dumps({"outcome": "passed" if passed else "failed", "passed": passed,
                           "expectation_failures": failures, **data}, indent=2, default=str))
     else:
-        print(render_check(verdict, failures))
+        print(paint_for(sys.stdout).lines(render_check(verdict, failures)))
     return EXIT_PASSED if passed else EXIT_FAILED
 
 
 def _matrix(args: argparse.Namespace) -> int:
+    from harness.colour import paint_for
     from harness.engine import caller_folder
-    from harness.matrix import agent_specs, as_dict, default_jobs, load_expectations, run_matrix
-    from harness.report import render_matrix, render_matrix_markdown
+    from harness.matrix import agent_specs, as_dict, default_jobs, load_expectations, run_matrix, unexpected
+    from harness.progress import progress_line
+    from harness.report import render_matrix, render_matrix_html, render_matrix_markdown
     from harness.resources import catalogue_dir
     from harness.scenario import load, resolve
 
@@ -404,23 +447,33 @@ def _matrix(args: argparse.Namespace) -> int:
         load(path)  # validate every scenario before running any
     expected = load_expectations()
     agents = agent_specs(args.agents or expected.agents, expected)  # a bad --agent is a usage error, before any run
-    for target in (args.markdown, args.json_file):
+    for target in (args.markdown, args.json_file, args.html_file):
         if target is not None and not target.parent.is_dir():
             raise HarnessError(f"cannot write {target}: folder {target.parent} does not exist")
-    matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs(), black_box=args.black_box)
+    done: list[bool] = []  # per cell ended: whether it failed the matrix
+    with progress_line("matrix", len(agents) * len(paths), quiet=args.quiet, failures="unexpected") as update:
+        def told(cell: Any) -> None:
+            done.append(unexpected(cell))
+            update(len(done), sum(done))
+
+        matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs(),
+                            black_box=args.black_box, progress=told)
     data = as_dict(matrix)
     if args.format == "json":
         print(json.dumps(data, indent=2))
     else:
-        print(render_matrix(matrix))
+        print(render_matrix(matrix, paint_for(sys.stdout)))
     if args.json_file is not None:
         args.json_file.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.markdown is not None:
         args.markdown.write_text(render_matrix_markdown(matrix), encoding="utf-8")
+    if args.html_file is not None:
+        args.html_file.write_text(render_matrix_html(matrix), encoding="utf-8")
     return EXIT_PASSED if matrix.ok else EXIT_FAILED
 
 
 def _explore(args: argparse.Namespace) -> int:
+    from harness.colour import paint_for
     from harness.contract import REFERENCE_AGENT
     from harness.engine import caller_folder
     from harness.explore import explore
@@ -445,7 +498,7 @@ def _explore(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(exploration_dict(state), indent=2))
     else:
-        print(render_exploration(state))
+        print(paint_for(sys.stdout).lines(render_exploration(state)))
     if state.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if state.failed else EXIT_PASSED

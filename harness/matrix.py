@@ -16,7 +16,8 @@ import difflib
 import os
 import re
 import shutil
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -204,18 +205,33 @@ def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, exp
 
 
 def run_matrix(agents: list[str] | list[AgentSpec], scenario_paths: list[Path], evidence_root: Path, *,
-               jobs: int = 1, black_box: bool = False) -> Matrix:
+               jobs: int = 1, black_box: bool = False, progress: Callable[[Cell], None] | None = None) -> Matrix:
     """Every agent against every scenario. `agents`: `--agent` values (bundled names, commands, LABEL=COMMAND)
-    or `AgentSpec`s; `black_box`: judge every run from the wire and the ledger alone."""
+    or `AgentSpec`s; `black_box`: judge every run from the wire and the ledger alone; `progress(cell)` is called
+    as each cell ends (in the order they end; the matrix keeps the scenario-major order)."""
     expected = load_expectations()
     specs = agent_specs(agents, expected)
     # scenario-major: consecutive runs share destinations, so the warm pool reuses their process
     work = [(a, str(p), str(evidence_root), expected, black_box) for p in scenario_paths for a in specs]
+    told = progress or (lambda cell: None)
     if jobs <= 1:
-        return Matrix([run_cell(*w) for w in work])
+        cells = []
+        for w in work:
+            cells.append(run_cell(*w))
+            told(cells[-1])
+        return Matrix(cells)
     # one process per job: each has its own embedded proxy (mitmproxy allows one per process)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        return Matrix(list(pool.map(run_cell, *zip(*work, strict=True))))
+        futures = [pool.submit(run_cell, *w) for w in work]
+        for future in as_completed(futures):
+            told(future.result())
+        return Matrix([f.result() for f in futures])
+
+
+def unexpected(cell: Cell) -> bool:
+    """A cell the progress line counts as a failure: one that makes the matrix fail (a miss, a false alarm,
+    a team agent's failure, a cell that never ran), not a wrong agent caught as expected."""
+    return bool(cell.error) or cell.verdict in ("missed", "false-alarm", "fail")
 
 
 def default_jobs() -> int:

@@ -18,6 +18,7 @@ from harness.checker.model import (
     OperationVerdict,
     Verdict,
 )
+from harness.colour import PLAIN, Paint
 
 if TYPE_CHECKING:
     from harness.audit import AuditSummary
@@ -350,33 +351,111 @@ def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _rates(matrix: Matrix) -> list[str]:
+    """The catch rate and false alarms, where they apply (a matrix of a team's agents alone has neither),
+    then the team's own cells passed."""
+    cells = matrix.cells
+    caught, wrong = matrix.catch_rate()
+    alarms, ref = matrix.false_alarms()
+    lines = []
+    if wrong or ref or all(c.bundled for c in cells):
+        lines += [f"catch rate: {caught}/{wrong} wrong agents caught" + (f" ({100 * caught / wrong:.0f}%)" if wrong
+                                                                          else ""),
+                  f"false alarms: {alarms}/{ref} reference runs failed" + (f" ({100 * alarms / ref:.0f}%)" if ref
+                                                                            else "")]
+    if any(not c.bundled for c in cells):
+        own = [c for c in cells if not c.bundled]
+        lines.append(f"your agents: {sum(c.passed for c in own)}/{len(own)} cells passed")
+    return lines
+
+
 def render_matrix_markdown(matrix: Matrix) -> str:
-    """The certification table as a Markdown file a team can publish: one row per agent x scenario (verdict,
-    effects committed, attempts on the wire, key behaviour), then each agent's command."""
+    """The certification table as a Markdown file a team can publish: the rates where they apply, one row per
+    agent x scenario (verdict, effects committed, attempts on the wire, key behaviour), then each agent's
+    command."""
     headers, rows = _cell_rows(matrix)
     agents = {c.agent: c.command for c in matrix.cells}
     lines = ["<!-- written by `python -m harness matrix --markdown`; regenerate it, do not edit it -->", "",
              f"Certification matrix, {_modes_said(matrix)}. A verdict is PASS, or FAIL with the rule codes found "
              "(docs/checker.md); effects are the distinct effects the destinations committed, attempts the writes "
              "on the wire.", ""]
+    rates = _rates(matrix)
+    if rates:
+        said = "; ".join(rates)
+        lines += [markdown_cell(said[0].upper() + said[1:] + "."), ""]
     lines += _markdown_table(headers, rows)
     lines += ["", *_markdown_table(["agent", "command"], [[label, command] for label, command in agents.items()])]
     return "\n".join(lines) + "\n"
 
 
-def render_cells(matrix: Matrix) -> str:
+def matrix_html_data(matrix: Matrix) -> dict[str, Any]:
+    """What the HTML page shows, from the matrix's data: the agents (rows), the scenarios (columns), each
+    cell with its verdict, outcome, codes and facts, the rates, and each agent's command."""
+    from harness.matrix import as_dict
+
+    data = as_dict(matrix)
+    scenarios = list(dict.fromkeys(c.scenario for c in matrix.cells))
+    agents = data["agents"]
+    by = {(c.agent, c.scenario): c for c in matrix.cells}
+    rows = []
+    for agent in agents:
+        row = []
+        for scenario in scenarios:
+            cell = by.get((agent["label"], scenario))
+            row.append(None if cell is None else {
+                "verdict": "error" if cell.error else cell.verdict, "outcome": cell.outcome,
+                "word": "ERROR" if cell.error else "PASS" if cell.passed else "FAIL", "codes": cell.codes,
+                "expected_codes": cell.expected_codes, "error": cell.error, "mode": cell.mode.replace("_", "-"),
+                "effects": cell.fact("effects"), "attempts": cell.fact("attempts"),
+                "key_behaviour": cell.fact("key_behaviour"), "evidence": cell.evidence})
+        rows.append({**agent, "cells": row})
+    return {"scenarios": scenarios, "rows": rows, "rates": _rates(matrix), "passed": data["passed"],
+            "modes": _modes_said(matrix), "catch_rate": data["catch_rate"], "false_alarms": data["false_alarms"]}
+
+
+def render_matrix_html(matrix: Matrix) -> str:
+    """The certification matrix as one self-contained HTML page (inline CSS, no script, nothing fetched):
+    agents x scenarios, each cell its verdict with the rule codes, effects, attempts and key behaviour; the
+    catch rate and false alarms where they apply. Jinja2 escapes every value (autoescape)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    return env.get_template("matrix.html.j2").render(**matrix_html_data(matrix))
+
+
+_OUTCOME_WORDS = re.compile(r"^(PASS|FAIL|ERROR)|\((caught|missed|false-alarm)\)$")
+_OUTCOME_ROLES = {"PASS": "pass", "FAIL": "fail", "ERROR": "alarm", "caught": "pass", "missed": "alarm",
+                  "false-alarm": "alarm"}
+
+
+def _paint_outcome(text: str, paint: Paint) -> str:
+    """A cell's outcome (``FAIL H021 (caught)``) with its words in their colours."""
+    return _OUTCOME_WORDS.sub(lambda m: paint(m.group(0), _OUTCOME_ROLES[m.group(1) or m.group(2)]), text)
+
+
+def render_cells(matrix: Matrix, paint: Paint = PLAIN) -> str:
     """The certification table as aligned text: one row per cell, with its black-box facts."""
     headers, rows = _cell_rows(matrix)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    verdict = headers.index("verdict")
+
+    def shown(index: int, value: str, width: int) -> str:
+        padded = value.ljust(width)
+        return _paint_outcome(value, paint) + padded[len(value):] if index == verdict else padded
+
     lines = [f"cells ({_modes_said(matrix)}):",
              "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += ["  ".join(shown(i, v, w) for i, (v, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+              for row in rows]
     return "\n".join(lines)
 
 
-def render_matrix(matrix: Matrix) -> str:
+def render_matrix(matrix: Matrix, paint: Paint = PLAIN) -> str:
     """Agents (rows) x scenarios (columns), the legend, the catch rate and false alarms, then each
-    miss and false alarm with what was found and where its evidence is."""
+    miss and false alarm with what was found and where its evidence is. ``paint``: the terminal's colours
+    (harness.colour); the text without them is the same."""
     cells = matrix.cells
     scenarios = list(dict.fromkeys(c.scenario for c in cells))
     agents = list(dict.fromkeys(c.agent for c in cells))
@@ -385,33 +464,25 @@ def render_matrix(matrix: Matrix) -> str:
     lines = ["scenarios (columns): " + ", ".join(f"{i + 1}={s}" for i, s in enumerate(scenarios)),
              " " * (width + 1) + " ".join(f"{i + 1:>2}" for i in range(len(scenarios)))]
     for agent in agents:
-        row = [_MATRIX_SYMBOLS[by[(agent, s)].verdict] if (agent, s) in by else "-" for s in scenarios]
-        lines.append(f"{agent:<{width}} " + " ".join(f"{r:>2}" for r in row))
-    caught, wrong = matrix.catch_rate()
-    alarms, ref = matrix.false_alarms()
+        row = [" " + paint.verdict(_MATRIX_SYMBOLS[by[(agent, s)].verdict], by[(agent, s)].verdict)
+               if (agent, s) in by else " -" for s in scenarios]
+        lines.append(f"{agent:<{width}} " + " ".join(row))
     lines += ["",
               "legend: . passed   x failed (not targeted)   X caught where targeted   "
               "! missed where targeted   F reference agent failed (false alarm)"]
-    if wrong or ref or all(c.bundled for c in cells):  # a matrix of a team's agents alone has neither rate
-        lines += [f"catch rate: {caught}/{wrong} wrong agents caught" + (f" ({100 * caught / wrong:.0f}%)" if wrong
-                                                                          else ""),
-                  f"false alarms: {alarms}/{ref} reference runs failed" + (f" ({100 * alarms / ref:.0f}%)" if ref
-                                                                            else "")]
+    lines += _rates(matrix)
     uncertified = matrix.uncertified()
-    if any(not c.bundled for c in cells):
-        own = [c for c in cells if not c.bundled]
-        lines.append(f"your agents: {sum(c.passed for c in own)}/{len(own)} cells passed")
     for cell in cells:
         if cell.verdict in ("missed", "false-alarm"):
-            lines.append(f"  {cell.verdict}: {cell.agent} on {cell.scenario}: found "
+            lines.append(f"  {paint(cell.verdict, 'alarm')}: {cell.agent} on {cell.scenario}: found "
                          f"{', '.join(cell.codes) or 'nothing'}; expected "
                          f"{', '.join(cell.expected_codes or []) or 'a pass'} ({cell.evidence})")
         elif cell in uncertified:
             why = cell.error or f"found {', '.join(cell.codes)}"
-            lines.append(f"  failed: {cell.agent} on {cell.scenario}: {why}" + (f" ({cell.evidence})" if cell.evidence
-                                                                                 else ""))
+            lines.append(f"  {paint('failed', 'fail')}: {cell.agent} on {cell.scenario}: {why}"
+                         + (f" ({cell.evidence})" if cell.evidence else ""))
     if cells:
-        lines += ["", render_cells(matrix)]
+        lines += ["", render_cells(matrix, paint)]
     return "\n".join(lines)
 
 

@@ -35,7 +35,7 @@ from harness.audit.fast_path import clean_summary
 from harness.audit.lines import load_log
 from harness.audit.output import AuditSummary, write_summary
 from harness.audit.shards import SHARD_MIN_BYTES, _audit_sharded, _cores
-from harness.audit.stream import StreamingAudit, _audit_alone
+from harness.audit.stream import AuditProgress, StreamingAudit, _audit_alone
 from harness.contract import AGENT_LOG_FILE
 from harness.errors import EvidenceError
 from harness.ndjson import open_text
@@ -53,13 +53,14 @@ def _open(path: Path) -> TextIO:
 
 
 def audit_file(path: Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
-               workers: int | None = None) -> AuditSummary:
+               workers: int | None = None, progress: AuditProgress | None = None) -> AuditSummary:
     """Audit one file, writing each judged operation to ``out`` as it goes (JSON or text), then the
     run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when the file
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
     ``workers``: processes sharing the operations (None: one per core, up to 4, for files of at least
-    ``SHARD_MIN_BYTES``; 1: this process alone). The output is the same either way.
+    ``SHARD_MIN_BYTES``; 1: this process alone). The output is the same either way. ``progress(bytes read,
+    unhealthy operations so far)`` is called as the file is read (once a megabyte or a few times a second).
     """
     if format not in FORMATS:
         raise ValueError(f"format {format!r} is not known; valid: {', '.join(FORMATS)}")
@@ -88,11 +89,11 @@ def audit_file(path: Path, *, format: str = "text", out: TextIO = sys.stdout, wi
     result = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         handle.close()
-        result = _audit_sharded(path, name, format, window, workers, write)
+        result = _audit_sharded(path, name, format, window, workers, write, progress)
         if result is None:  # something only one process can judge: start again alone
             handle = _open(path)
     if result is None:
-        result = _audit_alone(handle, name, format, window, write)
+        result = _audit_alone(handle, name, format, window, write, progress)
     stats, run_findings = result
     summary = AuditSummary.from_stats(name, stats, run_findings)
     write_summary(summary, format, out)

@@ -23,13 +23,13 @@ import shutil
 import tempfile
 from array import array
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 from harness.audit.article import _article_line
-from harness.audit.stream import ShardBail, StreamingAudit, _blocks, _stats
+from harness.audit.stream import AuditProgress, ShardBail, StreamingAudit, _blocks, _stats, position
 from harness.checker import Finding, OperationContext
 from harness.events import parse_line
 from harness.ndjson import open_text
@@ -38,6 +38,9 @@ from harness.ndjson import open_text
 SHARD_MIN_BYTES = 16_000_000
 # How a worker reads a line's operation id without parsing it (compact and spaced JSON)
 _OPERATION_ID_KEYS = ('"operation_id":"', '"operation_id": "')
+# Set in the parent just before its workers fork, when it shows progress: per shard, bytes read and
+# unhealthy operations so far (a shared array the forked workers inherit; None: nobody is listening).
+_PROGRESS: Any = None
 
 
 def _cores() -> int:
@@ -105,6 +108,8 @@ def _shard_worker(path: str, name: str, format: str, window: int, shard: int, sh
                     feed(number, text.rstrip("\r\n"), read_text)
                     if type(owner) is str and owner not in first_line and owner in audit.open:
                         first_line[owner] = number  # the line that opened it (a malformed one does not)
+                if _PROGRESS is not None:
+                    _PROGRESS[2 * shard], _PROGRESS[2 * shard + 1] = position(handle), audit.unhealthy
             # the end of the file: resolved operations in resolution order, then the rest
             for op_id in list(audit.resolved):
                 audit.resolved.pop(op_id)
@@ -124,20 +129,31 @@ def _hashes(values: Any) -> array[int]:
 
 
 def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int,
-                   write: Any = None) -> tuple[dict[str, Any], list[Finding]] | None:
+                   write: Any = None, progress: AuditProgress | None = None
+                   ) -> tuple[dict[str, Any], list[Finding]] | None:
     """Audit with ``workers`` processes, ``write(piece)`` for each operation's output in one process's order;
-    None when one process must do it (see the notes above): then nothing was written."""
+    None when one process must do it (see the notes above): then nothing was written. ``progress`` hears,
+    a few times a second, the bytes every worker has read and the unhealthy operations they found so far."""
+    global _PROGRESS
     folder = tempfile.mkdtemp(prefix="audit-shards-")
     try:
         before = _file_version(path)
         context = multiprocessing.get_context("fork")
+        shared = _PROGRESS = context.Array("q", 2 * workers, lock=False) if progress is not None else None
         try:
             with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
                 futures = [pool.submit(_shard_worker, str(path), name, format, window, shard, workers, folder)
                            for shard in range(workers)]
+                while shared is not None and progress is not None:
+                    done, running = wait(futures, timeout=0.25, return_when=FIRST_EXCEPTION)
+                    progress(min(shared[0::2]), sum(shared[1::2]))
+                    if not running or any(f.exception() is not None for f in done):
+                        break
                 results = [f.result() for f in futures]
         except BrokenProcessPool:  # a worker died (out of memory, killed): one process tries alone
             return None
+        finally:
+            _PROGRESS = None
         # a log still being written: the workers may have read different lengths of it
         if any("bail" in r for r in results) or _file_version(path) != before:
             return None
@@ -155,6 +171,8 @@ def _audit_sharded(path: Path, name: str, format: str, window: int, workers: int
                 stats[key] += r["stats"][key]
             for cls, n in r["stats"]["classes"].items():
                 stats["classes"][cls] += n
+        if progress is not None and shared is not None:
+            progress(min(shared[0::2]), stats["unhealthy"])
         # run-wide findings in line order, as one process appends them (a line's all come from one worker)
         run_findings = sorted((f for r in results for f in r["run_findings"]), key=lambda f: f.evidence[0]["line"])
         for piece in _merge_pieces(folder, workers, sum(r["resolved"] for r in results), window, format):

@@ -202,10 +202,22 @@ class StreamingAudit:
         self.finding_count += len(self.run_findings)
 
 
+def position(handle: TextIO) -> int:
+    """About how many bytes of the file were read (the text layer reads ahead a few kB): for progress only."""
+    try:
+        return int(handle.buffer.tell())
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+AuditProgress = Callable[[int, int], None]  # (bytes read, unhealthy operations so far)
+
+
 def _audit_alone(handle: TextIO, name: str, format: str, window: int,
-                 write: Any) -> tuple[dict[str, Any], list[Finding]]:
+                 write: Any, progress: AuditProgress | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """One process, one pass: ``write(piece)`` for each operation's output in order; returns (stats, run
-    findings)."""
+    findings). ``progress`` hears, once a block (about a megabyte), the bytes read and the unhealthy
+    operations so far."""
     audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
     # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
     # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
@@ -221,7 +233,11 @@ def _audit_alone(handle: TextIO, name: str, format: str, window: int,
                     number += 1
                     if text[0] == "{" or text.strip():
                         feed(number, text.rstrip("\r\n"), read_text)  # parse errors point into the line
+                if progress is not None:
+                    progress(position(handle), audit.unhealthy)
             audit.finish()
+            if progress is not None:  # operations still open at the end are judged only now
+                progress(position(handle), audit.unhealthy)
     finally:
         if collecting:
             gc.enable()
