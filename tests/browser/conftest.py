@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests: one headless Chromium per test process, a fresh context per page,
+"""Fixtures of the browser tests: one headless Chromium per test, a fresh context per page,
 and the evidence and report of one real failing run, made once per process.
 
 A missing browser fails every test here with the message of `chromium.BrowserMissing` (how to
@@ -26,7 +26,10 @@ SCENARIO = "response_lost"
 TIMEOUT_MS = 15_000  # any wait longer than this is a broken page, not a slow one
 
 
-@pytest.fixture(scope="session")
+# One browser per test, closed when the test ends: Playwright's sync API keeps an event loop running in the
+# thread while it is started, and the other tests an xdist worker runs next call asyncio.run(), which refuses
+# to start inside a running loop. A browser kept for the session broke every such test of its worker.
+@pytest.fixture
 def browser() -> Iterator[Any]:
     try:
         find_chromium()
