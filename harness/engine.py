@@ -239,11 +239,25 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     else:
         _write_json(layout.verdict_json, result.to_dict())
         if not passed:  # before the text: it names the page (render_report_line)
-            from harness.html_report import write_result_report
-
-            write_result_report(result, evidence)
+            _write_investigation_page(result, evidence)
         layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
     return result
+
+
+REPORT_ERROR_FILE = "report.html.error"
+
+
+def _write_investigation_page(result: ScenarioResult, evidence: Any) -> None:
+    """The failing run's report.html; a page that cannot be made costs the run nothing else: the verdict is
+    already on disk, the text follows, and why the page is missing is kept beside them."""
+    from harness.html_report import write_result_report
+
+    try:
+        write_result_report(result, evidence)
+    except Exception:  # noqa: BLE001 - the page is a view of the verdict, never a reason to lose it
+        import traceback
+
+        (result.evidence_dir / REPORT_ERROR_FILE).write_text(traceback.format_exc(), encoding="utf-8")
 
 
 _POOL: Any = None

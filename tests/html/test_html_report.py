@@ -316,3 +316,22 @@ def test_black_box_runs_get_a_section_per_intent(tmp_path: Path) -> None:
     assert "intent" in section["class"].split() and section["data-classification"] == "duplicate"
     assert {"intent-int_1-flow-1", "intent-int_1-effect-2"} <= set(page.ids)
     local_links_resolve(page, tmp_path)
+
+
+def test_a_page_that_cannot_be_made_loses_the_run_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the page is kept beside the evidence; the verdict and its text are still written."""
+    import harness.html_report
+    from harness.engine import REPORT_ERROR_FILE, run_scenario
+    from harness.resources import catalogue_dir
+    from harness.scenario import load
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the page broke")
+
+    monkeypatch.setattr(harness.html_report, "write_html_report", broken)
+    result = run_scenario(load(catalogue_dir() / "response_lost.yaml"),
+                          agent="python -m harness.agents.wrong.new_key_per_attempt", evidence_root=tmp_path)
+    assert not result.passed
+    assert (result.evidence_dir / "verdict.json").is_file() and (result.evidence_dir / "verdict.txt").is_file()
+    assert "the page broke" in (result.evidence_dir / REPORT_ERROR_FILE).read_text()
+    assert not (result.evidence_dir / "report.html").exists()
