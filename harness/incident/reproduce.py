@@ -710,6 +710,7 @@ def _description(incident: Incident, operation: str | None, draft: Draft) -> str
         from harness.checker.correlation import ts_value
 
         times = [t for records in incident.operations.values() for r in records if (t := ts_value(r.get("ts")))]
+    times = [t for t in times if 0 < t < 32503680000]  # a clock a log may hold: 1970 to the year 3000
     if times:
         import datetime
 

@@ -61,3 +61,14 @@ def test_odd_values_in_attempts_and_intents_reproduce_or_are_refused(changes: li
     path = tmp_path / "incident.ndjson"
     path.write_text("".join(json.dumps(e, default=str) + "\n" for e in events))
     reproduced_or_refused(path)
+
+
+@pytest.mark.parametrize("ts", [2**64, 1e308, -1e308, 253402300800])
+def test_a_clock_no_calendar_holds_reproduces(ts: Any, tmp_path: Path) -> None:
+    """Found by a longer run of the corpus: a timestamp past any calendar broke the description's times."""
+    events = clean_events()
+    for event in events:
+        event["ts"] = ts
+    path = tmp_path / "incident.ndjson"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    reproduced_or_refused(path)
