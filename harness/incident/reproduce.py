@@ -17,6 +17,7 @@ Secrets never reach the scenario: params that look like credentials become ``HAR
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -319,8 +320,8 @@ def _template(path: str) -> str:
     parts = path.split("/")
     out = [p if not _ID_SEGMENT.match(p) or i == 1 else "{id}" for i, p in enumerate(parts)]
     template = "/".join(out)
-    names = iter(["id", "id2", "id3", "id4"])
-    return re.sub(r"\{id\}", lambda _: "{" + next(names) + "}", template)
+    numbers = itertools.count(1)
+    return re.sub(r"\{id\}", lambda _: "{id" + (str(n) if (n := next(numbers)) > 1 else "") + "}", template)
 
 
 def _params(x: Exchange) -> tuple[dict[str, Any], str]:
