@@ -82,7 +82,7 @@ class ApiDestination(HttpDestination):
             items = self.ledger.find_resources(self.name, decl["lookup"], ref, visible_before)
             return 200, {decl["result_field"]: items}, "read"
         response = decl.get("response") or {}
-        values = self._values(row, None, None)
+        values = self._values(row, None)
         headers.update(self._headers(response, values, {}))
         return response.get("status", 200), render_body(response.get("body"), values, {}), "read"
 
@@ -113,7 +113,7 @@ class ApiDestination(HttpDestination):
             return *self.failed(failure, headers), "failed_before_commit"
         decl = self.api["routes"][op.kind]
         number = self.ledger.next_number(self.name, "api")
-        values = self._values(row, number, None)
+        values = self._values(row, number)
         rid = render_text(decl["id_format"], values, params)
         values["id"] = rid
         response = decl["response"]
@@ -125,21 +125,13 @@ class ApiDestination(HttpDestination):
         row["effect_ref"] = rid
         return response.get("status", 200), body, "committed"
 
-    def error_answer(self, status: int, code: str, message: str, headers: dict[str, str]) -> Any:
+    def error_answer(self, status: int, code: str, message: str, headers: dict[str, str], **extra: Any) -> Any:
         errors = self.api["errors"]
         values = {"status": status, "code": code, "message": message, "request_id": f"req_{uuid.uuid4().hex[:20]}"}
         headers.update({k: render_text(v, values, {}) for k, v in (errors.get("headers") or {}).items()})
         if errors.get("content_type"):
             headers["Content-Type"] = errors["content_type"]
         return render_body(errors["body"], values, {})
-
-    def reject(self, status: int, code: str, message: str, *, outcome: str = "rejected",
-               headers: dict[str, str] | None = None, **extra: Any) -> Any:
-        out = dict(headers or {})
-        body = self.error_answer(status, code, message, out)
-        rejection = super().reject(status, code, message, outcome=outcome, headers=out)
-        rejection.body = body
-        return rejection
 
     def respond(self, status: int, body: Any, headers: dict[str, str]) -> web.Response:
         declared = next((headers.pop(k) for k in list(headers) if k.lower() == "content-type"), None)
@@ -152,8 +144,8 @@ class ApiDestination(HttpDestination):
         kind = (declared or "application/json").partition(";")[0].strip()
         return web.Response(status=status, text=json.dumps(body), content_type=kind, headers=headers)
 
-    def _values(self, row: dict[str, Any], number: int | None, rid: str | None) -> dict[str, Any]:
-        return {"id": rid, "n": number, "now": int(self.clock.now()), "request_id": row.get("request_id"),
+    def _values(self, row: dict[str, Any], number: int | None) -> dict[str, Any]:
+        return {"id": None, "n": number, "now": int(self.clock.now()), "request_id": row.get("request_id"),
                 "key": row.get("idempotency_key")}
 
     @staticmethod

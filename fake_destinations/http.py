@@ -107,12 +107,14 @@ class HttpDestination(DestinationRuntime):
 
     def reject(self, status: int, code: str, message: str, *, outcome: str = "rejected",
                headers: dict[str, str] | None = None, **extra: Any) -> _Rejection:
-        """An error answer that ends the request (never stored under its key)."""
-        return _Rejection(*_error(status, code, message, **extra), outcome=outcome, headers=headers)
+        """An error answer that ends the request (never stored under its key), in the destination's error shape."""
+        out = dict(headers or {})
+        return _Rejection(status, self.error_answer(status, code, message, out, **extra), outcome=outcome, headers=out)
 
-    def error_answer(self, status: int, code: str, message: str, headers: dict[str, str]) -> Any:
-        """The body of an error the request's execution ends on (stored under its key)."""
-        return _error(status, code, message)[1]
+    def error_answer(self, status: int, code: str, message: str, headers: dict[str, str], **extra: Any) -> Any:
+        """The body of an error answer (``headers`` collects the headers it adds); ``extra`` fields are the
+        built-in services' (a generic destination's errors have the shape its declaration gives them)."""
+        return _error(status, code, message, **extra)[1]
 
     def keys_for(self, op: Operation) -> KeyContract:
         return _BUILT_IN_KEYS[self.spec["idempotency"]]

@@ -387,7 +387,6 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
     replayed = any(h in x.response_headers for x in exchanges for h in REPLAY_HEADERS)
     statuses = {x.status for x in exchanges if x.status is not None}
     writes = [x for x in exchanges if x.method.upper() in WRITE_METHODS]
-    actions: dict[tuple[str, str], str] = {}
     for x in writes:
         params, fmt = _params(x)
         formats.add(fmt)
@@ -397,8 +396,6 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
         if token:
             token_fields.add(token)
         template = _template(x.path)
-        if fmt == "aws_query":
-            actions[(x.method.upper(), template)] = str(params.get("Action"))
         key = (x.method.upper(), template if fmt != "aws_query" else f"{template}?{params.get('Action')}")
         kind = draft.named.get(x.operation_id or "", (None, None))[1]
         if key not in routes:
