@@ -5,6 +5,7 @@ every declared dependency is imported. What only the tests import lives in the `
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import sys
 import tomllib
@@ -16,9 +17,20 @@ PRODUCT = ("harness", "fake_destinations")
 # imported directly, installed (and pinned) by a declared dependency: declaring it again would only
 # invite a second, conflicting bound
 COMES_WITH = {"pydantic-core": "pydantic"}
-# optional imports, declared in the `instrument` extra: harness.instrument patches httpx only when it is
-# installed (an ImportError skips it); the tenacity example agent uses what it demonstrates
-OPTIONAL_IMPORTERS = {"harness/instrument.py", "harness/agents/instrumented/tenacity_retry.py"}
+# optional imports, each declared in its extra: harness.instrument patches httpx only when it is installed (an
+# ImportError skips it) and the tenacity example agent uses what it demonstrates; the OpenTelemetry exporter and
+# the framework agents import what their extra installs
+OPTIONAL_IMPORTERS = {
+    "instrument": ("harness/instrument.py", "harness/agents/instrumented/tenacity_retry.py"),
+    "otel": ("harness/otel/*",),
+    "frameworks": ("harness/agents/frameworks/*",),
+}
+
+
+def _optional(dist: str, files: set[str]) -> bool:
+    """Imported only by the files of an extra that declares it."""
+    return any(dist in declared(extra) and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files)
+               for extra, globs in OPTIONAL_IMPORTERS.items())
 
 
 def _canonical(name: str) -> str:
@@ -68,8 +80,7 @@ def test_every_third_party_import_of_the_product_is_a_runtime_dependency() -> No
     proxy_only = {dist for dist, files in missing.items()
                   if dist in proxy_runtime() and all(f.startswith("harness/proxy/") for f in files)}
     missing = {dist: files for dist, files in missing.items() if dist not in proxy_only}
-    missing = {dist: files for dist, files in missing.items()
-               if not (dist in declared("instrument") and set(files) <= OPTIONAL_IMPORTERS)}
+    missing = {dist: files for dist, files in missing.items() if not _optional(dist, set(files))}
     assert not missing, f"imported by the product but not in [project] dependencies: {missing}"
     assert proxy_only == {"mitmproxy"}, proxy_only
 
@@ -84,4 +95,4 @@ def test_test_only_libraries_are_in_the_test_extra_not_the_runtime() -> None:
     for name in ("httpx", "jsonschema"):
         assert name in test and name not in runtime, name
         importers = imported_distributions().get(name, set())
-        assert importers <= OPTIONAL_IMPORTERS, f"{name} is imported by the product: {importers}"
+        assert not importers or _optional(name, importers), f"{name} is imported by the product: {importers}"
