@@ -105,7 +105,7 @@ def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     schema["additionalProperties"] = value
 
 
-# what the agent writes: "events" (its audit log), "otel" (spans) or "none" (black-box mode); one truth in harness.contract
+# what the agent writes: "events" (its audit log), "otel" (spans) or "none" (black-box); one truth in harness.contract
 if TYPE_CHECKING:
     AgentLog = str
 else:
