@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from harness.errors import EvidenceError
 from harness.events import RETRY_REASONS, parse_line
 
@@ -312,8 +314,8 @@ def read_spans(path: Path, name: str | None = None) -> tuple[list[Span], list[tu
         documents = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     for number, chunk in documents:
         try:
-            document = json.loads(chunk)
-        except ValueError as exc:
+            document = orjson.loads(chunk)
+        except orjson.JSONDecodeError as exc:
             problems.append((number, f"{name} line {number}: not JSON ({exc}); expected one OTLP "
                                      "ExportTraceServiceRequest ({\"resourceSpans\": [...]}) a line", chunk))
             continue
@@ -327,8 +329,8 @@ def read_spans(path: Path, name: str | None = None) -> tuple[list[Span], list[tu
 
 def _one_document(text: str) -> bool:
     try:
-        json.loads(text)
-    except ValueError:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
         return False
     return True
 
@@ -651,7 +653,7 @@ def read_trace(path: Path, name: str | None = None) -> DerivedLog:
         log.items.append((None, message, json.dumps({"problem": message})))
     derived.sort(key=lambda item: (item[0], item[1]))
     for _, _, record in derived:
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        text = orjson.dumps(record).decode()
         parsed, error = parse_line(text)
         if parsed is None:
             span = record["otel"]
