@@ -146,8 +146,8 @@ class Scenario(BaseModel):
     def _agent_log_not_a_yaml_boolean(cls, v: Any) -> Any:
         if isinstance(v, bool):  # `agent_log: no` or `off` is YAML for false
             raise ValueError(f"YAML reads no, off, yes and on as booleans, not as a choice; valid: "
-                             f"{' or '.join(repr(a) for a in AGENT_LOGS)} (agent_log: none for a program that "
-                             "writes no audit log)")
+                             f"{', '.join(repr(a) for a in AGENT_LOGS[:-1])} or {AGENT_LOGS[-1]!r} (agent_log: none "
+                             "for a program that writes no audit log, otel for one that writes only spans)")
         return v
 
     @field_validator("agent")
