@@ -444,6 +444,14 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         intact, message = verify_file(path, head=args.head)
     print(f"{path}: {message}")
+    if args.file.is_dir() and args.checkpoint is None and args.head is None and args.final_head is None:
+        from harness.contract import EvidenceLayout
+
+        layout = EvidenceLayout(args.file)  # the agent's trace, signed beside its log (agent_log: otel)
+        if layout.trace.exists() and layout.trace_checkpoint.exists():
+            unchanged, said = verify_checkpoint_file(layout.trace, layout.trace_checkpoint, args.key_file, folder=True)
+            print(f"{layout.trace}: {said.replace('log ', 'trace ', 1)}")
+            intact = intact and unchanged
     return EXIT_PASSED if intact else EXIT_FAILED
 
 

@@ -105,6 +105,8 @@ def test_a_trace_changed_after_the_run_is_not_judged(tmp_path: Path) -> None:
     status, out = cli("check", str(result.evidence_dir))
     assert status == 3
     assert "agent trace: not the trace the harness checkpointed when the agent exited" in out
+    status, out = cli("verify", str(result.evidence_dir))
+    assert status == 1 and f"{trace}: " in out and "after the checkpointed" in out
 
 
 def test_the_exported_verdict_of_a_passing_run_is_a_trace_the_harness_reads(tmp_path: Path) -> None:
