@@ -161,6 +161,22 @@ def _nanos(value: Any, where: str) -> float:
     return nanos / 1e9
 
 
+_NOT_SIMPLE = object()
+
+
+def _simple(value: Any) -> Any:
+    """The common AnyValue (one string, boolean or integer) read without building its key path (``_value``, the
+    careful reading that names what is wrong, reads the rest)."""
+    if value.__class__ is dict and len(value) == 1:
+        if (inner := value.get("stringValue")) is not None and inner.__class__ is str:
+            return inner
+        if (inner := value.get("intValue")) is not None and inner.__class__ is str and inner.isdigit():
+            return int(inner)
+        if (inner := value.get("boolValue")) is not None and inner.__class__ is bool:
+            return inner
+    return _NOT_SIMPLE
+
+
 def _value(value: Any, where: str) -> Any:
     """An OTLP ``AnyValue`` as a plain value."""
     if not isinstance(value, dict):
@@ -185,7 +201,9 @@ def _value(value: Any, where: str) -> Any:
         except ValueError:
             pass
     if kind == "arrayValue" and isinstance(inner, dict):
-        return [_value(v, f"{where}.arrayValue.values[{i}]") for i, v in enumerate(_list(inner, "values", where))]
+        items = [_simple(v) for v in _list(inner, "values", where)]
+        return [_value(inner["values"][i], f"{where}.arrayValue.values[{i}]") if v is _NOT_SIMPLE else v
+                for i, v in enumerate(items)]
     if kind == "kvlistValue" and isinstance(inner, dict):
         return _attributes(inner.get("values"), f"{where}.kvlistValue.values")
     if kind == "bytesValue" and isinstance(inner, str):
@@ -212,7 +230,9 @@ def _attributes(values: Any, where: str) -> dict[str, Any]:
     for i, item in enumerate(values):
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise _Bad(f"{where}[{i}]: expected {{\"key\": str, \"value\": AnyValue}}, got {json.dumps(item)[:60]}")
-        out[item["key"]] = _value(item.get("value", {}), f"{where}[{i}].value")
+        value = item.get("value", {})
+        simple = _simple(value)
+        out[item["key"]] = _value(value, f"{where}[{i}].value") if simple is _NOT_SIMPLE else simple
     return out
 
 
