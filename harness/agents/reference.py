@@ -35,6 +35,7 @@ import shlex
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -549,6 +550,8 @@ class Agent:
         from mcp import ClientSession  # only agents that talk MCP pay for the import
         from mcp.client.streamable_http import streamablehttp_client
 
+        # the name every mcp release since 1.20 has (1.2x deprecates it for streamable_http_client)
+        warnings.filterwarnings("ignore", "Use `streamable_http_client` instead", DeprecationWarning)
         contract = self.contracts[destination]
         url = self.url(destination, contract.get("endpoint") or MCP_ENDPOINT)
         calling = False
