@@ -132,6 +132,10 @@ ACTIONS: dict[str, FaultAction] = _registry(
     FaultAction("duplicate_delivery", "request",
                 "forward the request twice (a network that retries on its own); the client gets the second answer",
                 forwarded="twice", client_sees="the second answer"),
+    FaultAction("latency", "request",
+                "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
+                forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms"),
+                explore={"delay_ms": ClientTimeouts((0.3, 1.3)), "jitter_ms": (0, 100)}),
     FaultAction("tool_error_result", "request",
                 "never forward a tools/call; the client gets a JSON-RPC result isError: true (body: its text) "
                 "echoing the request's id", forwarded="no",
@@ -142,10 +146,6 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 "(body: its text) instead of the real one", forwarded="yes",
                 client_sees="an MCP tool error result (`isError: true`) in place of the real result",
                 reads=("body",), explore={"body": (None,)}),
-    FaultAction("latency", "request",
-                "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
-                forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms"),
-                explore={"delay_ms": ClientTimeouts((0.3, 1.3)), "jitter_ms": (0, 100)}),
 )
 if TYPE_CHECKING:
     Action = str
