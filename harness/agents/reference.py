@@ -49,6 +49,8 @@ from harness.contract import (
     IDEMPOTENCY_HEADER,
     INTENTS_ENV,
     LOOKUP_RESULT_FIELD,
+    MCP_ENDPOINT,
+    MCP_TRANSPORT,
     RECEIPT_PREFIX,
     STATE_DIR_ENV,
     TRACEPARENT_ENV,
@@ -59,7 +61,6 @@ from harness.contract import (
 from harness.fingerprint import fingerprint
 from harness.recorder import Recorder, logged_records, new_id
 
-MCP_TRANSPORT, MCP_ENDPOINT = "mcp", "/mcp"  # until harness.contract spells them (stream mcp)
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 1.5
 LOOKUP_WAITS = (0.2, 0.4, 0.8)  # index lag: a negative lookup right after commit proves little

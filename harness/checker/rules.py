@@ -124,11 +124,20 @@ def idempotency_key_reused(op: OperationContext) -> OpFindings:
             yield (f"operation {op.operation_id} declared key {declared} but attempt(s) {_ids(drifted)} used "
                    f"{', '.join(sorted({a['idempotency_key'] for a in drifted}))}",
                    [log_ref(op.operation)] + [log_ref(a) for a in drifted])  # type: ignore[arg-type]
+    natural = op.contract is not None and op.contract.idempotency.style == "natural_key"
     for attempt in op.attempts:
         entry = op.wire.get(attempt["attempt_id"])
-        if entry and attempt.get("idempotency_key") and entry.get("idempotency_key") != attempt["idempotency_key"]:
+        if not (entry and attempt.get("idempotency_key")):
+            continue
+        carried = entry.get("idempotency_key")
+        if carried is None and natural:  # a natural key is an ordinary argument to the proxy: the destination's reading
+            rows = op.ledger_requests.get(entry.get("flow_id") or "", [])
+            if not rows:
+                continue
+            carried = rows[0].get("idempotency_key")
+        if carried != attempt["idempotency_key"]:
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} logged key {attempt['idempotency_key']} "
-                   f"but the wire carried {entry.get('idempotency_key')!r}", [log_ref(attempt), wire_ref(entry)])
+                   f"but the wire carried {carried!r}", [log_ref(attempt), wire_ref(entry)])
 
 
 # --------------------------------------------------------------------------------------------- H003

@@ -90,7 +90,9 @@ class MCPStory:
         b.journal.append({
             "seq": len(b.journal) + 1, "flow_id": flow_id, "ts_request": b.tick(0.01), "ts_done": b.tick(0.01),
             "destination": "orders", "method": "POST", "path": "/mcp", "query": None, "headers": {},
-            "body_fingerprint": fp, "idempotency_key": key, "traceparent": traceparent,
+            # the proxy knows a key argument by its name; a natural key is an ordinary argument to it
+            "body_fingerprint": fp, "idempotency_key": key if self.key_field == "idempotency_key" else None,
+            "traceparent": traceparent,
             "rule_id": "drop" if lost else None, "fault": "drop_response_after_commit" if lost else None,
             "forwarded": reached, "upstream_status": (202 if notification else 200) if reached else None,
             "client_outcome": "connection_closed" if lost else "response",

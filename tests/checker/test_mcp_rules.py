@@ -148,3 +148,17 @@ def test_a_blind_tool_retry_is_h041_judged_black_box(b):
     s.call("att_2", "response_received", effect="ord_2", log=False)
     verdict = b.black_box().check()
     assert {"H040", "H041"} <= codes(verdict), render_text(verdict)
+
+
+@pytest.mark.parametrize("logged, flagged", [("op_1", False), ("op_other", True)])
+def test_a_natural_key_is_held_against_the_destination_s_reading(b, logged, flagged):
+    """idempotency: natural_key: the key is the client_reference argument, which the proxy does not know as a
+    key; H002 holds the logged key against the ledger's row of the call instead."""
+    reference_mcp_lookup_run(b, idempotency="natural_key")
+    for event in b.events:
+        if event.get("idempotency_key"):
+            event["idempotency_key"] = logged
+    verdict = b.check()
+    assert ("H002" in codes(verdict)) is flagged, render_text(verdict)
+    if flagged:
+        assert "logged key op_other but the wire carried 'op_1'" in verdict.by_code("H002")[0].message
