@@ -1323,11 +1323,17 @@ class SessionApprovalWindow(RunRule):
 HINTS_OF_SAFE_RETRY = ("idempotentHint", "readOnlyHint")  # MCP tool annotations that claim a rerun acts no more
 
 
+def _arguments(op: OperationContext, attempt: dict[str, Any]) -> Any:
+    """The fingerprint of a tool call's arguments: the wire's (the proxy's reading), else the log's."""
+    entry = op.wire.get(attempt["attempt_id"])
+    return (entry or {}).get("body_fingerprint") or attempt.get("request_fingerprint")
+
+
 @rule("H050", "mcp-annotation-not-trusted", requires=("wire",))
 def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
-    """A tool's MCP annotations never loosen a retry policy: a tool call retried after an unknown result (lost
-    result, error result, timeout) that left a second effect on a tool publishing idempotentHint or readOnlyHint
-    true is named as the annotation the destination contradicted."""
+    """A tool's MCP annotations never loosen a retry policy: a tool call retried with the same arguments after an
+    unknown result (lost result, error result, timeout) that left a second effect on a tool publishing
+    idempotentHint or readOnlyHint true is named as the annotation the destination contradicted."""
     kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
     tools = {a.get("path") for a in op.attempts if a.get("method") == RPC_TOOL_CALL}
     if not tools:
@@ -1346,6 +1352,8 @@ def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
         errored = tool_error(op, parent)
         if not (op.is_unknown(parent) or errored or _is_5xx(_status_seen(op, parent))):
             continue
+        if _arguments(op, parent) != _arguments(op, attempt):
+            continue  # other arguments (a fresh key, say): the hint speaks of the same ones; H002/H012 name that
         why = "an error result" if errored else "a lost result"
         said = attempt.get("retry_justification")
         because = f" (it gave retry_justification {said!r})" if said else ""

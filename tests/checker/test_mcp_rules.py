@@ -162,3 +162,17 @@ def test_a_natural_key_is_held_against_the_destination_s_reading(b, logged, flag
     assert ("H002" in codes(verdict)) is flagged, render_text(verdict)
     if flagged:
         assert "logged key op_other but the wire carried 'op_1'" in verdict.by_code("H002")[0].message
+
+
+def test_h050_leaves_a_retry_with_other_arguments_to_the_key_rules(b):
+    """A fresh key argument per attempt on a tool that deduplicates on it: two orders, but the hint speaks of
+    the same arguments, so the destination did not contradict it; H002 names the flaw."""
+    s = MCPStory(b, idempotency="argument")
+    s.connect()
+    s.call("att_1", "sent_no_response", effect="ord_1", lost=True, attempt_budget_remaining=2)
+    s.call("att_2", "response_received", effect="ord_2", arguments={**s.arguments(), "idempotency_key": "idem-2"},
+           retry_of_attempt_id="att_1", retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    b.events[-1]["idempotency_key"] = "idem-2"
+    s.resolve("succeeded", ["ord_2"], ["att_2"])
+    verdict = b.check()
+    assert "H002" in codes(verdict) and "H050" not in codes(verdict), render_text(verdict)
