@@ -18,7 +18,7 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -283,9 +283,11 @@ def _first_bad_line(path: Path) -> str:
     return "" if intact else f"; the chain says: {message}"
 
 
-def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson") -> Path:
+def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson",
+                      also: Mapping[str, str] | None = None) -> Path:
     """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with the operator's key
     (``CHECKPOINT_KEY_FILE_ENV``) or else a new per-run key kept in ``RUN_KEY_FILE``; returns the checkpoint's path.
+    ``also``: other files the agent wrote (its trace) -> their checkpoint file names, signed with the same key.
     The engine calls this once the agent has exited, so the agent never sees a per-run key."""
     folder = Path(folder)
     key_file = os.environ.get(CHECKPOINT_KEY_FILE_ENV)
@@ -296,6 +298,9 @@ def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson") -> Pat
         run_key = folder / RUN_KEY_FILE
         run_key.write_bytes(key)
         run_key.chmod(0o600)
+    for name, checkpoint_name in (also or {}).items():
+        (folder / checkpoint_name).write_text(json.dumps(checkpoint(folder / name, key, key_kind=kind), indent=2)
+                                              + "\n", encoding="utf-8")
     target = folder / CHECKPOINT_FILE
     target.write_text(json.dumps(checkpoint(folder / log_name, key, key_kind=kind), indent=2) + "\n",
                       encoding="utf-8")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, agent_option_problem
+from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
 from harness.explore import (
     DATABASE_FOLDER,
@@ -30,6 +30,8 @@ EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 BLACK_BOX_HELP = ("judge from the proxy journal and the effect ledger alone, for a program that writes no audit "
                   "log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')")
+OTEL_OUT_HELP = ("also append the verdict to FILE as OpenTelemetry spans (OTLP JSON lines, the format the harness "
+                 "reads; needs the otel extra; docs/otel.md)")
 EXIT_STATUS_HELP = ("exit status: 0 passed / healthy; 1 a verdict failed (the agent is wrong); 2 unusable input "
                     "or usage; 3 incomplete evidence (run, check: the harness lost evidence of a run, e.g. it was "
                     "killed, so the agent is not judged)")
@@ -54,10 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-evidence", choices=("all", "failed"), default="all",
                      help="keep the evidence of every run (default) or only of failed runs")
     run.add_argument("--black-box", action="store_true", help=BLACK_BOX_HELP)
+    run.add_argument("--agent-log", choices=AGENT_LOGS, default=None,
+                     help="what the agent writes, instead of the scenario's agent_log: otel for a trace-only agent "
+                          f"(OpenTelemetry spans in ${TRACE_FILE_ENV}, judged by the same rules; docs/otel.md)")
+    run.add_argument("--otel-out", type=Path, metavar="FILE", help=OTEL_OUT_HELP)
 
-    audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON) offline")
+    audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON, or an "
+                                         "OpenTelemetry trace) offline")
     audit.add_argument("file", type=Path)
-    audit.add_argument("--format", choices=("text", "json"), default="text")
+    audit.add_argument("--format", choices=("text", "json", "otlp"), default="text",
+                       help="the report's format; otlp: FILE is an OpenTelemetry trace (OTLP JSON), reported as text "
+                            "(--input otlp --format json for JSON)")
+    audit.add_argument("--input", choices=("events", "otlp"), default=None,
+                       help="what FILE holds: events (an audit log; the default) or otlp (OTLP JSON spans, read as "
+                            "events: docs/otel.md)")
     audit.add_argument("-q", "--quiet", action="store_true", help="no progress line (a large file shows one on a "
                                                                   "terminal)")
     audit.add_argument("--html", type=Path, metavar="FILE",
@@ -95,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--black-box", action="store_true",
                        help="judge the folder from its proxy journal and ledger alone, its audit log ignored "
                             "(default: as the run was judged; docs/checker.md, 'Black-box mode')")
+    check.add_argument("--otel-out", type=Path, metavar="FILE", help=OTEL_OUT_HELP)
     check.add_argument("--key-file", type=Path, metavar="K",
                        help="the key of the agent log's checkpoint, when the run used the operator's (default: "
                             f"${CHECKPOINT_KEY_FILE_ENV}); a log changed since its checkpoint is INCOMPLETE")
@@ -237,11 +250,15 @@ def _run(args: argparse.Namespace) -> int:
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
+    export = _otel_out(args.otel_out)
     paint = paint_for(sys.stdout)
     failed = incomplete = 0
     for scenario in scenarios:
         result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir,
-                              keep_evidence=args.keep_evidence, black_box=args.black_box)
+                              keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log)
+        if export is not None and not result.incomplete:
+            export(result.verdict, args.otel_out, scenario=result.scenario, agent=result.agent,
+                   evidence_dir=str(result.evidence_dir))
         incomplete += bool(result.incomplete)
         failed += not result.passed and not result.incomplete
         if args.format == "json":
@@ -262,7 +279,7 @@ AUDIT_PROGRESS_MIN_BYTES = 8_000_000
 
 
 def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
-              window: int = 10_000, workers: int | None = None, quiet: bool = True) -> int:
+              window: int = 10_000, workers: int | None = None, quiet: bool = True, input: str | None = None) -> int:
     """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
     (default: the streams of the moment, so that redirect_stdout works), and the exit status. ``quiet=False``:
     a file of ``AUDIT_PROGRESS_MIN_BYTES`` or more shows a progress line on a terminal's stderr."""
@@ -276,6 +293,8 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, er
         size = 0
     quiet = quiet or size < AUDIT_PROGRESS_MIN_BYTES
     err = err or sys.stderr
+    if format == "otlp" or input == "otlp":
+        return _audit_otlp(path, "json" if format == "json" else "text", out or sys.stdout, err)
     try:
         with progress_line(f"audit {path.name}", size, quiet=quiet, unit="bytes", failures="unhealthy") as update:
             out = out or sys.stdout  # inside: on a terminal, what goes to stdout goes above the line
@@ -287,8 +306,34 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, er
         print(f"audit: {exc}", file=err)
         return EXIT_USAGE
     if summary.outcome == "unusable":
+        hint = ("; it looks like an OpenTelemetry trace: give --format otlp" if _looks_like_otlp(path)
+                else "")
         print(f"audit: {summary.file} holds no usable audit event ({summary.malformed_lines} malformed line(s)); "
-              f"expected NDJSON with 'event' or 'type' per line", file=err)
+              f"expected NDJSON with 'event' or 'type' per line{hint}", file=err)
+    return AUDIT_EXIT_STATUS[summary.outcome]
+
+
+def _looks_like_otlp(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return '"resourceSpans"' in handle.read(4096)
+    except OSError:
+        return False
+
+
+def _audit_otlp(path: Path, format: str, out: TextIO, err: TextIO) -> int:
+    """``audit FILE --format otlp``: the trace's spans read as events and audited (``harness.audit.otlp``)."""
+    from harness.audit.otlp import audit_trace
+
+    try:
+        summary = audit_trace(path, format=format, out=out)
+    except EvidenceError as exc:
+        print(f"audit: {exc}", file=err)
+        return EXIT_USAGE
+    if summary.outcome == "unusable":
+        print(f"audit: {summary.file} holds no span the harness reads as an event ({summary.malformed_lines} "
+              f"problem(s)); expected OTLP JSON ({{\"resourceSpans\": [...]}} a line) with the attributes of "
+              f"docs/otel.md", file=err)
     return AUDIT_EXIT_STATUS[summary.outcome]
 
 
@@ -309,14 +354,16 @@ class _Painted:
 def _audit(args: argparse.Namespace) -> int:
     if args.html is not None:
         _writable(args.html)
-    status = run_audit(args.file, format=args.format, quiet=args.quiet)
+    otlp = args.format == "otlp" or args.input == "otlp"
+    status = run_audit(args.file, format=args.format, quiet=args.quiet, input=args.input)
     if args.html is not None and status != EXIT_USAGE:
         from harness.audit import load_log
+        from harness.audit.otlp import load_trace_log
         from harness.checker import check
         from harness.html_report import RunInfo, write_html_report
 
         # the audit's verdict, whole: check(load_log(path), offline=True) finds what the streaming audit finds
-        evidence = load_log(args.file)
+        evidence = load_trace_log(args.file) if otlp else load_log(args.file)
         verdict = check(evidence, offline=True)
         write_html_report(args.html, verdict, evidence=evidence,
                           run=RunInfo(evidence_dir=str(args.file), title=f"audit of {args.file}", source="audit"))
@@ -400,6 +447,19 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_PASSED if intact else EXIT_FAILED
 
 
+def _otel_out(target: Path | None) -> Callable[..., None] | None:
+    """``--otel-out``'s exporter (``harness.otel.verdict.export_verdict``), checked before any run; None without it."""
+    if target is None:
+        return None
+    _writable(target)
+    try:
+        from harness.otel.verdict import export_verdict
+    except ImportError as exc:
+        raise HarnessError(f"--otel-out needs the OpenTelemetry SDK ({exc.name} is not installed): "
+                           "pip install 'retry-harness[otel]'") from None
+    return export_verdict
+
+
 def _check(args: argparse.Namespace) -> int:
     from harness.agent_process import AgentRun
     from harness.checker import check
@@ -408,6 +468,7 @@ def _check(args: argparse.Namespace) -> int:
     from harness.evidence import load_evidence
     from harness.report import render_check, render_incomplete
 
+    export = _otel_out(args.otel_out)
     evidence = load_evidence(args.folder, key_file=args.key_file)
     if evidence.incomplete:  # never judge what the harness lost as if it were whole
         if args.format == "json":
@@ -421,6 +482,9 @@ def _check(args: argparse.Namespace) -> int:
     verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
     failures = [f.message for f in unmet]
     passed = verdict.passed
+    if export is not None:
+        export(verdict, args.otel_out, scenario=evidence.scenario, agent=evidence.agent.get("command"),
+               evidence_dir=str(args.folder))
     if args.format == "json":
         data = verdict.to_dict()
         data["verdict_passed"] = data.pop("passed")  # == passed: X001 findings are the verdict's

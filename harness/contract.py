@@ -33,8 +33,10 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 REFERENCE_AGENT = "python -m harness.agents.reference"  # what runs when no agent is named anywhere
 # What an agent writes (a scenario's ``agent_log``): "events", its audit log; "none", no log at all (a
-# vendor SDK, a plain HTTP client), so the run is judged in black-box mode from the wire and the ledger.
-AGENT_LOGS = ("events", "none")
+# vendor SDK, a plain HTTP client), so the run is judged in black-box mode from the wire and the ledger;
+# "otel", OpenTelemetry spans only (OTLP JSON lines in TRACE_FILE_ENV), read as events by harness.otel
+AGENT_LOGS = ("events", "none", "otel")
+OTEL_AGENT_LOG = "otel"
 # How a run is judged (``mode`` in context.json and in the verdict): "events", from the agent's audit log
 # beside the proxy journal and the ledger; "black_box", from the journal and the ledger alone (the
 # scenario's ``agent_log: none``, or ``--black-box``)
@@ -74,6 +76,7 @@ def agent_option_problem(value: str, option: str = "--agent") -> str | None:
 INTENTS_ENV = "HARNESS_INTENTS"  # path of the intents file (JSON)
 AUDIT_LOG_ENV = "HARNESS_AUDIT_LOG"  # path of the NDJSON audit log the agent appends to
 STATE_DIR_ENV = "HARNESS_STATE_DIR"  # a folder that survives the agent's restarts within one run
+TRACE_FILE_ENV = "HARNESS_TRACE_FILE"  # path of the OTLP JSON lines file the agent may write its spans to
 DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL of a destination
 SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
 # The operator's checkpoint key file (harness.chain): read by the harness, never given to the agent
@@ -125,6 +128,9 @@ AGENT_STDOUT_FILE = "agent.stdout"
 AGENT_STDERR_FILE = "agent.stderr"
 STATE_DIR_NAME = "agent-state"
 CHECKPOINT_FILE = "agent.checkpoint.json"  # the agent log's signed checkpoint (harness.chain)
+TRACE_FILE = "agent.trace.jsonl"  # the agent's spans, OTLP JSON lines (TRACE_FILE_ENV; agent_log: otel)
+TRACE_CHECKPOINT_FILE = "agent.trace.checkpoint.json"  # the trace's signed checkpoint, as the log's
+TRACE_EVENTS_FILE = "agent.trace.events.ndjson"  # the events the harness read from the trace, as it judged them
 RUN_KEY_FILE = "checkpoint.key"  # the per-run checkpoint key, when the operator gave none
 # the run's traffic as the client saw it, written by the fault proxy as flows end (docs/proxy.md, "Traffic files")
 TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harness` facts per entry
@@ -200,6 +206,20 @@ class EvidenceLayout:
         return self.folder / CHECKPOINT_FILE
 
     @property
+    def trace(self) -> Path:
+        """The agent's OpenTelemetry spans (``TRACE_FILE_ENV``), OTLP JSON lines."""
+        return self.folder / TRACE_FILE
+
+    @property
+    def trace_checkpoint(self) -> Path:
+        return self.folder / TRACE_CHECKPOINT_FILE
+
+    @property
+    def trace_events(self) -> Path:
+        """The events read from the trace (``harness.otel.reader``), one a line, as the checker judged them."""
+        return self.folder / TRACE_EVENTS_FILE
+
+    @property
     def state_dir(self) -> Path:
         """The agent's state dir (``STATE_DIR_ENV``)."""
         return self.folder / STATE_DIR_NAME
@@ -211,6 +231,7 @@ def agent_env(layout: EvidenceLayout, urls: Mapping[str, str], secrets: Mapping[
     return {
         INTENTS_ENV: str(layout.intents),
         AUDIT_LOG_ENV: str(layout.agent_log),
+        TRACE_FILE_ENV: str(layout.trace),
         STATE_DIR_ENV: str(layout.state_dir),
         **{destination_env_name(name): url for name, url in urls.items()},
         **{secret_env_name(name): value for name, value in secrets.items()},

@@ -29,10 +29,12 @@ from harness.checker.model import EXPECTATION_CODE as EXPECTATION_CODE
 from harness.checker.model import EXPECTATION_RULE as EXPECTATION_RULE
 from harness.checker.model import Finding
 from harness.contract import (
+    AGENT_LOGS,
     AGENT_STDERR_FILE,
     BLACK_BOX_MODE,
     COMPLETENESS_KEY,
     EVENTS_MODE,
+    OTEL_AGENT_LOG,
     REFERENCE_AGENT,
     EvidenceLayout,
     agent_env,
@@ -111,8 +113,10 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 
 def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
-                 black_box: bool = False) -> ScenarioResult:
+                 black_box: bool = False, agent_log: str | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it.
+
+    `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
     `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
@@ -128,6 +132,10 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
     from harness.evidence import load_evidence
     from harness.proxy.host import ProxyHost, ProxyHostError
 
+    if agent_log is not None and agent_log != scenario.agent_log:
+        if agent_log not in AGENT_LOGS:
+            raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
+        scenario = scenario.model_copy(update={"agent_log": agent_log})
     command = agent or scenario.agent or REFERENCE_AGENT
     # the agent works in the caller's folder, so that `--agent "python my_agent.py"` finds its file; every
     # path handed to it (intents, audit log, state dir, CA) is absolute, so it holds wherever the agent looks
@@ -208,7 +216,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
             # may still be committing a write the agent gave up on: wait for it, as long as one write takes
             busy = _writes_in_progress(host, within=_longest_write(scenario))
-            record_checkpoint(evidence_dir, layout.agent_log.name)  # the agent has exited: its log is complete
+            # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete
+            record_checkpoint(evidence_dir, layout.agent_log.name,
+                              also={layout.trace.name: layout.trace_checkpoint.name})
             # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
             effects = save_run_ledger(live_ledger, evidence_dir)
             if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
@@ -220,6 +230,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
 
     t3 = time.perf_counter()
     evidence = load_evidence(evidence_dir)
+    if scenario.agent_log == OTEL_AGENT_LOG:  # what the checker judged, readable beside the trace it came from
+        write_trace_events(evidence, layout.trace_events)
     facts: dict[str, Any] = {}
     if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
         verdict, failures = Verdict(mode=evidence.mode), []
@@ -242,6 +254,12 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             _write_investigation_page(result, evidence)
         layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
     return result
+
+
+def write_trace_events(evidence: Any, path: Path) -> None:
+    """The events read from the agent's trace, line n the item findings call ``agent.trace.events.ndjson:n``
+    (a span the reader could not map is a line ``{"problem": ...}``, a line it could not read is kept as it was)."""
+    path.write_text("".join(text + "\n" for text in evidence.raw_log), encoding="utf-8")
 
 
 REPORT_ERROR_FILE = "report.html.error"

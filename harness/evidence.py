@@ -24,6 +24,8 @@ from harness.contract import (
     EVENTS_MODE,
     JUDGING_MODES,
     LEDGER_DUMP_FILE,
+    OTEL_AGENT_LOG,
+    TRACE_EVENTS_FILE,
     ContractError,
     DestinationContract,
     EvidenceLayout,
@@ -78,6 +80,23 @@ def load_events(path: Path, evidence: Evidence,
             evidence.events.append(value)
 
 
+def load_trace(path: Path, evidence: Evidence, name: str | None = None) -> None:
+    """An agent's OpenTelemetry trace (OTLP JSON, ``harness.otel.reader``) into ``evidence`` as the events its
+    spans carry, in log order: line n of the log the checker judges is the n-th item read (findings name it
+    ``evidence.log_name:n``; each event's ``otel`` field names its span and the trace file's line). What the
+    reader could not map is a malformed line (H000), never a silent pass."""
+    from harness.otel.reader import read_trace
+
+    derived = read_trace(path, name or path.name)
+    for number, (record, error, text) in enumerate(derived.items, 1):
+        evidence.raw_log.append(text)
+        if record is None:
+            evidence.log_errors.append({"line": number, "error": error})
+            continue
+        record["_line"] = number
+        evidence.events.append(record)
+
+
 def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -96,9 +115,13 @@ def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
         raise EvidenceError(f"evidence folder {folder} does not exist or is not a folder")
     evidence = Evidence(folder=folder)
     layout = EvidenceLayout(folder)
-    log = layout.agent_log
-    if log.exists():
-        load_events(log, evidence)
+    context_data = _load_json(layout.context) if layout.context.exists() else None
+    if isinstance(context_data, dict) and context_data.get("agent_log") == OTEL_AGENT_LOG:
+        evidence.log_name = TRACE_EVENTS_FILE  # the agent's word is its spans (agent_log: otel)
+        if layout.trace.exists():
+            load_trace(layout.trace, evidence)
+    elif layout.agent_log.exists():
+        load_events(layout.agent_log, evidence)
     try:
         evidence.journal = read_journal(layout.journal)
     except JournalError as exc:
@@ -116,8 +139,8 @@ def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
             setattr(evidence, key, rows)
         recovered_by = data.get("recovered_by")
     context = layout.context
-    if context.exists():
-        data = _load_json(context)
+    if context_data is not None:
+        data = context_data
         if not isinstance(data, dict):
             raise EvidenceError(f"{context}: expected an object with keys scenario, destinations, intents, "
                                 f"secrets, agent")
@@ -168,14 +191,18 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     for name, keys in (busy or {}).items():
         gaps.append(f"effect ledger: destination {name} was still processing {len(keys)} write(s) ({', '.join(keys)}) "
                     "when the run ended: whether and what they committed is not in the copied ledger")
-    if layout.checkpoint.exists():
+    for what, log, signed in (("agent log", layout.agent_log, layout.checkpoint),
+                              ("agent trace", layout.trace, layout.trace_checkpoint)):
+        if not signed.exists():
+            continue
         try:
-            unchanged, message = verify_checkpoint_file(layout.agent_log, layout.checkpoint, key_file, folder=True)
+            unchanged, message = verify_checkpoint_file(log, signed, key_file, folder=True)
         except EvidenceError as exc:
-            gaps.append(f"agent log: its checkpoint cannot be checked: {exc}")
+            gaps.append(f"{what}: its checkpoint cannot be checked: {exc}")
         else:
             if not unchanged:
-                gaps.append(f"agent log: not the log the harness checkpointed when the agent exited: {message}")
+                gaps.append(f"{what}: not the {what.split()[1]} the harness checkpointed when the agent exited: "
+                            f"{message}")
     for entry in journal:
         if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \
                 and entry.get("upstream_status") is None:

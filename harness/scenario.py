@@ -105,7 +105,7 @@ def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     schema["additionalProperties"] = value
 
 
-# what the agent writes: "events" (its audit log) or "none" (judged in black-box mode); one truth in harness.contract
+# what the agent writes: "events" (its audit log), "otel" (spans) or "none" (black-box); one truth in harness.contract
 if TYPE_CHECKING:
     AgentLog = str
 else:
@@ -129,9 +129,10 @@ class Scenario(BaseModel):
     intents: list[Intent] = Field(min_length=1)
     agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
     agent_log: AgentLog = Field(
-        "events", description="What the agent writes: events (an audit log, judged by every rule) or none (a "
-        "program that writes no audit log, e.g. a vendor SDK: judged in black-box mode, from the proxy journal "
-        "and the effect ledger alone; docs/checker.md, 'Black-box mode').")
+        "events", description="What the agent writes: events (an audit log, judged by every rule), otel "
+        "(OpenTelemetry spans only, OTLP JSON lines in HARNESS_TRACE_FILE: read as events and judged by the same "
+        "rules; docs/otel.md) or none (a program that writes no audit log, e.g. a vendor SDK: judged in black-box "
+        "mode, from the proxy journal and the effect ledger alone; docs/checker.md, 'Black-box mode').")
     agent_timeout_seconds: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one agent run.")
     restart_agent: AgentRestart | None = None
     restart_destinations: DestinationRestart | None = None

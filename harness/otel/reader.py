@@ -1,0 +1,652 @@
+"""OTLP JSON -> our audit events: one implementation, for a scenario's run (``agent_log: otel``), ``check``
+and the offline audit (``audit FILE --format otlp``). The mapping is docs/otel.md's table.
+
+The file is what the OpenTelemetry Collector's file exporter writes (one ``ExportTraceServiceRequest`` JSON
+object a line, ``{"resourceSpans": [...]}``), or one such document, pretty-printed or not. Trace and span ids
+are hex (the OTLP JSON encoding) or base64 (protobuf's own JSON mapping of bytes); both are read.
+
+What comes out is a "derived log": items in the order an agent would have logged them (an operation when its
+span started, an attempt or an observation when its span ended, a resolution at its span event's time), each
+either an event (validated as an audit-log line, with an ``otel`` field naming the span it was read from) or a
+problem: a line or a span that cannot be read, or a span that lacks what the mapping needs (an HTTP client
+span of no operation, an attempt that says neither whether it was answered nor how it failed). A problem is
+reported by rule H000 like a malformed log line: never a silent pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.errors import EvidenceError
+from harness.events import RETRY_REASONS, parse_line
+
+# -- the attributes read (docs/otel.md). Semantic conventions first; ours (harness.*) where they have none.
+OPERATION_ID = "harness.operation.id"  # semconv has no operation across attempts (semantic-conventions#4025)
+TOOL_CALL_ID = "gen_ai.tool.call.id"  # a framework that re-executes a tool call keeps its id
+INTENT_ID, INTENT_KIND, INTENT_PARAMS = "harness.intent.id", "harness.intent.kind", "harness.intent.params"
+DESTINATION = "harness.destination"
+IDEMPOTENCY_KEY = "harness.idempotency_key"
+IDEMPOTENCY_HEADER = "http.request.header.idempotency-key"
+PAYLOAD_FINGERPRINT = "harness.payload_fingerprint"
+REQUEST_FINGERPRINT = "harness.request.fingerprint"
+OWNER, SUPERSEDES = "harness.operation.owner", "harness.operation.supersedes_id"
+CORRECTION_OF, PARENT_OPERATION = "harness.operation.correction_of_id", "harness.operation.parent_id"
+ATTEMPT_ID, DISPATCH_STATE, EFFECT_REFS = "harness.attempt.id", "harness.dispatch_state", "harness.effect_refs"
+RETRY_OF, RETRY_REASON = "harness.retry.of_attempt_id", "harness.retry.reason"
+RETRY_DECISION, BUDGET = "harness.retry.decision", "harness.retry.budget_remaining"
+RETRY_AFTER, WORKER, SESSION = "harness.retry_after_seconds", "harness.worker", "harness.session.id"
+OBSERVATION_SOURCE, OBSERVATION_ID = "harness.observation.source", "harness.observation.id"
+OBSERVATION_FOUND, LAG_POSSIBLE = "harness.observation.found", "harness.observation.lag_possible"
+HTTP_METHOD, URL_FULL, URL_PATH = "http.request.method", "url.full", "url.path"
+HTTP_STATUS, RESEND_COUNT, ERROR_TYPE = "http.response.status_code", "http.request.resend_count", "error.type"
+MCP_METHOD, TOOL_NAME, GEN_AI_OPERATION = "mcp.method.name", "gen_ai.tool.name", "gen_ai.operation.name"
+SERVICE_INSTANCE = "service.instance.id"  # resource attribute: one process of the agent, our session
+# span events
+RESOLUTION_EVENT, APPROVAL_EVENT = "harness.resolution", "harness.approval"
+STATE, EVIDENCE, REASON = "harness.state", "harness.evidence", "harness.reason"
+CORRECTION_OPERATION = "harness.correction_operation_id"
+
+SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
+              "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+CLIENT_KINDS = (0, 3)  # an HTTP span of kind server (or consumer...) is someone else's request, not an attempt
+STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+STATUS_ERROR = 2
+# error.type values (exception class names, lower-cased) that prove the request never left: nothing was sent
+NOT_SENT_ERRORS = ("connecttimeout", "newconnectionerror", "connectionrefused", "connection_refused",
+                   "connect_timeout", "nameresolutionerror")
+TOOL_ERROR = "tool_error"  # MCP semconv: error.type of a tools/call whose result is an error (isError)
+
+
+@dataclass
+class SpanEvent:
+    name: str
+    time: float
+    attributes: dict[str, Any]
+
+
+@dataclass
+class Span:
+    line: int  # of the file
+    where: str  # key path in that line's document
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    kind: int
+    start: float  # unix seconds
+    end: float
+    attributes: dict[str, Any]
+    events: list[SpanEvent]
+    status_code: int
+    status_message: str
+    resource: dict[str, Any]
+
+    @property
+    def traceparent(self) -> str:
+        return f"00-{self.trace_id}-{self.span_id}-01"
+
+    def ref(self, event: str | None = None) -> dict[str, Any]:
+        """Where an event came from, kept in the event (``otel``): the file's line, the span, what it held."""
+        out: dict[str, Any] = {"line": self.line, "trace_id": self.trace_id, "span_id": self.span_id,
+                               "span": self.name, "attributes": self.attributes}
+        if self.status_message:
+            out["status_message"] = self.status_message
+        if event:
+            out["event"] = event
+        return out
+
+
+@dataclass
+class DerivedLog:
+    """The events read from one trace, in log order: ``items[n - 1]`` is line n, ``(record, error, text)``
+    with ``record`` None for a problem (``error`` says it). ``spans``: how many spans were read."""
+
+    name: str
+    items: list[tuple[dict[str, Any] | None, str | None, str]] = field(default_factory=list)
+    spans: int = 0
+
+    @property
+    def events(self) -> int:
+        return sum(1 for record, _, _ in self.items if record is not None)
+
+
+class _Bad(ValueError):
+    """One value of the document that cannot be read: its key path and why."""
+
+
+# -- decoding the document -----------------------------------------------------------------------------------
+
+def _id(value: Any, size: int, where: str) -> str:
+    """A trace id (16 bytes) or span id (8 bytes) as lower-case hex, from hex or base64."""
+    if not isinstance(value, str):
+        raise _Bad(f"{where}: expected a string, got {json.dumps(value)[:60]}")
+    if len(value) == 2 * size:
+        try:
+            bytes.fromhex(value)
+            return value.lower()
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != size:
+        raise _Bad(f"{where}: {value!r} is neither {2 * size} hex digits nor the base64 of {size} bytes")
+    return raw.hex()
+
+
+def _nanos(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _Bad(f"{where}: expected unix nanoseconds (an integer, or its decimal string), got "
+                   f"{json.dumps(value)[:60]}")
+    try:
+        nanos = int(value)
+    except ValueError:
+        raise _Bad(f"{where}: {value!r} is not unix nanoseconds (a decimal integer)") from None
+    if nanos < 0:
+        raise _Bad(f"{where}: {value!r} is a negative time")
+    return nanos / 1e9
+
+
+def _value(value: Any, where: str) -> Any:
+    """An OTLP ``AnyValue`` as a plain value."""
+    if not isinstance(value, dict):
+        raise _Bad(f"{where}: expected an AnyValue object ({{\"stringValue\": ...}}), got {json.dumps(value)[:60]}")
+    if not value:
+        return None
+    (kind, inner), *rest = value.items()
+    if rest:
+        raise _Bad(f"{where}: an AnyValue holds one of stringValue, intValue, ...; got {', '.join(value)}")
+    if kind == "stringValue" and isinstance(inner, str):
+        return inner
+    if kind == "boolValue" and isinstance(inner, bool):
+        return inner
+    if kind == "intValue" and not isinstance(inner, bool) and isinstance(inner, (int, str)):
+        try:
+            return int(inner)
+        except ValueError:
+            pass
+    if kind == "doubleValue" and not isinstance(inner, bool) and isinstance(inner, (int, float, str)):
+        try:
+            return float(inner)
+        except ValueError:
+            pass
+    if kind == "arrayValue" and isinstance(inner, dict):
+        return [_value(v, f"{where}.arrayValue.values[{i}]") for i, v in enumerate(_list(inner, "values", where))]
+    if kind == "kvlistValue" and isinstance(inner, dict):
+        return _attributes(inner.get("values"), f"{where}.kvlistValue.values")
+    if kind == "bytesValue" and isinstance(inner, str):
+        return inner
+    raise _Bad(f"{where}: {kind} {json.dumps(inner)[:60]} is not a value OTLP JSON allows (stringValue, boolValue, "
+               f"intValue, doubleValue, arrayValue, kvlistValue, bytesValue)")
+
+
+def _list(doc: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = doc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(f"{where}.{key}: expected a list, got {json.dumps(value)[:60]}")
+    return value
+
+
+def _attributes(values: Any, where: str) -> dict[str, Any]:
+    if values is None:
+        return {}
+    if not isinstance(values, list):
+        raise _Bad(f"{where}: expected a list of {{\"key\", \"value\"}}, got {json.dumps(values)[:60]}")
+    out = {}
+    for i, item in enumerate(values):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise _Bad(f"{where}[{i}]: expected {{\"key\": str, \"value\": AnyValue}}, got {json.dumps(item)[:60]}")
+        out[item["key"]] = _value(item.get("value", {}), f"{where}[{i}].value")
+    return out
+
+
+def _enum(value: Any, names: dict[str, int], where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value in names.values():
+        return value
+    if isinstance(value, str) and value in names:
+        return names[value]
+    raise _Bad(f"{where}: {json.dumps(value)[:60]} is not one of {', '.join(names)} (or their numbers)")
+
+
+def _span(doc: Any, line: int, where: str, resource: dict[str, Any]) -> Span:
+    if not isinstance(doc, dict):
+        raise _Bad(f"{where}: expected a span object, got {json.dumps(doc)[:60]}")
+    if "traceId" not in doc or "spanId" not in doc:
+        raise _Bad(f"{where}: a span needs traceId and spanId")
+    parent = doc.get("parentSpanId") or None
+    status = doc.get("status") or {}
+    if not isinstance(status, dict):
+        raise _Bad(f"{where}.status: expected an object, got {json.dumps(status)[:60]}")
+    events = []
+    for i, event in enumerate(_list(doc, "events", where)):
+        at = f"{where}.events[{i}]"
+        if not isinstance(event, dict):
+            raise _Bad(f"{at}: expected an event object, got {json.dumps(event)[:60]}")
+        events.append(SpanEvent(str(event.get("name", "")), _nanos(event.get("timeUnixNano", 0), f"{at}.timeUnixNano"),
+                                _attributes(event.get("attributes"), f"{at}.attributes")))
+    start = _nanos(doc.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+    return Span(line, where, _id(doc["traceId"], 16, f"{where}.traceId"), _id(doc["spanId"], 8, f"{where}.spanId"),
+                _id(parent, 8, f"{where}.parentSpanId") if parent else None, str(doc.get("name", "")),
+                _enum(doc.get("kind"), SPAN_KINDS, f"{where}.kind"), start,
+                _nanos(doc.get("endTimeUnixNano", doc.get("startTimeUnixNano", 0)), f"{where}.endTimeUnixNano"),
+                _attributes(doc.get("attributes"), f"{where}.attributes"), events,
+                _enum(status.get("code"), STATUS_CODES, f"{where}.status.code"), str(status.get("message") or ""),
+                resource)
+
+
+def _spans_of(document: Any, line: int) -> Iterator[Span | str]:
+    """The spans of one ExportTraceServiceRequest, or a problem (a string) for each part that cannot be read."""
+    if not isinstance(document, dict) or not isinstance(document.get("resourceSpans"), list):
+        shown = json.dumps(document)[:80] if not isinstance(document, dict) else "keys " + ", ".join(document)[:80]
+        yield f"expected an OTLP trace document {{\"resourceSpans\": [...]}}, got {shown or 'an empty object'}"
+        return
+    for r, resource_spans in enumerate(document["resourceSpans"]):
+        where = f"resourceSpans[{r}]"
+        try:
+            if not isinstance(resource_spans, dict):
+                raise _Bad(f"{where}: expected an object, got {json.dumps(resource_spans)[:60]}")
+            resource = resource_spans.get("resource") or {}
+            attributes = _attributes(resource.get("attributes") if isinstance(resource, dict) else None,
+                                     f"{where}.resource.attributes")
+            scopes = _list(resource_spans, "scopeSpans", where)
+        except _Bad as exc:
+            yield str(exc)
+            continue
+        for s, scope in enumerate(scopes):
+            at = f"{where}.scopeSpans[{s}]"
+            try:
+                spans = _list(scope, "spans", at) if isinstance(scope, dict) else None
+                if spans is None:
+                    raise _Bad(f"{at}: expected an object with spans, got {json.dumps(scope)[:60]}")
+            except _Bad as exc:
+                yield str(exc)
+                continue
+            for i, doc in enumerate(spans):
+                try:
+                    yield _span(doc, line, f"{at}.spans[{i}]", attributes)
+                except _Bad as exc:
+                    yield str(exc)
+
+
+def read_spans(path: Path, name: str | None = None) -> tuple[list[Span], list[tuple[int, str, str]]]:
+    """Every span of the file, and each problem as (line, message, the line's text). Raises ``EvidenceError``
+    only when the file cannot be read at all."""
+    name = name or str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EvidenceError(f"cannot read the trace {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise EvidenceError(f"{name}: not UTF-8 text at byte {exc.start}: an OTLP JSON file is UTF-8") from None
+    spans: list[Span] = []
+    problems: list[tuple[int, str, str]] = []
+    stripped = text.lstrip()
+    documents: list[tuple[int, str]]
+    if stripped.startswith("{") and "\n" in stripped.rstrip() and _one_document(stripped):
+        documents = [(text[: len(text) - len(stripped)].count("\n") + 1, text)]  # one pretty-printed document
+    else:
+        documents = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    for number, chunk in documents:
+        try:
+            document = json.loads(chunk)
+        except ValueError as exc:
+            problems.append((number, f"{name} line {number}: not JSON ({exc}); expected one OTLP "
+                                     "ExportTraceServiceRequest ({\"resourceSpans\": [...]}) a line", chunk))
+            continue
+        for item in _spans_of(document, number):
+            if isinstance(item, str):
+                problems.append((number, f"{name} line {number}: {item}", chunk))
+            else:
+                spans.append(item)
+    return spans, problems
+
+
+def _one_document(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+# -- spans -> events ---------------------------------------------------------------------------------------
+
+def _first(value: Any) -> Any:
+    """A header attribute is a list of strings (semconv): its first value."""
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def _refs(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+class _Trace:
+    """The spans of one file, indexed, with each span's operation and role."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.spans = spans
+        self.by_id = {(s.trace_id, s.span_id): s for s in spans}
+        self.children: dict[tuple[str, str], list[Span]] = {}
+        for s in spans:
+            if s.parent_id:
+                self.children.setdefault((s.trace_id, s.parent_id), []).append(s)
+        self._ops: dict[tuple[str, str], str | None] = {}
+
+    def parent(self, span: Span) -> Span | None:
+        return self.by_id.get((span.trace_id, span.parent_id)) if span.parent_id else None
+
+    def ancestors(self, span: Span) -> Iterator[Span]:
+        seen = set()
+        parent = self.parent(span)
+        while parent is not None and parent.span_id not in seen:
+            seen.add(parent.span_id)
+            yield parent
+            parent = self.parent(parent)
+
+    def operation(self, span: Span) -> str | None:
+        """The operation id: harness.operation.id on the span or its nearest ancestor, else gen_ai.tool.call.id."""
+        key = (span.trace_id, span.span_id)
+        if key not in self._ops:
+            chain = [span, *self.ancestors(span)]
+            found = next((str(s.attributes[OPERATION_ID]) for s in chain if s.attributes.get(OPERATION_ID)), None)
+            if found is None:
+                found = next((str(s.attributes[TOOL_CALL_ID]) for s in chain if s.attributes.get(TOOL_CALL_ID)), None)
+            self._ops[key] = found
+        return self._ops[key]
+
+    def descendants(self, span: Span) -> Iterator[Span]:
+        stack = list(self.children.get((span.trace_id, span.span_id), []))
+        while stack:
+            child = stack.pop()
+            yield child
+            stack.extend(self.children.get((child.trace_id, child.span_id), []))
+
+
+def _is_observation(span: Span) -> bool:
+    return bool(span.attributes.get(OBSERVATION_SOURCE))
+
+
+def _attempt_candidate(span: Span) -> bool:
+    a = span.attributes
+    if a.get(DISPATCH_STATE) or a.get(ATTEMPT_ID):
+        return True
+    if a.get(HTTP_METHOD) and span.kind in CLIENT_KINDS and (a.get(URL_FULL) or a.get(URL_PATH)):
+        return True
+    if a.get(MCP_METHOD) == "tools/call" and span.kind in CLIENT_KINDS:
+        return True
+    return a.get(GEN_AI_OPERATION) == "execute_tool" or span.name.startswith("execute_tool")
+
+
+def _dispatch_state(span: Span) -> tuple[str | None, bool]:
+    """(dispatch state, whether it was read from the outcome rather than given), None when nothing says."""
+    a = span.attributes
+    if a.get(DISPATCH_STATE):
+        return str(a[DISPATCH_STATE]), False
+    if a.get(HTTP_STATUS) is not None:
+        return "response_received", True
+    error = a.get(ERROR_TYPE)
+    if error == TOOL_ERROR:
+        return "response_received", True
+    if error:
+        text = str(error).lower().replace(".", "")
+        return ("not_sent" if any(e in text for e in NOT_SENT_ERRORS) else "sent_no_response"), True
+    if span.status_code == STATUS_ERROR:
+        return "sent_no_response", True
+    if (a.get(MCP_METHOD) or a.get(GEN_AI_OPERATION) == "execute_tool" or span.name.startswith("execute_tool")) \
+            and not a.get(HTTP_METHOD):
+        return "response_received", True  # a tool call that ended without an error returned its result
+    return None, False
+
+
+def _retry_reason(parent: dict[str, Any]) -> str:
+    """What happened to the attempt retried, as the closed vocabulary names it (a span has no retry reason)."""
+    status = parent.get("http_status")
+    if parent.get("dispatch_state") == "not_sent":
+        return "connection_not_established"
+    if status == 429:
+        return "rate_limited"
+    if isinstance(status, int) and status >= 500:
+        return "destination_5xx"
+    if status in (401, 403):
+        return "credential_refreshed"
+    return "response_lost_after_dispatch"
+
+
+def _describe(span: Span) -> str:
+    return f"span {span.span_id} ({span.name!r}, trace {span.trace_id})"
+
+
+def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, dict[str, Any]]], list[str]]:
+    """The events the spans carry, each with its sort key (when the agent knew it), and the problems."""
+    trace = _Trace(spans)
+    problems: list[str] = []
+    out: list[tuple[float, int, dict[str, Any]]] = []
+    where = {id(s): f"{name} line {s.line}: {_describe(s)}" for s in spans}
+
+    def session(span: Span) -> str:
+        return str(span.attributes.get(SESSION) or span.resource.get(SERVICE_INSTANCE)
+                   or f"otel:{span.resource.get('service.name', 'unknown_service')}")
+
+    def base(span: Span, kind: str, ts: float, op_id: str, event: str | None = None) -> dict[str, Any]:
+        return {"event": kind, "ts": ts, "session_id": session(span), "operation_id": op_id, "otel": span.ref(event)}
+
+    # roles: an observation (and whatever it holds), else an attempt: the innermost candidate (an HTTP span
+    # inside a tool span is the wire's truth; urllib3's span inside requests' is the resend)
+    inside_observation: set[int] = set()
+    for s in spans:
+        if _is_observation(s):
+            inside_observation.update(id(d) for d in trace.descendants(s))
+    attempts: dict[str, list[Span]] = {}
+    observations: list[Span] = []
+    for s in spans:
+        if id(s) in inside_observation:
+            continue
+        if _is_observation(s):
+            observations.append(s)
+            continue
+        if not _attempt_candidate(s) or any(_attempt_candidate(d) and id(d) not in inside_observation
+                                            and not _is_observation(d) for d in trace.descendants(s)):
+            continue
+        op_id = trace.operation(s)
+        if op_id is None:
+            problems.append(f"{where[id(s)]}: an attempt span of no operation: give it, or a span above it, "
+                            f"{OPERATION_ID} (or {TOOL_CALL_ID}); it is not judged")
+            continue
+        attempts.setdefault(op_id, []).append(s)
+    attempt_ids = {id(s) for group in attempts.values() for s in group}
+
+    # operations: each span that carries an operation id its parent does not (one per process after a restart)
+    declared: dict[str, list[Span]] = {}
+    for s in spans:
+        op_id = s.attributes.get(OPERATION_ID) or s.attributes.get(TOOL_CALL_ID)
+        if not op_id or id(s) in inside_observation:
+            continue
+        parent = trace.parent(s)
+        if parent is not None and trace.operation(parent) == str(op_id):
+            continue
+        if id(s) in attempt_ids or _is_observation(s):
+            continue  # declares its operation only when nothing else does (below)
+        declared.setdefault(str(op_id), []).append(s)
+    for op_id, group in attempts.items():
+        if op_id not in declared:
+            declared[op_id] = [min(group, key=lambda s: s.start)]
+    intents: dict[str, dict[str, Any]] = {}
+    for op_id, group in declared.items():
+        for s in group:
+            a = s.attributes
+            record = base(s, "operation", s.start, op_id)
+            intent = {k: v for k, v in (("kind", a.get(INTENT_KIND) or a.get(TOOL_NAME)),
+                                        ("destination", a.get(DESTINATION)),
+                                        ("params", _json_value(a.get(INTENT_PARAMS)))) if v is not None}
+            if intent:
+                record["intent"] = intent
+                intents.setdefault(op_id, intent)
+            for field_name, key in (("intent_id", INTENT_ID), ("idempotency_key", IDEMPOTENCY_KEY),
+                                    ("payload_fingerprint", PAYLOAD_FINGERPRINT), ("owner", OWNER),
+                                    ("supersedes_operation_id", SUPERSEDES),
+                                    ("correction_of_operation_id", CORRECTION_OF),
+                                    ("parent_operation_id", PARENT_OPERATION)):
+                if a.get(key) is not None:
+                    record[field_name] = str(a[key])
+            record["state"] = "open"
+            out.append((s.start, 0, record))
+
+    for op_id, group in attempts.items():
+        group.sort(key=lambda s: (s.start, s.end))
+        previous: dict[str, Any] | None = None
+        for number, s in enumerate(group, 1):
+            a = s.attributes
+            state, derived_state = _dispatch_state(s)
+            if state is None:
+                problems.append(f"{where[id(s)]}: an attempt of {op_id} that carries neither {HTTP_STATUS} nor "
+                                f"{ERROR_TYPE} (nor {DISPATCH_STATE}) and ended without an error status: whether "
+                                "it was answered is unknown; it is not judged")
+                continue
+            record = base(s, "attempt", s.start, op_id)
+            derived = ["dispatch_state"] if derived_state else []
+            mcp = a.get(MCP_METHOD) or a.get(GEN_AI_OPERATION) == "execute_tool" or s.name.startswith("execute_tool")
+            if a.get(HTTP_METHOD) and not a.get(MCP_METHOD):
+                url = str(a.get(URL_FULL) or a.get(URL_PATH) or "")
+                record["method"], record["path"] = str(a[HTTP_METHOD]).upper(), urlsplit(url).path or url
+            elif mcp:
+                record["method"], record["path"] = "tools/call", str(a.get(TOOL_NAME) or s.name)
+            status = a.get(HTTP_STATUS)
+            if status is None and mcp and state == "response_received":
+                status = 200  # a tools/call result came back in a 200 (docs/otel.md)
+            key = a.get(IDEMPOTENCY_KEY) or _first(a.get(IDEMPOTENCY_HEADER))
+            destination = a.get(DESTINATION) or intents.get(op_id, {}).get("destination")
+            record.update({k: v for k, v in (
+                ("attempt_id", str(a.get(ATTEMPT_ID) or s.span_id)), ("attempt_number", number),
+                ("destination", destination), ("idempotency_key", str(key) if key is not None else None),
+                ("request_fingerprint", a.get(REQUEST_FINGERPRINT)), ("dispatch_state", state),
+                ("http_status", status if isinstance(status, int) else None),
+                ("effect_refs", _refs(a.get(EFFECT_REFS))),
+                ("traceparent", s.traceparent), ("worker", a.get(WORKER)),
+                ("retry_after_seconds", a.get(RETRY_AFTER)),
+                ("error", " ".join(str(x) for x in (a.get(ERROR_TYPE), s.status_message) if x) or None),
+                ("tool_error", True if a.get(ERROR_TYPE) == TOOL_ERROR else None)) if v is not None})
+            resend = a.get(RESEND_COUNT)
+            if previous is None and isinstance(resend, int) and resend > 0 and not a.get(RETRY_OF):
+                problems.append(f"{where[id(s)]}: {RESEND_COUNT}={resend} says it resends an earlier request, but it "
+                                f"is the first attempt of {op_id} in the trace: the attempt it resends is missing")
+            if previous is not None or a.get(RETRY_OF):
+                record["retry_of_attempt_id"] = str(a.get(RETRY_OF) or previous["attempt_id"])  # type: ignore[index]
+                if a.get(RETRY_OF) is None:
+                    derived.append("retry_of_attempt_id")
+                reason = a.get(RETRY_REASON)
+                if reason is None and previous is not None:
+                    reason = _retry_reason(previous)
+                    derived.append("retry_reason")
+                if reason is not None:
+                    record["retry_reason"] = str(reason)
+                if previous is not None and previous.get("request_fingerprint"):
+                    record["prior_request_fingerprint"] = previous["request_fingerprint"]
+                if a.get(RETRY_DECISION) is not None:
+                    record["retry_decision"] = str(a[RETRY_DECISION])
+            if a.get(BUDGET) is not None:
+                record["attempt_budget_remaining"] = a[BUDGET]
+            if derived:
+                record["otel"]["derived"] = derived
+            out.append((s.end, 1, record))
+            previous = record
+
+    for s in observations:
+        op_id = trace.operation(s)
+        if op_id is None:
+            problems.append(f"{where[id(s)]}: an observation span of no operation: give it, or a span above it, "
+                            f"{OPERATION_ID}; it is not judged")
+            continue
+        a = s.attributes
+        http = next((d for d in [s, *trace.descendants(s)] if d.attributes.get(HTTP_METHOD)), None)
+        record = base(s, "observation", s.end, op_id)
+        method = path = None
+        if http is not None:
+            method = str(http.attributes[HTTP_METHOD]).upper()
+            url = str(http.attributes.get(URL_FULL) or http.attributes.get(URL_PATH) or "")
+            path = urlsplit(url).path or url
+        elif a.get(MCP_METHOD) or a.get(TOOL_NAME):
+            method, path = "tools/call", str(a.get(TOOL_NAME) or s.name)
+        status = http.attributes.get(HTTP_STATUS) if http is not None else None
+        record.update({k: v for k, v in (
+            ("observation_id", str(a.get(OBSERVATION_ID) or s.span_id)), ("source", str(a[OBSERVATION_SOURCE])),
+            ("method", method), ("path", path), ("found", a.get(OBSERVATION_FOUND)),
+            ("effect_refs", _refs(a.get(EFFECT_REFS))), ("lag_possible", a.get(LAG_POSSIBLE)),
+            ("detail", f"HTTP {status}" if status is not None else None)) if v is not None})
+        out.append((s.end, 2, record))
+
+    for s in spans:
+        for event in s.events:
+            if event.name not in (RESOLUTION_EVENT, APPROVAL_EVENT):
+                continue
+            op_id = trace.operation(s)
+            if op_id is None:
+                problems.append(f"{where[id(s)]}: a {event.name} event on a span of no operation: give the span "
+                                f"{OPERATION_ID}; it is not judged")
+                continue
+            a = event.attributes
+            if event.name == RESOLUTION_EVENT:
+                record = base(s, "resolution", event.time, op_id, event.name)
+                record.update({k: v for k, v in (
+                    ("state", a.get(STATE)), ("effect_refs", _refs(a.get(EFFECT_REFS))),
+                    ("evidence", _refs(a.get(EVIDENCE))), ("reason", a.get(REASON)),
+                    ("correction_operation_id", a.get(CORRECTION_OPERATION))) if v is not None})
+                out.append((event.time, 3, record))
+            else:
+                record = base(s, "approval", event.time, op_id, event.name)
+                record.update({key.removeprefix("harness."): value for key, value in a.items()
+                               if key.startswith("harness.")})
+                out.append((event.time, 3, record))
+    return out, problems
+
+
+def read_trace(path: Path, name: str | None = None) -> DerivedLog:
+    """The trace file as a derived log (module doc): problems first (H000 names them), then the events in log
+    order, each validated as an audit-log line would be."""
+    name = name or str(path)
+    spans, unreadable = read_spans(path, name)
+    derived, problems = derive_events(spans, name)
+    log = DerivedLog(name, spans=len(spans))
+    for _, message, text in unreadable:
+        log.items.append((None, message, text))  # the text: H019 still searches it for secrets
+    for message in problems:
+        log.items.append((None, message, json.dumps({"problem": message})))
+    derived.sort(key=lambda item: (item[0], item[1]))
+    for _, _, record in derived:
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        parsed, error = parse_line(text)
+        if parsed is None:
+            span = record["otel"]
+            error = (f"{name} line {span['line']}: span {span['span_id']} ({span['span']!r}) read as "
+                     f"{record['event']}: {error}")
+        log.items.append((parsed, error, text))
+    return log
+
+
+__all__ = ["RETRY_REASONS", "DerivedLog", "Span", "derive_events", "read_spans", "read_trace"]
