@@ -63,7 +63,7 @@ def build(intent: dict[str, Any], spec: ToolSpec, wrong: bool) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    wrong = parse_mode(argv, __doc__)
+    wrong = parse_mode(argv, __doc__).wrong
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
         state = build(intent, spec, wrong).invoke({"messages": [HumanMessage(f"carry out {intent['intent_id']}")]})

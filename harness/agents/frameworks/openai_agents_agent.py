@@ -92,7 +92,7 @@ def _json(value: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    wrong = parse_mode(argv, __doc__)
+    wrong = parse_mode(argv, __doc__).wrong
     set_tracing_disabled(True)  # the SDK's tracing would export to OpenAI: no network here
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:

@@ -3,6 +3,10 @@ pydantic-ai sends it a retry prompt; no network), one tool per intent kind.
 
     python -m harness.agents.frameworks.pydantic_ai_agent            # ModelRetry only for SafeToRetry
     python -m harness.agents.frameworks.pydantic_ai_agent --wrong    # ModelRetry on any exception, max_retries=2
+    python -m harness.agents.frameworks.pydantic_ai_agent --trace [--wrong]   # OpenTelemetry spans only
+
+With ``--trace`` the agent writes no audit log: pydantic-ai's own spans (``instrument=True``) and the tool's
+HTTP client and lookup spans (traced.py) go to HARNESS_TRACE_FILE, judged with ``agent_log: otel``.
 
 pydantic-ai retries a tool through the model: a tool that raises ``ModelRetry`` sends the model a
 ``RetryPromptPart`` ("Fix the errors and try again."), and the model calls the tool again under a new call
@@ -76,14 +80,17 @@ def scripted(intent: dict[str, Any], tool: ToolSpec) -> FunctionModel:
 
 
 def main(argv: list[str] | None = None) -> None:
-    wrong = parse_mode(argv, __doc__)
+    args = parse_mode(argv, __doc__, trace=True)
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
-        function = typed_function(spec, intent["params"], retried_on_any_error if wrong else retried_when_safe)
-        agent = Agent(scripted(intent, spec), tools=[Tool(function, max_retries=MAX_EXECUTIONS - 1)])
+        function = typed_function(spec, intent["params"], retried_on_any_error if args.wrong else retried_when_safe)
+        # instrument=True: pydantic-ai's own spans (the run, each model request, each tool execution) go to the
+        # global tracer provider, the trace file's under --trace (none is set otherwise: they go nowhere)
+        agent = Agent(scripted(intent, spec), tools=[Tool(function, max_retries=MAX_EXECUTIONS - 1)],
+                      instrument=args.trace)
         return str(agent.run_sync(f"carry out {intent['intent_id']}").output)
 
-    run_intents(run_one)
+    run_intents(run_one, trace=args.trace)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ import argparse
 import inspect
 import json
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,7 @@ import requests
 
 from harness.agents.instrumented.plain_requests import auth, worth_retrying
 from harness.contract import destination_env_name
-from harness.instrument import Operation, current_operation, instrument
+from harness.instrument import current_operation, instrument
 
 TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
 MAX_EXECUTIONS = 3  # each framework's budget for one tool call: the first execution and two retries
@@ -64,12 +66,18 @@ class ToolSpec:
                 "additionalProperties": False}
 
 
-def parse_mode(argv: list[str] | None, doc: str | None) -> bool:
-    """``--wrong``: the framework's common wrong retry setting and the blind tool; True when given."""
+def parse_mode(argv: list[str] | None, doc: str | None, *, trace: bool = False) -> argparse.Namespace:
+    """``--wrong``: the framework's common wrong retry setting and the blind tool; ``--trace`` (where the
+    agent offers it): OpenTelemetry spans only, no audit log."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wrong", action="store_true",
                         help="retry the tool on every exception, without a key or a lookup (the common mistake)")
-    return bool(parser.parse_args(argv).wrong)
+    if trace:
+        parser.add_argument("--trace", action="store_true",
+                            help="log nothing but OpenTelemetry spans to HARNESS_TRACE_FILE (agent_log: otel)")
+    args = parser.parse_args(argv)
+    args.trace = bool(getattr(args, "trace", False))
+    return args
 
 
 def load_intents() -> dict[str, Any]:
@@ -90,27 +98,69 @@ def tool_specs(doc: dict[str, Any]) -> dict[tuple[str, str], ToolSpec]:
     return specs
 
 
-def run_intents(run_one: Callable[[dict[str, Any], ToolSpec], str]) -> None:
+def run_intents(run_one: Callable[[dict[str, Any], ToolSpec], str], *, trace: bool = False) -> None:
     """``run_one(intent, tool)`` (one framework run: the model calls the tool for the intent) inside one
-    operation scope per intent; what the run ended with is printed (stdout is kept as evidence)."""
+    operation scope per intent; what the run ended with is printed (stdout is kept as evidence). The scope is
+    harness.instrument's (an audit log), or with ``trace`` traced.py's (OpenTelemetry spans only, the global
+    tracer provider exporting to HARNESS_TRACE_FILE, so a framework's own spans land there too)."""
     doc = load_intents()
     specs = tool_specs(doc)
+
+    def one(intent: dict[str, Any]) -> None:
+        try:
+            said = run_one(intent, specs[intent["destination"], intent["kind"]])
+        except Exception as exc:  # noqa: BLE001 - the framework gave up: the outcome is for the log
+            said = f"{type(exc).__name__}: {exc}"
+        print(f"{intent['intent_id']}: {said}", flush=True)
+
+    if trace:
+        from opentelemetry import trace as otel
+
+        from harness.agents.frameworks.traced import TracedOperation
+        from harness.otel.exporter import tracer_provider
+
+        provider = tracer_provider(service_name="framework-agent")
+        otel.set_tracer_provider(provider)
+        tracer = provider.get_tracer("harness.agents.frameworks")
+        session = str(provider.resource.attributes["service.instance.id"])
+        try:
+            for intent in doc["intents"]:
+                with TracedOperation(tracer, intent, doc["destinations"][intent["destination"]], session).scope():
+                    one(intent)
+        finally:
+            provider.shutdown()
+        return
     with instrument() as audit:
         for intent in audit.todo(doc["intents"]):
             with audit.operation(intent, max_attempts=MAX_EXECUTIONS):
-                try:
-                    said = run_one(intent, specs[intent["destination"], intent["kind"]])
-                except Exception as exc:  # noqa: BLE001 - the framework gave up: the outcome is for the log
-                    said = f"{type(exc).__name__}: {exc}"
-            print(f"{intent['intent_id']}: {said}", flush=True)
+                one(intent)
 
 
-def the_operation(tool: ToolSpec) -> Operation:
-    """The scope the tool runs in (opened by run_intents around the framework run)."""
-    op = current_operation()
+def the_operation(tool: ToolSpec) -> Any:
+    """The scope the tool runs in (opened by run_intents around the framework run): harness.instrument's
+    Operation, or traced.py's TracedOperation (the same interface)."""
+    traced = sys.modules.get("harness.agents.frameworks.traced")
+    op = traced.current_traced() if traced is not None else None
+    op = op or current_operation()
     if op is None or (op.destination, op.kind) != (tool.destination, tool.kind):
         raise Rejected(f"{tool.name} called outside its intent's operation")
     return op
+
+
+def http_of(op: Any) -> Any:
+    """The session a tool sends with: the traced scope's (each request a span), else the shared one
+    (harness.instrument logs what crosses urllib3)."""
+    return getattr(op, "http", SESSION)
+
+
+@contextmanager
+def execution(op: Any) -> Iterator[None]:
+    """One execution of the tool (the traced scope marks one that only looked up)."""
+    if hasattr(op, "execution"):
+        with op.execution():
+            yield
+    else:
+        yield
 
 
 # -- the correct tool ---------------------------------------------------------------------------------
@@ -120,11 +170,16 @@ def carry_out(tool: ToolSpec, params: dict[str, Any]) -> str:
     unknown (a lookup, or the key's dedup), then send once with the operation's key and reference.
     Raises SafeToRetry when a new execution is safe, Rejected when none would help."""
     op = the_operation(tool)
+    with execution(op):
+        return _carry_out(tool, params, op)
+
+
+def _carry_out(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
     if op.last_attempt is not None and op.last_attempt.uncertain:
-        if not worth_retrying(SESSION, base_url(tool), tool.contract, op):
+        if not worth_retrying(http_of(op), base_url(tool), tool.contract, op):
             return (f"not sent again: the lookup found {', '.join(op.effect_refs)}" if op.effect_refs
                     else "not sent again: the outcome stays unknown (no lookup, no dedup to make a retry safe)")
-    response = send(tool, params, key=op.idempotency_key, reference=op.operation_id)
+    response = send(tool, params, op, key=op.idempotency_key, reference=op.operation_id)
     if response.status_code == 429:
         time.sleep(min(float(response.headers.get("Retry-After", "1")), MAX_RETRY_AFTER))
         raise SafeToRetry("rate limited: the Retry-After was waited out, nothing was done")
@@ -138,7 +193,8 @@ def carry_out(tool: ToolSpec, params: dict[str, Any]) -> str:
     return f"done: {op.effect_ref or response.status_code}"
 
 
-def send(tool: ToolSpec, params: dict[str, Any], *, key: str | None, reference: str | None) -> requests.Response:
+def send(tool: ToolSpec, params: dict[str, Any], op: Any, *, key: str | None,
+         reference: str | None) -> requests.Response:
     """One request as the contract says: a lost answer or a timeout is SafeToRetry (the correct tool's next
     execution reconciles first), a connection never made too (nothing was sent)."""
     route = tool.contract["operations"][tool.kind]
@@ -154,7 +210,7 @@ def send(tool: ToolSpec, params: dict[str, Any], *, key: str | None, reference: 
             headers[idem.get("header") or "Idempotency-Key"] = key
     url = base_url(tool) + route["path"].format(**params)
     try:
-        return SESSION.request(route["method"], url, json=body, headers=headers, timeout=TIMEOUT)
+        return http_of(op).request(route["method"], url, json=body, headers=headers, timeout=TIMEOUT)
     except requests.ConnectTimeout as exc:
         raise SafeToRetry(f"never connected, nothing was sent: {exc}") from exc
     except (requests.ConnectionError, requests.Timeout) as exc:
@@ -168,9 +224,11 @@ def post_blindly(tool: ToolSpec, params: dict[str, Any]) -> str:
     """The tool as a tutorial writes it: POST the arguments, raise on a bad status. No key, no reference, no
     lookup: whatever retries it (the framework) sends the same write again, blind."""
     route = tool.contract["operations"][tool.kind]
-    response = SESSION.request(route["method"], base_url(tool) + route["path"].format(**params),
-                               json={**(route.get("body_defaults") or {}), **params},
-                               headers=auth(tool.destination), timeout=TIMEOUT)
+    op = the_operation(tool)
+    with execution(op):
+        response = http_of(op).request(route["method"], base_url(tool) + route["path"].format(**params),
+                                       json={**(route.get("body_defaults") or {}), **params},
+                                       headers=auth(tool.destination), timeout=TIMEOUT)
     response.raise_for_status()
     return f"done: HTTP {response.status_code} {response.text[:120]}"
 
