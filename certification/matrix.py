@@ -332,6 +332,7 @@ class FrameworkAgent:
     setting: str
     cells: dict[str, CellOutcome]
     passes_with: str | None = None
+    agent_log: str = "events"  # events: an audit log; otel: spans only, judged from HARNESS_TRACE_FILE
 
     @property
     def framework_version(self) -> str:
@@ -360,18 +361,35 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
                                          effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
                      for column, cell in spec["cells"].items()}
             agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
-                                          spec.get("passes_with"))
+                                          spec.get("passes_with"), spec.get("agent_log", "events"))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{path}: frameworks.agents.{name}: {type(exc).__name__} {exc}") from None
     return columns, agents
 
 
 def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str) -> Any:
-    """Run one framework cell through the real engine, judged from the agent's log, the wire and the ledger."""
-    from harness.matrix import AgentSpec
+    """Run one framework cell through the real engine, judged from the agent's log (its audit log, or its trace
+    for an ``agent_log: otel`` row), the wire and the ledger."""
+    from harness.matrix import AgentSpec, Cell
     from harness.matrix import run_cell as harness_cell
 
-    return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
+    if agent.agent_log == "events":
+        return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
+    from harness.engine import EXPECTATION_CODE, run_scenario
+    from harness.scenario import load
+
+    scenario = load(column.path)
+    try:  # harness.matrix.run_cell's cell, with the scenario's log overridden (the scenarios say events)
+        result = run_scenario(scenario, agent=agent.run_command, evidence_root=Path(evidence_root),
+                              keep_evidence="failed", agent_log=agent.agent_log)
+    except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
+        return Cell(agent.name, scenario.name, False, [], "", error=f"{type(exc).__name__}: {exc}",
+                    command=agent.run_command, bundled=False)
+    codes = sorted({f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures
+                                                                 else set()))
+    return Cell(agent.name, scenario.name, result.passed, codes,
+                str(result.evidence_dir) if result.evidence_kept else "", command=agent.run_command, bundled=False,
+                mode=result.verdict.mode, facts=dict(result.facts))
 
 
 def framework_difference(agent: FrameworkAgent, column: Column, cell: Any) -> str | None:

@@ -1,7 +1,7 @@
 """The framework agents in the certification matrix: each agent (harness/agents/frameworks/, correct and with
 its framework's common wrong retry setting) on each column's scenario, through the real engine and fault
 proxy, judged by the full checker from its audit log; each cell must equal certification/expected.yaml, and
-the README's framework table must be that file's. 30 cells, about 75 s with `-n 2` (each a framework agent
+the README's framework table must be that file's. 40 cells, about 100 s with `-n 2` (each a framework agent
 process: its imports are most of it).
 """
 
@@ -75,3 +75,14 @@ def test_framework_cell(agent: str, column: str, tmp_path: Path) -> None:
     stdout = Path(cell.evidence, "agent.stdout") if cell.evidence else None
     assert problem is None, problem + (f"\nthe agent printed: {stdout.read_text()}" if stdout and
                                        stdout.is_file() else "")
+
+
+def test_a_trace_only_row_is_judged_as_its_audit_log_twin() -> None:
+    """The same agent, once logging audit events and once only OpenTelemetry spans: the same cells, the same
+    rule codes (docs/otel.md: one set of rules, whatever the source)."""
+    traced = [a for a in AGENTS.values() if a.agent_log == "otel"]
+    assert traced, "at least one framework agent is trace-only"
+    for agent in traced:
+        twin = next(a for a in AGENTS.values() if a.agent_log == "events"
+                    and a.command == agent.command.replace(" --trace", ""))
+        assert agent.cells == twin.cells, f"{agent.name} and {twin.name}"
