@@ -97,6 +97,19 @@ def load_trace(path: Path, evidence: Evidence, name: str | None = None) -> None:
         evidence.events.append(record)
 
 
+TRACEPARENT_IDS = len("00-") + 32 + len("-") + 16  # version, trace id and parent id: what names the span
+
+
+def _wire_trace_flags(events: list[dict[str, Any]], journal: list[dict[str, Any]]) -> None:
+    """An attempt read from a span names it by trace and span id; its flags are what the agent sent (OTLP may not
+    keep them): the traceparent the journal holds for the same ids, so the checker matches it exactly."""
+    sent = {tp[:TRACEPARENT_IDS]: tp for entry in journal if isinstance(tp := entry.get("traceparent"), str)}
+    for event in events:
+        tp = event.get("traceparent")
+        if isinstance(tp, str) and tp[:TRACEPARENT_IDS] in sent:
+            event["traceparent"] = sent[tp[:TRACEPARENT_IDS]]
+
+
 def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -126,6 +139,8 @@ def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
         evidence.journal = read_journal(layout.journal)
     except JournalError as exc:
         raise EvidenceError(str(exc)) from None
+    if evidence.log_name == TRACE_EVENTS_FILE:
+        _wire_trace_flags(evidence.events, evidence.journal)
     ledger = layout.ledger_dump
     recovered_by = None
     if ledger.exists():

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.contract import AGENT_LOGS
+
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # what Node.repr_failure returns; pytest does not export it
 
@@ -37,13 +39,16 @@ KEEP_OPTION = "--harness-keep-evidence"
 EXPLORE_OPTION = "--harness-explore"
 EXPLORE_SEED_OPTION = "--harness-explore-seed"
 BLACK_BOX_OPTION = "--harness-black-box"
+AGENT_LOG_OPTION = "--harness-agent-log"
+OTEL_OUT_OPTION = "--harness-otel-out"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
            KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed",
-           BLACK_BOX_OPTION: "--black-box"}
+           BLACK_BOX_OPTION: "--black-box", AGENT_LOG_OPTION: "--agent-log", OTEL_OUT_OPTION: "--otel-out"}
 SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST, BLACK_BOX_DEST = (
     "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
     "harness_explore_seed", "harness_black_box")
+AGENT_LOG_DEST, OTEL_OUT_DEST = "harness_agent_log", "harness_otel_out"
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -78,6 +83,13 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         dest=BLACK_BOX_DEST, action="store_true", default=False,
         help="judge every run from the proxy journal and the effect ledger alone, for an agent that writes no "
              "audit log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')."),
+    AGENT_LOG_OPTION: dict(
+        dest=AGENT_LOG_DEST, default=None, choices=AGENT_LOGS,
+        help="what the agent writes, instead of each scenario's agent_log: otel for a trace-only agent "
+             "(OpenTelemetry spans in HARNESS_TRACE_FILE, judged by the same rules; docs/otel.md)."),
+    OTEL_OUT_OPTION: dict(
+        dest=OTEL_OUT_DEST, default=None, metavar="FILE",
+        help="also append each run's verdict to FILE as OpenTelemetry spans (OTLP JSON lines; the otel extra)."),
 }
 _GROUP = "retry-harness"
 
@@ -589,8 +601,16 @@ class HarnessEngine:
         config = self.config
         command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or None
         wire_only = bool(config.getoption(BLACK_BOX_DEST)) if black_box is None else black_box
-        return run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
-                            pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only)
+        result = run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
+                              pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only,
+                              agent_log=config.getoption(AGENT_LOG_DEST))
+        otel_out = config.getoption(OTEL_OUT_DEST)
+        if otel_out and not result.incomplete:
+            from harness.otel.verdict import export_verdict
+
+            export_verdict(result.verdict, Path(otel_out).resolve(), scenario=result.scenario, agent=result.agent,
+                           evidence_dir=str(result.evidence_dir))
+        return result
 
     def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
                 examples: int | None = None, seed: int | None = None, **options: Any) -> Any:

@@ -87,10 +87,14 @@ class Span:
     status_code: int
     status_message: str
     resource: dict[str, Any]
+    flags: int = 0
 
     @property
     def traceparent(self) -> str:
-        return f"00-{self.trace_id}-{self.span_id}-01"
+        """The W3C traceparent that names this span. OTLP keeps the trace flags only when the exporter writes
+        them (``flags``' low byte; the Python SDK's encoder does not): sampled (01) otherwise. The evidence
+        loader takes the flags the wire saw for the same trace and span id."""
+        return f"00-{self.trace_id}-{self.span_id}-{(self.flags & 0xFF) or 1:02x}"
 
     def ref(self, event: str | None = None) -> dict[str, Any]:
         """Where an event came from, kept in the event (``otel``): the file's line, the span, what it held."""
@@ -220,6 +224,14 @@ def _enum(value: Any, names: dict[str, int], where: str) -> int:
     raise _Bad(f"{where}: {json.dumps(value)[:60]} is not one of {', '.join(names)} (or their numbers)")
 
 
+def _flags(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
+        raise _Bad(f"{where}: expected the span's flags as a 32-bit unsigned integer, got {json.dumps(value)[:60]}")
+    return value
+
+
 def _span(doc: Any, line: int, where: str, resource: dict[str, Any]) -> Span:
     if not isinstance(doc, dict):
         raise _Bad(f"{where}: expected a span object, got {json.dumps(doc)[:60]}")
@@ -243,7 +255,7 @@ def _span(doc: Any, line: int, where: str, resource: dict[str, Any]) -> Span:
                 _nanos(doc.get("endTimeUnixNano", doc.get("startTimeUnixNano", 0)), f"{where}.endTimeUnixNano"),
                 _attributes(doc.get("attributes"), f"{where}.attributes"), events,
                 _enum(status.get("code"), STATUS_CODES, f"{where}.status.code"), str(status.get("message") or ""),
-                resource)
+                resource, _flags(doc.get("flags"), f"{where}.flags"))
 
 
 def _spans_of(document: Any, line: int) -> Iterator[Span | str]:

@@ -49,6 +49,7 @@ def test_agent_env_names_the_files_of_the_layout_and_one_url_and_secret_per_dest
     assert env == {
         "HARNESS_INTENTS": str(tmp_path / "intents.json"),
         "HARNESS_AUDIT_LOG": str(tmp_path / "agent.ndjson"),
+        "HARNESS_TRACE_FILE": str(tmp_path / "agent.trace.jsonl"),
         "HARNESS_STATE_DIR": str(tmp_path / "agent-state"),
         "HARNESS_DESTINATION_TICKETS": "http://127.0.0.1:1",
         "HARNESS_SECRET_TICKETS": "hsk_x",

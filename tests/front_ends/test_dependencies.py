@@ -9,7 +9,7 @@ import fnmatch
 import re
 import sys
 import tomllib
-from importlib.metadata import packages_distributions
+from importlib.metadata import distribution, packages_distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ COMES_WITH = {"pydantic-core": "pydantic"}
 # the framework agents import what their extra installs
 OPTIONAL_IMPORTERS = {
     "instrument": ("harness/instrument.py", "harness/agents/instrumented/tenacity_retry.py"),
-    "otel": ("harness/otel/*",),
+    "otel": ("harness/otel/*", "harness/agents/otel/*"),
     "frameworks": ("harness/agents/frameworks/*",),
 }
 
@@ -60,9 +60,24 @@ def imported_distributions() -> dict[str, set[str]]:
                     top = name.split(".", 1)[0]
                     if top in sys.stdlib_module_names or top in PRODUCT or top == "__future__":
                         continue
-                    for dist in owners.get(top, [f"<no installed distribution for {top}>"]):
+                    for dist in _providers(name, owners.get(top, [f"<no installed distribution for {top}>"])):
                         found.setdefault(_canonical(dist), set()).add(str(path.relative_to(REPO)))
     return found
+
+
+def _providers(module: str, dists: list[str]) -> list[str]:
+    """The distributions that install ``module``: of a namespace package's (``opentelemetry``: api, sdk,
+    proto, ...), those holding its folder or file, not every one sharing the top-level name."""
+    if len(dists) < 2:
+        return dists
+    parts = module.split(".")
+    for depth in range(len(parts), 1, -1):
+        prefix = "/".join(parts[:depth])
+        found = [d for d in dists if any(str(f).startswith((prefix + "/", prefix + ".py"))
+                                         for f in distribution(d).files or [])]
+        if found:
+            return found
+    return dists
 
 
 def proxy_runtime() -> set[str]:

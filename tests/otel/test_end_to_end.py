@@ -13,6 +13,7 @@ import pytest
 from harness.cli import main
 from harness.contract import AGENT_LOG_FILE, TRACE_EVENTS_FILE, TRACE_FILE
 from harness.engine import ScenarioResult, run_scenario
+from harness.evidence import load_evidence
 from harness.otel.reader import read_trace
 from harness.otel.verdict import read_verdict_spans
 from harness.report import render_result
@@ -46,6 +47,10 @@ def test_a_scenario_that_says_agent_log_otel_is_judged_from_the_trace(tmp_path: 
     [op] = result.verdict.operations
     assert op.state == "succeeded" and op.attempts[0].dispatch_state == "sent_no_response"
     assert op.attempts[0].wire is not None  # matched to the journal by the traceparent the span propagated
+    evidence = load_evidence(folder)
+    [attempt] = [e for e in evidence.events if e["event"] == "attempt"]
+    assert attempt["traceparent"] == evidence.journal[0]["traceparent"]
+    assert attempt["traceparent"][36:52] == attempt["otel"]["span_id"]
     judged = [json.loads(line) for line in (folder / TRACE_EVENTS_FILE).read_text().splitlines()]
     assert [e["event"] for e in judged] == ["operation", "attempt", "observation", "resolution"]
     assert all(e["otel"]["span_id"] for e in judged)
