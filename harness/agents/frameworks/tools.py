@@ -114,13 +114,13 @@ def run_intents(run_one: Callable[[dict[str, Any], ToolSpec], str], *, trace: bo
         print(f"{intent['intent_id']}: {said}", flush=True)
 
     if trace:
-        from opentelemetry import trace as otel
+        from opentelemetry.trace import set_tracer_provider
 
         from harness.agents.frameworks.traced import TracedOperation
         from harness.otel.exporter import tracer_provider
 
         provider = tracer_provider(service_name="framework-agent")
-        otel.set_tracer_provider(provider)
+        set_tracer_provider(provider)
         tracer = provider.get_tracer("harness.agents.frameworks")
         session = str(provider.resource.attributes["service.instance.id"])
         try:
