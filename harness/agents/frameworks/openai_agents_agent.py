@@ -32,7 +32,7 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from agents.items import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # openai's types
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from harness.agents.frameworks.tools import (
     MAX_EXECUTIONS,

@@ -5,7 +5,8 @@ pydantic-ai sends it a retry prompt; no network), one tool per intent kind.
     python -m harness.agents.frameworks.pydantic_ai_agent --wrong    # ModelRetry on any exception, max_retries=2
     python -m harness.agents.frameworks.pydantic_ai_agent --trace [--wrong]   # OpenTelemetry spans only
 
-With ``--trace`` the agent writes no audit log: pydantic-ai's own spans (``instrument=True``) and the tool's
+With ``--trace`` the agent writes no audit log: pydantic-ai's own spans (its ``Instrumentation`` capability,
+what ``instrument=True`` was) and the tool's
 HTTP client and lookup spans (traced.py) go to HARNESS_TRACE_FILE, judged with ``agent_log: otel``.
 
 pydantic-ai retries a tool through the model: a tool that raises ``ModelRetry`` sends the model a
@@ -21,6 +22,7 @@ import sys
 from typing import Any
 
 from pydantic_ai import Agent, ModelRetry, Tool
+from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -84,10 +86,11 @@ def main(argv: list[str] | None = None) -> None:
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
         function = typed_function(spec, intent["params"], retried_on_any_error if args.wrong else retried_when_safe)
-        # instrument=True: pydantic-ai's own spans (the run, each model request, each tool execution) go to the
-        # global tracer provider, the trace file's under --trace (none is set otherwise: they go nowhere)
+        # Instrumentation (pydantic-ai's OpenTelemetry capability, formerly instrument=True): its own spans (the
+        # run, each model request, each tool execution) go to the global tracer provider, the trace file's
+        capabilities = [Instrumentation()] if args.trace else []
         agent = Agent(scripted(intent, spec), tools=[Tool(function, max_retries=MAX_EXECUTIONS - 1)],
-                      instrument=args.trace)
+                      capabilities=capabilities)
         return str(agent.run_sync(f"carry out {intent['intent_id']}").output)
 
     run_intents(run_one, trace=args.trace)
