@@ -3,8 +3,8 @@
 Serves every destination of the config on its own 127.0.0.1 port plus an admin port, then prints
 one line ``READY {"admin": port, "destinations": {name: port}}`` on stdout so the parent knows the
 ports without polling. Any start-up error goes to stderr and exits with status 2. SIGTERM stops it
-cleanly. Imports stay lean (no pydantic; asyncssh only when an SSH host is declared): this start-up
-is on every scenario's critical path.
+cleanly. Imports stay lean (no pydantic; asyncssh only when an SSH host is declared, mcp and uvicorn
+only when an MCP tool server is): this start-up is on every scenario's critical path.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from aiohttp import web
 
 from fake_destinations.ledger import Ledger, save_run_ledger
 from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
-from fake_destinations.services import API_SERVICE
+from fake_destinations.services import API_SERVICE, MCP_SERVICE
 from harness.contract import LEDGER_DUMP_FILE
 
 
@@ -118,6 +118,7 @@ async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
     runners: list[web.AppRunner] = []
     bound: dict[str, int] = {}
     ssh_servers = []
+    mcp_servers = contextlib.AsyncExitStack()  # uvicorn servers and their MCP session managers
 
     async def start_app(app: web.Application, port: int) -> int:
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -134,6 +135,10 @@ async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
             runtime = SshDestination(name, spec, ledger, clock, Path(config["state_dir"]))
             server, bound[name] = await runtime.start(ports.get(name, 0))
             ssh_servers.append(server)
+        elif spec["service"] == MCP_SERVICE:
+            from fake_destinations.mcp import McpDestination  # mcp, starlette, uvicorn: only when needed
+            runtime = McpDestination(name, spec, ledger, clock)
+            bound[name] = await runtime.start(mcp_servers, ports.get(name, 0))
         else:
             from fake_destinations.http import HttpDestination
             if spec["service"] == API_SERVICE:
@@ -156,6 +161,7 @@ async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
     watch.cancel()
     for server in ssh_servers:
         server.close()
+    await mcp_servers.aclose()
     for runner in runners:
         await runner.cleanup()
     ledger.close()

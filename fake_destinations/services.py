@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 IdempotencyStyle = Literal["none", "stripe", "ietf", "client_token"]
+# a destination's style, as its contract says it: an MCP tool server's natural_key too (from its tools)
+ContractStyle = Literal["none", "stripe", "ietf", "client_token", "natural_key"]
 LookupStyle = Literal["client_reference", "none"]
 
 # What a declared operation does to the destination's state.
@@ -50,6 +52,7 @@ class Service:
 
 
 API_SERVICE = "api"
+MCP_SERVICE = "mcp"
 
 SERVICES: dict[str, Service] = {s.name: s for s in (
     Service("tickets", "/tickets", "tkt", (
@@ -90,6 +93,9 @@ SERVICES: dict[str, Service] = {s.name: s for s in (
     # a generic destination: its routes, contract and answers come from the scenario's `api:` declaration
     # (fake_destinations.api_spec); nothing of it is fixed here
     Service(API_SERVICE, "", "", (), idempotency="none", lookup="none"),
+    # an MCP tool server: its tools come from the scenario's `tools:` (fake_destinations.spec.McpTool),
+    # served by fake_destinations.mcp
+    Service(MCP_SERVICE, "", "", (), idempotency="none", lookup="none", transport="mcp"),
 )}
 
 ASYNC_STATUS_PATH = "/operations/{id}"

@@ -9,6 +9,7 @@ harness writes into the intents file: a typed ``harness.contract.DestinationCont
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +21,9 @@ from fake_destinations.services import (
     API_SERVICE,
     ASYNC_STATUS_PATH,
     CREATE_ASYNC,
+    MCP_SERVICE,
     SERVICES,
+    ContractStyle,
     IdempotencyStyle,
     LookupStyle,
 )
@@ -30,6 +33,9 @@ from harness.contract import (
     CLIENT_TOKEN_FIELD,
     IDEMPOTENCY_HEADER,
     LOOKUP_RESULT_FIELD,
+    MCP_ENDPOINT,
+    MCP_TOOL_CALL,
+    MCP_TRANSPORT,
     REPLAYED_HEADER,
     DestinationContract,
     IdempotencyContract,
@@ -47,7 +53,13 @@ FaultName = Literal["error_before_commit", "error_after_commit", "rate_limited",
 FAULTS_BY_TRANSPORT: dict[str, tuple[str, ...]] = {
     "http": ("error_before_commit", "error_after_commit", "rate_limited"),
     "ssh": ("drop_after_exec", "error_before_commit"),
+    MCP_TRANSPORT: ("error_before_commit", "error_after_commit", "rate_limited"),  # as tool error results
 }
+McpIdempotency = Literal["none", "argument", "natural_key"]
+# an MCP tool's idempotency, as the destination's contract spells it (one style per destination)
+MCP_CONTRACT_STYLES: dict[str, ContractStyle] = {"none": "none", "argument": "client_token",
+                                                 "natural_key": "natural_key"}
+MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")  # the MCP specification's tool names (SEP-986)
 
 
 class RateLimit(BaseModel):
@@ -78,6 +90,62 @@ class Failure(BaseModel):
                                     "(e.g. Stripe-Should-Retry: 'true'); api destinations.")
 
 
+class McpAnnotations(BaseModel):
+    """An MCP tool's annotations (the specification's ToolAnnotations), published verbatim in tools/list.
+    They are hints a server gives: they may lie, and a scenario may declare them to (idempotentHint: true
+    on a tool whose calls each commit)."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(None, description="A human-readable title of the tool.")
+    readOnlyHint: bool | None = Field(None, description="The tool does not change its environment.")
+    destructiveHint: bool | None = Field(None, description="The tool may destroy or overwrite (when not read-only).")
+    idempotentHint: bool | None = Field(None, description="Calling it again with the same arguments has no "
+                                        "further effect (when not read-only).")
+    openWorldHint: bool | None = Field(None, description="The tool reaches entities outside the server.")
+
+
+class McpTool(BaseModel):
+    """One tool of an MCP destination: a tool that commits an effect, a lookup tool, or one that only
+    answers (neither)."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str | None = Field(None, description="The tool's description in tools/list.")
+    effect: str | None = Field(None, description="The effect kind each committing call writes to the ledger "
+                               "(e.g. order_created); absent: the tool commits nothing.")
+    required: list[str] = Field(default_factory=list, description="Arguments a call must give; else the error "
+                                "result `missing_argument` (nothing committed).")
+    idempotency: McpIdempotency = Field(
+        "none", description="none: every call commits; argument: a second call with the same key argument "
+        "(idempotency_argument) and the same other arguments returns the first result, other arguments the "
+        "error result idempotent_parameter_mismatch; natural_key: one effect per value of the natural_key "
+        "argument, a second call returns the existing resource.")
+    idempotency_argument: str = Field("idempotency_key", description="idempotency: argument: the argument "
+                                      "holding the key (left out of the arguments' fingerprint).")
+    natural_key: str = Field(CLIENT_REFERENCE_FIELD, description="idempotency: natural_key: the argument "
+                             "whose value names the one effect.")
+    lookup: str | None = Field(None, description="A lookup tool: the tool (one with an effect) whose "
+                               f"resources it finds, by its `{CLIENT_REFERENCE_FIELD}` argument; answers "
+                               f"{{\"{LOOKUP_RESULT_FIELD}\": [resources]}}.")
+    annotations: McpAnnotations | None = Field(None, description="Published verbatim in tools/list.")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> McpTool:
+        defaults = type(self).model_fields  # a dumped spec gives every field: a value unlike the default is given
+        if self.lookup is not None and self.effect is not None:
+            raise ValueError(f"a lookup tool (lookup: {self.lookup!r}) finds effects and commits none: "
+                             f"leave out effect {self.effect!r}")
+        if self.idempotency != "none" and self.effect is None:
+            raise ValueError(f"idempotency {self.idempotency!r} deduplicates effects, and this tool declares "
+                             "no effect; valid without one: 'none'")
+        if self.idempotency_argument != defaults["idempotency_argument"].default and self.idempotency != "argument":
+            raise ValueError(f"idempotency_argument names the key of idempotency 'argument', and this tool's "
+                             f"idempotency is {self.idempotency!r}")
+        if self.natural_key != defaults["natural_key"].default and self.idempotency != "natural_key":
+            raise ValueError(f"natural_key names the argument of idempotency 'natural_key', and this tool's "
+                             f"idempotency is {self.idempotency!r}")
+        return self
+
+
 def _api_may_be_a_name(schema: dict[str, Any]) -> None:
     """`api:` is read as a declaration or as the name of one (a profile, a file): publish both."""
     schema["anyOf"].insert(1, {"type": "string", "description": "A bundled profile's name, or a path to a "
@@ -101,7 +169,7 @@ class DestinationSpec(BaseModel):
         f"{REPLAYED_HEADER}: true, other payload 422; ietf: like stripe but the key is required (400) "
         f"and a retry while the first is processing gets 409; client_token: EC2-like `{CLIENT_TOKEN_FIELD}` body "
         "field, same token+params return the existing resource, other params IdempotentParameterMismatch. "
-        "Default: the service's own.")
+        "Default: the service's own (an MCP destination's comes from its tools).")
     retention_seconds: float | None = Field(
         86400.0, gt=0, description="How long a key is remembered after its first request completed "
         "(destination clock; in use while that request is in progress); a retry after that commits again. "
@@ -128,12 +196,29 @@ class DestinationSpec(BaseModel):
         "state did not change - the method name is no proof of idempotency.")
     rate_limit: RateLimit | None = Field(None, description="Fixed-window rate limit on writes.")
     failures: list[Failure] = Field(default_factory=list, description="Faults the destination produces itself.")
+    endpoint: str | None = Field(None, description=f"{MCP_SERVICE}: the path of the MCP endpoint (default "
+                                 f"{MCP_ENDPOINT}).")
+    tools: dict[str, McpTool] | None = Field(
+        None, description=f"{MCP_SERVICE}: the tools the MCP server offers, by name (docs/destinations.md, "
+        "'MCP tool servers'); an intent names a tool as its kind.")
 
     @model_validator(mode="before")
     @classmethod
     def _api_is_a_service(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("api") is not None and "service" not in data:
             return {**data, "service": API_SERVICE}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mcp_style_is_its_tools(cls, data: Any) -> Any:
+        """A dumped MCP spec says the style its tools gave (natural_key, which a scenario cannot write at the
+        top level): validated again, it is derived again."""
+        if isinstance(data, dict) and data.get("service") == MCP_SERVICE and data.get("idempotency") == "natural_key":
+            tools = data.get("tools")
+            if isinstance(tools, dict) and any(isinstance(t, dict) and t.get("idempotency") == "natural_key"
+                                               for t in tools.values()):
+                return {k: v for k, v in data.items() if k != "idempotency"}
         return data
 
     @field_validator("api", mode="before")
@@ -146,6 +231,11 @@ class DestinationSpec(BaseModel):
 
     @model_validator(mode="after")
     def _service_defaults(self) -> DestinationSpec:
+        if self.service == MCP_SERVICE:
+            return self._mcp_defaults()
+        for name in ("tools", "endpoint"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name} applies to service {MCP_SERVICE!r} only, not {self.service!r}")
         if self.service == API_SERVICE or self.api is not None:
             return self._api_defaults()
         service = SERVICES[self.service]
@@ -169,6 +259,64 @@ class DestinationSpec(BaseModel):
         if any(f.headers for f in self.failures):
             raise ValueError(f"failures[].headers apply to api destinations; service {self.service!r} answers its "
                              "own errors")
+        return self
+
+    def _mcp_defaults(self) -> DestinationSpec:
+        """An MCP tool server: its style and lookup come from its tools (one truth), as an api
+        destination's come from its routes."""
+        if self.api is not None:
+            raise ValueError(f"service {MCP_SERVICE!r} declares `tools:`, not `api:`")
+        if not self.tools:
+            raise ValueError(f"service {MCP_SERVICE!r} needs `tools:`, at least one (e.g. create_order: "
+                             "{effect: order_created})")
+        for name in self.tools:
+            if not MCP_TOOL_NAME.match(name):
+                raise ValueError(f"tool name {name!r}: 1 to 128 of A-Z a-z 0-9 _ - . (the MCP specification's)")
+        committing = {name: tool for name, tool in self.tools.items() if tool.effect is not None}
+        for name, tool in self.tools.items():
+            if tool.lookup is not None and tool.lookup not in committing:
+                raise ValueError(f"tools.{name}.lookup: {tool.lookup!r} is not a tool with an effect; valid: "
+                                 f"{', '.join(committing) or '(none declared)'}")
+        kinds = {(t.idempotency, t.idempotency_argument if t.idempotency == "argument" else
+                  t.natural_key if t.idempotency == "natural_key" else None) for t in committing.values()}
+        if len(kinds) > 1:  # the intents file says one idempotency per destination
+            said = ", ".join(f"{n}: {t.idempotency}" + (f" ({t.idempotency_argument})" if t.idempotency == "argument"
+                                                        else f" ({t.natural_key})" if t.idempotency == "natural_key"
+                                                        else "") for n, t in committing.items())
+            raise ValueError(f"the tools with an effect of one MCP destination declare one idempotency (the "
+                             f"agent is told one per destination); here {said}")
+        style = MCP_CONTRACT_STYLES[next(iter(kinds))[0]] if kinds else "none"
+        lookup: LookupStyle = "client_reference" if any(t.lookup for t in self.tools.values()) else "none"
+        if self.idempotency not in (None, style):
+            raise ValueError(f"idempotency {self.idempotency!r}: an MCP destination declares it per tool "
+                             f"(tools.<name>.idempotency: none | argument | natural_key; {style!r} here)")
+        if self.lookup not in (None, lookup):
+            raise ValueError(f"lookup {self.lookup!r}: an MCP destination's lookup is a tool with `lookup:` "
+                             f"under tools ({'one is' if lookup != 'none' else 'none is'} declared)")
+        # natural_key is a style only an MCP destination's tools give: the schema offers a scenario the four
+        # it may write at the top level, and the contract (describe) says this one
+        self.idempotency, self.lookup = style, lookup  # type: ignore[assignment]
+        if self.retention_seconds is not None and "retention_seconds" in self.model_fields_set:
+            raise ValueError("retention_seconds: an MCP destination remembers its keys forever (leave it out)")
+        self.retention_seconds = None
+        if self.key_scope != "global":
+            raise ValueError(f"key_scope {self.key_scope!r}: an MCP destination's keys are global (valid: 'global')")
+        if self.lookup_lag_seconds and lookup == "none":
+            raise ValueError("lookup_lag_seconds delays lookups, and no tool of this destination is a lookup")
+        if self.put_notifies:
+            raise ValueError(f"put_notifies applies to service 'accounts' only, not {MCP_SERVICE!r}")
+        for failure in self.failures:
+            valid = FAULTS_BY_TRANSPORT[MCP_TRANSPORT]
+            if failure.fault not in valid:
+                raise ValueError(f"fault {failure.fault!r} is not available for service {MCP_SERVICE!r}; valid: "
+                                 f"{', '.join(valid)}")
+            if failure.status is not None or failure.headers:
+                raise ValueError("failures[].status and headers: an MCP destination answers a failure as a tool "
+                                 "error result (isError: true), with no HTTP status of its own")
+        if self.endpoint is None:
+            self.endpoint = MCP_ENDPOINT
+        elif not self.endpoint.startswith("/"):
+            raise ValueError(f"endpoint {self.endpoint!r} must be a path starting with '/' (e.g. {MCP_ENDPOINT})")
         return self
 
     def _api_defaults(self) -> DestinationSpec:
@@ -215,7 +363,8 @@ class ExplorableOption:
 
 
 EXPLORABLE_OPTIONS: tuple[ExplorableOption, ...] = (
-    ExplorableOption("retention_seconds", 0.5, 5.0, lambda spec: spec.idempotency not in (None, "none")),
+    ExplorableOption("retention_seconds", 0.5, 5.0, lambda spec: spec.retention_seconds is not None
+                     and spec.idempotency not in (None, "none")),
     ExplorableOption("lookup_lag_seconds", 0.0, 3.0, lambda spec: spec.lookup == "client_reference"),
     ExplorableOption("processing_delay_seconds", 0.0, 3.0,
                      lambda spec: SERVICES[spec.service].transport == "http"),
@@ -230,6 +379,8 @@ def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
         spec = DestinationSpec.model_validate(spec)
     if spec.api is not None:
         return _describe_api(spec, spec.api)
+    if spec.tools is not None:
+        return _describe_mcp(spec, spec.tools)
     service = SERVICES[spec.service]
     style = spec.idempotency or "none"
     keyed = style != "none"
@@ -301,3 +452,29 @@ def _describe_api(spec: DestinationSpec, api: ApiSpec) -> DestinationContract:
 def json_schema() -> dict[str, Any]:
     """JSON Schema of one ``destinations:`` entry, for the published scenario schema."""
     return DestinationSpec.model_json_schema()
+
+
+def _describe_mcp(spec: DestinationSpec, tools: dict[str, McpTool]) -> DestinationContract:
+    """An MCP tool server's contract: one operation per tool with an effect (method tools/call, path the
+    tool's name), its first lookup tool as the lookup; keys are remembered forever."""
+    style = spec.idempotency or "none"
+    committing = {name: tool for name, tool in tools.items() if tool.effect is not None}
+    field = None
+    if committing:
+        tool = next(iter(committing.values()))
+        field = {"client_token": tool.idempotency_argument, "natural_key": tool.natural_key}.get(style)
+    idempotency = IdempotencyContract(style=style, body_field=field, retention_seconds=None, scope="global")
+    lookup = None
+    finder = next((name for name, tool in tools.items() if tool.lookup is not None), None)
+    if finder is not None:
+        lookup = LookupContract(method=MCP_TOOL_CALL, path=finder, query_param=CLIENT_REFERENCE_FIELD,
+                                result_field=LOOKUP_RESULT_FIELD,
+                                lag_seconds=spec.lookup_lag_seconds + spec.processing_delay_seconds)
+    operations = {
+        name: OperationContract(method=MCP_TOOL_CALL, path=name, client_reference_field=CLIENT_REFERENCE_FIELD,
+                                effect_ref_field="id", required_params=tuple(tool.required),
+                                annotations=tool.annotations.model_dump(exclude_none=True)
+                                if tool.annotations is not None else None)
+        for name, tool in committing.items()}
+    return DestinationContract(service=MCP_SERVICE, idempotency=idempotency, lookup=lookup, operations=operations,
+                               transport=MCP_TRANSPORT, endpoint=spec.endpoint or MCP_ENDPOINT)

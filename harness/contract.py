@@ -250,6 +250,12 @@ CLIENT_TOKEN_FIELD = "client_token"  # body field of an EC2-like client token
 CLIENT_REFERENCE_FIELD = "client_reference"  # body field and lookup query parameter
 LOOKUP_RESULT_FIELD = "items"  # field of a lookup answer that lists the matching resources
 RECEIPT_PREFIX = "effect_ref:"  # an SSH command's output line that names its effect
+# An MCP tool server (destination service "mcp"): the agent's MCP client connects to the destination's
+# URL + its endpoint (default below); a tool call is the JSON-RPC method below, and the reference
+# agent sends its trace context in the call's ``params._meta`` under TRACEPARENT_HEADER
+MCP_TRANSPORT = "mcp"
+MCP_ENDPOINT = "/mcp"
+MCP_TOOL_CALL = "tools/call"
 
 # The audit events an agent writes (field ``event``).
 EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
@@ -266,7 +272,7 @@ class ContractError(ValueError):
 class IdempotencyContract:
     """How the destination deduplicates writes: ``style`` ``none`` means it does not."""
 
-    style: str = "none"  # none | stripe | ietf | client_token
+    style: str = "none"  # none | stripe | ietf | client_token | natural_key (one effect per body_field value)
     header: str | None = None  # the request header carrying the key
     body_field: str | None = None  # or the body field carrying it
     retention_seconds: float | None = None  # how long a key is remembered; None: forever (or no keys)
@@ -366,6 +372,8 @@ class OperationContract:
     required_params: tuple[str, ...] = ()
     family: str | None = None  # COMMAND_FAMILIES: what a rerun after an unknown result needs
     convergence: str | None = None  # set_state: the condition under which a rerun does not act again
+    # an MCP tool: the annotations its server publishes in tools/list, verbatim (hints: they may lie)
+    annotations: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method}
@@ -375,12 +383,15 @@ class OperationContract:
                 out[name] = getattr(self, name)
         if self.body_defaults is not None:
             out["body_defaults"] = dict(self.body_defaults)
+        if self.annotations is not None:
+            out["annotations"] = dict(self.annotations)
         out["required_params"] = list(self.required_params)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "operation") -> OperationContract:
         defaults = _get(data, "body_defaults", dict, where)
+        annotations = _get(data, "annotations", dict, where)
         params = _get(data, "required_params", list, where) or []
         if not all(isinstance(p, str) for p in params):
             raise ContractError(f"{where}.required_params: expected a list of strings")
@@ -395,19 +406,24 @@ class OperationContract:
                    effect_ref_field=_get(data, "effect_ref_field", str, where),
                    body_defaults=dict(defaults) if defaults is not None else None,
                    required_params=tuple(params), family=family,
-                   convergence=_get(data, "convergence", str, where))
+                   convergence=_get(data, "convergence", str, where),
+                   annotations=dict(annotations) if annotations is not None else None)
 
 
 @dataclass(frozen=True)
 class DestinationContract:
     """What an agent is told about one destination: its idempotency semantics, its lookup (None:
-    there is none), its operation kinds, and (asynchronous services) where to poll an operation."""
+    there is none), its operation kinds, and (asynchronous services) where to poll an operation.
+    An MCP tool server has ``transport`` MCP_TRANSPORT and its ``endpoint``; each operation is a tool
+    (``method`` MCP_TOOL_CALL, ``path`` the tool's name), and so is its lookup."""
 
     service: str
     idempotency: IdempotencyContract = field(default_factory=IdempotencyContract)
     lookup: LookupContract | None = None
     operations: Mapping[str, OperationContract] = field(default_factory=dict)
     status: StatusContract | None = None
+    transport: str | None = None  # MCP_TRANSPORT; None: plain HTTP (or SSH: its operations' method EXEC)
+    endpoint: str | None = None  # the path of the MCP endpoint, under the destination's URL
 
     def deduplicates(self, kind: str | None) -> bool:
         """Does a retry of this kind of operation reuse the first one's effect? Either the whole
@@ -424,6 +440,10 @@ class DestinationContract:
                                "operations": {kind: op.to_dict() for kind, op in self.operations.items()}}
         if self.status is not None:
             out["status"] = self.status.to_dict()
+        if self.transport is not None:
+            out["transport"] = self.transport
+        if self.endpoint is not None:
+            out["endpoint"] = self.endpoint
         return out
 
     @classmethod
@@ -444,7 +464,8 @@ class DestinationContract:
                    lookup=LookupContract.from_dict(lookup) if lookup is not None else None,
                    operations={kind: OperationContract.from_dict(op, f"operations.{kind}")
                                for kind, op in operations.items()},
-                   status=StatusContract.from_dict(status) if status is not None else None)
+                   status=StatusContract.from_dict(status) if status is not None else None,
+                   transport=_get(data, "transport", str, ""), endpoint=_get(data, "endpoint", str, ""))
 
 
 def _get(data: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None) -> Any:

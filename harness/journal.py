@@ -4,7 +4,10 @@ Written as it happens (append + flush per line), so a crash loses nothing alread
 the order docs/ARCHITECTURE.md fixes them: ``seq``, ``flow_id``, ``ts_request``, ``ts_done``,
 ``destination``, ``method``, ``path``, ``query``, ``headers`` (secrets redacted), ``body_fingerprint``,
 ``idempotency_key``, ``traceparent``, ``rule_id``, ``fault``, ``forwarded``, ``upstream_status``,
-``client_outcome``, ``client_status``; plus ``forward_count`` (2 for a duplicated delivery).
+``client_outcome``, ``client_status``; plus ``forward_count`` (2 for a duplicated delivery), ``rpc``
+(a JSON-RPC request, an MCP message: ``{"method", "id", "tool", "is_error"}``, ``is_error`` read from
+the result the client received, null when it got none; null for any other flow) and ``fault_note``
+(why the fault could not act as declared, e.g. a tool error action on a flow that is no tools/call).
 
 Secrets never reach the file: Authorization, Cookie, Proxy-Authorization and Set-Cookie values, and
 any header value equal to or containing a given secret, become ``redacted:sha256:<first 12 hex>``.
@@ -24,7 +27,8 @@ from harness.ndjson import NdjsonError, read_objects
 
 FIELDS = ("seq", "flow_id", "ts_request", "ts_done", "destination", "method", "path", "query",
           "headers", "body_fingerprint", "idempotency_key", "traceparent", "rule_id", "fault",
-          "forwarded", "upstream_status", "client_outcome", "client_status", "client_retry_after", "forward_count")
+          "forwarded", "upstream_status", "client_outcome", "client_status", "client_retry_after",
+          "forward_count", "rpc", "fault_note")
 # in_flight_at_end: the scenario ended (the agent had exited) while the flow was still in flight
 IN_FLIGHT_AT_END = "in_flight_at_end"
 CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused", "timeout", IN_FLIGHT_AT_END)

@@ -9,6 +9,7 @@ When a rule fires, the hook of its action's phase calls the action's handler (``
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -19,11 +20,11 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.flow import Error
 
-from harness.contract import FLOW_HEADER, TRACEPARENT_HEADER
+from harness.contract import FLOW_HEADER
 from harness.fingerprint import fingerprint_body
 from harness.journal import IN_FLIGHT_AT_END, JournalWriter, redact_headers
-from harness.proxy.faults import REQUEST_HANDLERS, RESPONSE_HANDLERS
-from harness.proxy.rules import FaultRule, RequestFacts, RuleBook
+from harness.proxy.faults import FAULT_NOTE, REQUEST_HANDLERS, RESPONSE_HANDLERS, RPC_META
+from harness.proxy.rules import FaultRule, RequestFacts, RpcFacts, RuleBook
 from harness.proxy.traffic import TrafficWriter
 
 META = "harness"
@@ -81,12 +82,14 @@ class FaultInjector:
                     "destination": meta["destination"], "method": req.method, "path": req.path.split("?", 1)[0],
                     "query": req.path.split("?", 1)[1] if "?" in req.path else None,
                     "headers": meta["headers"], "body_fingerprint": meta["body_fingerprint"],
-                    "idempotency_key": meta["idempotency_key"], "traceparent": meta["headers"].get(TRACEPARENT_HEADER),
+                    "idempotency_key": meta["idempotency_key"], "traceparent": meta["traceparent"],
                     "rule_id": rule.id if rule else None, "fault": rule.action if rule else None,
                     "forwarded": meta["forwarded"], "upstream_status": meta.get("upstream_status"),
                     "client_outcome": outcome, "client_status": client_status,
                     "client_retry_after": resp.headers.get("retry-after") if resp is not None else None,
                     "forward_count": meta["forward_count"],
+                    "rpc": _rpc_entry(flow.metadata.get(RPC_META), resp, outcome),
+                    "fault_note": flow.metadata.get(FAULT_NOTE),
                 })
                 if state.traffic is not None:
                     self._save_traffic(state.traffic, flow, record)
@@ -139,10 +142,12 @@ class FaultInjector:
         meta: dict[str, Any] = {
             "state": state, "flow_id": flow_id, "ts_request": req.timestamp_start or time.time(),
             "destination": destination, "rule": rule, "headers": headers,
-            "body_fingerprint": facts.fingerprint, "idempotency_key": facts.idempotency_key,
-            "forwarded": False, "forward_count": 0,
+            "body_fingerprint": facts.body_fingerprint, "idempotency_key": facts.idempotency_key,
+            "traceparent": facts.traceparent, "forwarded": False, "forward_count": 0,
         }
         flow.metadata[META] = meta
+        if facts.rpc is not None:
+            flow.metadata[RPC_META] = facts.rpc
         state.in_flight += 1
         state.flows[flow_id] = flow
         state.idle.clear()
@@ -183,6 +188,37 @@ class FaultInjector:
             self._finish(flow, "response", 502)
         else:
             self._finish(flow, "connection_closed")
+
+
+def _rpc_entry(rpc: RpcFacts | None, response: http.Response | None, outcome: str) -> dict[str, Any] | None:
+    """The journal's ``rpc`` of a JSON-RPC flow: its method, id, tool, and whether the result the client
+    received is a tool error (null when it received no JSON-RPC result)."""
+    if rpc is None:
+        return None
+    is_error = None  # a tool result's isError: a tools/call's alone
+    if rpc.is_tool_call and response is not None and outcome == "response":
+        is_error = _result_is_error(response, rpc.id)
+    return {"method": rpc.method, "id": rpc.id, "tool": rpc.tool, "is_error": is_error}
+
+
+def _result_is_error(response: http.Response, rid: int | str | None) -> bool | None:
+    """``result.isError`` of the JSON-RPC answer to ``rid``: a JSON body, or the matching message of an SSE
+    stream (a Streamable HTTP server may answer either way)."""
+    kind = response.headers.get("content-type", "").split(";", 1)[0].strip()
+    try:
+        if kind == "application/json":
+            docs = [json.loads(response.content or b"")]
+        elif kind == "text/event-stream":
+            text = (response.content or b"").decode("utf-8")
+            docs = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        else:
+            return None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("id") == rid and isinstance(doc.get("result"), dict):
+            return doc["result"].get("isError") is True
+    return None
 
 
 def _client_gets_502(flow: http.HTTPFlow) -> bool:

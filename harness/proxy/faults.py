@@ -16,6 +16,7 @@ exists: the host implements them with its listeners (``refuse_connection``: it o
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import struct
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from mitmproxy import ctx, http
 
-from harness.proxy.rules import ACTIONS, FaultRule
+from harness.proxy.rules import ACTIONS, DEFAULT_TOOL_ERROR, FaultRule, RpcFacts
 
 if TYPE_CHECKING:
     from harness.proxy.addon import ScenarioState
@@ -35,6 +36,10 @@ ResponseHandler = Callable[[http.HTTPFlow, FaultRule], Awaitable[tuple[str, int 
 REQUEST_HANDLERS: dict[str, RequestHandler] = {}
 RESPONSE_HANDLERS: dict[str, ResponseHandler] = {}
 HOST_ACTIONS = frozenset({"refuse_connection"})  # connection-phase actions the host implements
+RPC_META = "harness.rpc"  # flow.metadata: the flow's RpcFacts (set by the addon for a JSON-RPC request)
+# flow.metadata: why a fault could not act as declared (the addon journals it as fault_note)
+FAULT_NOTE = "harness.fault_note"
+NOT_A_TOOL_CALL = "{action} needs a JSON-RPC tools/call request; this flow's body is none: answered 400"
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +94,12 @@ async def drop_request(flow: http.HTTPFlow, rule: FaultRule, state: ScenarioStat
 @on_request("synthetic_status")
 async def synthetic_status(flow: http.HTTPFlow, rule: FaultRule, state: ScenarioState, destination: str) -> int:
     flow.response = _synthetic(rule)
+    return 0
+
+
+@on_request("tool_error_result")
+async def tool_error_result(flow: http.HTTPFlow, rule: FaultRule, state: ScenarioState, destination: str) -> int:
+    flow.response = _tool_error(flow, rule)
     return 0
 
 
@@ -165,6 +176,12 @@ async def replace_status(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str, int
     return "response", rule.status
 
 
+@on_response("tool_error_after_commit")
+async def tool_error_after_commit(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str, int | None]:
+    flow.response = _tool_error(flow, rule)
+    return "response", flow.response.status_code
+
+
 @on_response("truncate_body")
 async def truncate_body(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str, int | None]:
     resp = flow.response
@@ -211,6 +228,21 @@ def _synthetic(rule: FaultRule) -> http.Response:
         headers["retry-after"] = str(rule.retry_after)
     body = rule.body if rule.body is not None else f'{{"error":"HTTP {status}"}}'
     return http.Response.make(status, body.encode(), headers)
+
+
+def _tool_error(flow: http.HTTPFlow, rule: FaultRule) -> http.Response:
+    """An MCP tool error result for the flow's tools/call, echoing its id (as a server's own would read);
+    a 400 when the flow is no JSON-RPC tools/call, and the journal says why."""
+    rpc: RpcFacts | None = flow.metadata.get(RPC_META)
+    if rpc is None or not rpc.is_tool_call:
+        note = NOT_A_TOOL_CALL.format(action=rule.action)
+        flow.metadata[FAULT_NOTE] = note
+        return http.Response.make(400, json.dumps({"error": "bad_request", "message": note}).encode(),
+                                  {"content-type": "application/json"})
+    text = rule.body if rule.body is not None else DEFAULT_TOOL_ERROR
+    answer = {"jsonrpc": "2.0", "id": rpc.id,
+              "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+    return http.Response.make(200, json.dumps(answer).encode(), {"content-type": "application/json"})
 
 
 check_handlers(REQUEST_HANDLERS, RESPONSE_HANDLERS)

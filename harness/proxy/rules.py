@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.contract import CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEADER
+from harness.contract import CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEADER, MCP_TOOL_CALL, TRACEPARENT_HEADER
+from harness.fingerprint import fingerprint as fingerprint_of
 
 Phase = Literal["request", "response", "connection"]
 # How the proxy sits between the agent and the destinations (the host implements each; docs/proxy.md)
@@ -90,6 +91,7 @@ _STATUS_HINT = "e.g. 503, 429, 500"
 _ANSWERED_STATUSES = (503, 429, 500, 502, 504, 409, 400, 422)
 _AFTER_COMMIT_STATUSES = (500, 503, 502, 504)
 _STATUS_EXPLORE = {"retry_after": (None, 0, 1, 2), "body": (None,)}
+_TOOL_ERROR_HINT = "a tools/call: give match.tool, or match a JSON-RPC request; any other flow is answered 400"
 ACTIONS: dict[str, FaultAction] = _registry(
     FaultAction("drop_response_after_commit", "response",
                 "forward; the destination commits; the client sees the connection close with zero bytes",
@@ -134,6 +136,16 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
                 forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms"),
                 explore={"delay_ms": ClientTimeouts((0.3, 1.3)), "jitter_ms": (0, 100)}),
+    FaultAction("tool_error_result", "request",
+                "never forward a tools/call; the client gets a JSON-RPC result isError: true (body: its text) "
+                "echoing the request's id", forwarded="no",
+                client_sees="an MCP tool error result (`isError: true`); nothing was committed",
+                reads=("body",), explore={"body": (None,)}),
+    FaultAction("tool_error_after_commit", "response",
+                "forward a tools/call; the destination commits; the client gets a JSON-RPC result isError: true "
+                "(body: its text) instead of the real one", forwarded="yes",
+                client_sees="an MCP tool error result (`isError: true`) in place of the real result",
+                reads=("body",), explore={"body": (None,)}),
 )
 if TYPE_CHECKING:
     Action = str
@@ -141,6 +153,10 @@ else:  # one truth: the choices are the registry's names, in its order
     Action = Literal[tuple(ACTIONS)]
 IDEMPOTENCY_HEADERS = (IDEMPOTENCY_HEADER.lower(), "x-" + IDEMPOTENCY_HEADER.lower())
 BODY_TOKEN_FIELDS = (CLIENT_TOKEN_FIELD, "clientToken", "ClientToken", "idempotency_key")
+# where an MCP tool call carries its key: an argument, or params._meta (MCP python-sdk PR #2338)
+TOOL_KEY_FIELDS = (*BODY_TOKEN_FIELDS, "idempotencyKey")
+TOOL_ERROR_ACTIONS = frozenset({"tool_error_result", "tool_error_after_commit"})
+DEFAULT_TOOL_ERROR = "internal_error: the tool failed"
 
 _TEMPLATE_VAR = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
@@ -175,6 +191,9 @@ class Match(BaseModel):
     body: dict[str, Any] = Field(
         default_factory=dict, description="JSON body field (dotted path, e.g. customer.id), or form field (e.g. "
         "Action, of an AWS query API) -> value it must equal.")
+    tool: str | None = Field(
+        None, description="An MCP tool call of this tool: a POST whose JSON-RPC body is method tools/call with "
+        "params.name equal to it (e.g. create_order).")
     per: Literal["run", "idempotency_key", "fingerprint"] = Field(
         "run", description="What the schedule counts: matching requests of the run, or those with the same "
         "idempotency key / body fingerprint.")
@@ -191,6 +210,13 @@ class Match(BaseModel):
     @classmethod
     def _upper(cls, v: str | None) -> str | None:
         return v.upper() if v else v
+
+    @field_validator("tool")
+    @classmethod
+    def _tool_name(cls, v: str | None) -> str | None:
+        if v is not None and not v:
+            raise ValueError("tool must name a tool (e.g. create_order), not be empty")
+        return v
 
     @field_validator("path")
     @classmethod
@@ -226,6 +252,9 @@ class Match(BaseModel):
         given = [k for k in ("nth", "first", "every") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one schedule of nth / first / every, got {', '.join(given)}")
+        if self.tool is not None and self.method not in (None, "POST"):
+            raise ValueError(f"match.tool is a tools/call, which an MCP client POSTs; method {self.method!r} "
+                             "never matches it (leave method out, or give POST)")
         return self
 
 
@@ -243,7 +272,8 @@ class FaultRule(BaseModel):
     retry_after: int | None = Field(
         None, ge=0, description="Retry-After seconds sent with synthetic_status / replace_status.")
     body: str | None = Field(
-        None, description="Body sent with synthetic_status / replace_status; a short JSON error when absent.")
+        None, description="Body sent with synthetic_status / replace_status (a short JSON error when absent); "
+        f"the error text of tool_error_result / tool_error_after_commit ({DEFAULT_TOOL_ERROR!r} when absent).")
     hold_ms: int | None = Field(
         None, ge=0, description="hold_response: how long to hold the response (ms); set it past the client's "
         "timeout.")
@@ -299,6 +329,37 @@ _check_parameters()
 
 
 @dataclass(frozen=True)
+class RpcFacts:
+    """A JSON-RPC request (an MCP message): its method and id; for a tools/call the tool, its arguments and
+    its ``params._meta``."""
+
+    method: str
+    id: int | str | None = None
+    tool: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+
+    @property
+    def is_tool_call(self) -> bool:
+        return self.method == MCP_TOOL_CALL
+
+
+def rpc_facts(doc: Any) -> RpcFacts | None:
+    """The JSON-RPC request a parsed body holds, or None (a batch, a response, any other JSON)."""
+    if not isinstance(doc, dict) or doc.get("jsonrpc") != "2.0" or not isinstance(doc.get("method"), str):
+        return None
+    rid = doc.get("id")
+    params: dict[str, Any] = doc["params"] if isinstance(doc.get("params"), dict) else {}
+    meta = params.get("_meta")
+    tool = arguments = None
+    if doc["method"] == MCP_TOOL_CALL:
+        tool = params.get("name") if isinstance(params.get("name"), str) else None
+        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    return RpcFacts(method=doc["method"], id=rid if isinstance(rid, (int, str)) and not isinstance(rid, bool)
+                    else None, tool=tool, arguments=arguments, meta=meta if isinstance(meta, dict) else None)
+
+
+@dataclass(frozen=True)
 class RequestFacts:
     """What matching may look at in one request (headers keyed lower-case)."""
 
@@ -307,11 +368,41 @@ class RequestFacts:
     path: str
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
-    fingerprint: str | None = None
+    fingerprint: str | None = None  # of the body, as the addon computed it
 
     @functools.cached_property  # computed once per request, however many rules ask
     def idempotency_key(self) -> str | None:
+        rpc = self.rpc
+        if rpc is not None and rpc.is_tool_call:
+            return tool_call_key(self.headers, rpc)
         return idempotency_key(self.headers, self.json_body)
+
+    @functools.cached_property
+    def rpc(self) -> RpcFacts | None:
+        """The JSON-RPC request of a JSON body; None for every other request (never parsed then)."""
+        if not self.body or self.body.lstrip()[:1] != b"{":
+            return None
+        if self.headers.get("content-type", "application/json").split(";", 1)[0].strip() != "application/json":
+            return None
+        return rpc_facts(self.json_body)
+
+    @functools.cached_property
+    def body_fingerprint(self) -> str | None:
+        """What the journal and ``per: fingerprint`` count: a tool call's arguments (as the agent's
+        request_fingerprint and the destination's ledger fingerprint them), else the body's."""
+        rpc = self.rpc
+        if rpc is not None and rpc.is_tool_call:
+            return fingerprint_of(dict(rpc.arguments or {}))
+        return self.fingerprint
+
+    @functools.cached_property
+    def traceparent(self) -> str | None:
+        """The header, else a JSON-RPC request's ``params._meta.traceparent`` (an MCP client's trace context)."""
+        if self.headers.get(TRACEPARENT_HEADER):
+            return self.headers[TRACEPARENT_HEADER]
+        rpc = self.rpc
+        value = rpc.meta.get(TRACEPARENT_HEADER) if rpc is not None and rpc.meta is not None else None
+        return value if isinstance(value, str) else None
 
     @functools.cached_property
     def json_body(self) -> Any:
@@ -342,6 +433,19 @@ def idempotency_key(headers: Mapping[str, str], json_body: Any) -> str | None:
     return None
 
 
+def tool_call_key(headers: Mapping[str, str], rpc: RpcFacts) -> str | None:
+    """A tool call's key: the header, else a key argument, else ``params._meta.idempotencyKey``."""
+    for name in IDEMPOTENCY_HEADERS:
+        if headers.get(name):
+            return headers[name]
+    for source in (rpc.arguments, rpc.meta):
+        if source is not None:
+            for name in TOOL_KEY_FIELDS:
+                if isinstance(source.get(name), str):
+                    return source[name]
+    return None
+
+
 _MISSING = object()
 
 
@@ -364,6 +468,10 @@ def matches_criteria(match: Match, facts: RequestFacts) -> bool:
     for name, want in match.headers.items():
         got = facts.headers.get(name.lower())
         if got is None or (want != "*" and got != want):
+            return False
+    if match.tool is not None:
+        rpc = facts.rpc
+        if facts.method.upper() != "POST" or rpc is None or not rpc.is_tool_call or rpc.tool != match.tool:
             return False
     if match.body:
         doc = facts.json_body
@@ -417,7 +525,7 @@ class RuleBook:
             if ACTIONS[rule.action].phase == "connection" or not matches_criteria(rule.match, facts):
                 continue
             key = {"run": None, "idempotency_key": facts.idempotency_key,
-                   "fingerprint": facts.fingerprint}[rule.match.per]
+                   "fingerprint": facts.body_fingerprint}[rule.match.per]
             self._counts[i][key] += 1
             if not schedule_fires(rule.match, self._counts[i][key]):
                 continue

@@ -9,7 +9,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from fake_destinations.services import API_SERVICE, SERVICES
+from fake_destinations.services import API_SERVICE, MCP_SERVICE, SERVICES
 from fake_destinations.spec import DestinationSpec, describe, json_schema
 from harness.contract import DestinationContract
 
@@ -55,7 +55,8 @@ def test_describe_other_styles():
 
 
 @pytest.mark.parametrize("service, idempotency, key_scope", [
-    (service, idempotency, key_scope) for service in sorted(SERVICES) if service != API_SERVICE  # routes: test_api_spec
+    # api and mcp declare their contracts: test_api_spec, test_mcp
+    (service, idempotency, key_scope) for service in sorted(SERVICES) if service not in (API_SERVICE, MCP_SERVICE)
     for idempotency in ([None, "none"] if SERVICES[service].transport == "ssh" else
                         [None, "none", "stripe", "ietf", "client_token"])
     for key_scope in ("global", "account")])

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("harness", "fake_destinations")
 # imported directly, installed (and pinned) by a declared dependency: declaring it again would only
 # invite a second, conflicting bound
-COMES_WITH = {"pydantic-core": "pydantic"}
+COMES_WITH = {"pydantic-core": "pydantic", "uvicorn": "mcp"}  # uvicorn: the server mcp serves HTTP with
 # optional imports, each declared in its extra: harness.instrument patches httpx only when it is installed (an
 # ImportError skips it) and the tenacity example agent uses what it demonstrates; the OpenTelemetry exporter and
 # the framework agents import what their extra installs

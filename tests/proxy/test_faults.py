@@ -115,6 +115,17 @@ CATALOGUE = {
         {"action": "latency", "delay_ms": 20, "jitter_ms": 10},
         {"requests": 201, "httpx": 201}, 1, 1,
         {"forwarded": True, "upstream_status": 201, "client_outcome": "response", "client_status": 201}),
+    # the MCP tool error actions on a flow that is no JSON-RPC tools/call (their MCP story: tests/proxy/test_rpc.py)
+    "tool_error_result_not_rpc": (
+        {"action": "tool_error_result"},
+        {"requests": 400, "httpx": 400}, 0, 0,
+        {"forwarded": False, "client_status": 400, "rpc": None,
+         "fault_note": faults.NOT_A_TOOL_CALL.format(action="tool_error_result")}),
+    "tool_error_after_commit_not_rpc": (
+        {"action": "tool_error_after_commit"},
+        {"requests": 400, "httpx": 400}, 1, 1,
+        {"forwarded": True, "upstream_status": 201, "client_status": 400, "rpc": None,
+         "fault_note": faults.NOT_A_TOOL_CALL.format(action="tool_error_after_commit")}),
 }
 
 
