@@ -14,6 +14,14 @@ for each intent, drives one operation:
    out index lag; retry only when dedup is documented and in force, or a reliable negative lookup
    says nothing happened; otherwise stay `unknown` and escalate.
 4. Resolve on evidence: the attempt or observation that carried the effect reference.
+
+An MCP tool server (contract ``transport: mcp``) is called with the ``mcp`` package's own client
+(streamable HTTP, one session per attempt): an attempt is one ``tools/call`` of the intent's tool, its
+arguments the intent's params plus the operation id as ``client_reference`` (and the key argument when
+the contract has one), the attempt's ``traceparent`` in ``params._meta``. An error result may come after
+the tool committed: like a 5xx, it is reconciled through the lookup tool. The tools' annotations
+(``idempotentHint``...) are the server's hints and change nothing here: only the contract's idempotency
+justifies a retry.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ import shlex
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +49,8 @@ from harness.contract import (
     IDEMPOTENCY_HEADER,
     INTENTS_ENV,
     LOOKUP_RESULT_FIELD,
+    MCP_ENDPOINT,
+    MCP_TRANSPORT,
     RECEIPT_PREFIX,
     STATE_DIR_ENV,
     TRACEPARENT_ENV,
@@ -75,6 +87,7 @@ class Outcome:
     headers: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     exit_status: int | None = None  # SSH
+    tool_error: bool = False  # MCP: the tool answered with an error result (isError)
 
 
 class Agent:
@@ -122,7 +135,16 @@ class Agent:
         """Derived from the operation, so every attempt of it carries the same key."""
         if op["kind"]["method"] == "EXEC":  # SSH: the operation marker is the key, if the command has one
             return op["operation_id"] if op["kind"].get("dedup") == "operation_marker" else None
+        if self.is_mcp(op):  # a tool takes the key its contract names, as an argument, or none at all
+            style = (self.contracts[op["intent"]["destination"]].get("idempotency") or {}).get("style", "none")
+            if style == "natural_key":  # one effect per client reference: the operation id is the key
+                return str(op["operation_id"])
+            if style == "none":
+                return None
         return "idem_" + hashlib.sha256(op["operation_id"].encode()).hexdigest()[:24]
+
+    def is_mcp(self, op: dict[str, Any]) -> bool:
+        return self.contracts[op["intent"]["destination"]].get("transport") == MCP_TRANSPORT
 
     # -- the driver -----------------------------------------------------------------------------
 
@@ -237,6 +259,8 @@ class Agent:
                 self.resolve(op, "failed", [], [outcome.attempt_id],
                              f"the command exited {outcome.exit_status}: it refused to act")
             return None
+        if outcome.tool_error:
+            return self.after_tool_error(op, outcome)
         status = outcome.status or 0
         if status == 202 and isinstance(outcome.body, dict) and outcome.body.get("operation"):
             self.await_async(op, outcome)
@@ -265,6 +289,31 @@ class Agent:
             self.after_rejected_retry(op, outcome)
             return None
         self.resolve(op, "failed", [], [outcome.attempt_id], f"destination rejected the request: {status}")
+        return None
+
+    def after_tool_error(self, op: dict[str, Any], outcome: Outcome) -> str | None:
+        """An MCP error result: the tool says the call failed, not that it did nothing before failing. Look
+        it up as after a 5xx; a lookup that waited out the lag and found nothing makes the failure known."""
+        op["effect_uncertain"] = True
+        lookup = self.contracts[op["intent"]["destination"]].get("lookup")
+        if lookup:
+            found, negatives = self.look_up_until_answered(op, lookup)
+            if len(set(found)) > 1:
+                self.duplicate_confirmed(op, sorted(set(found)))
+            elif found:
+                self.resolve(op, "succeeded", found, [op["observations"][-1]],
+                             "the tool answered an error, but the lookup tool found the effect")
+            elif negatives:
+                self.resolve(op, "failed", [], [outcome.attempt_id, op["observations"][-1]],
+                             f"the tool answered an error ({outcome.error}) and lookups after the lag found nothing")
+            else:
+                self.resolve(op, "unknown", [], [*op["attempts"], *op["observations"]],
+                             "the tool answered an error and every lookup failed; escalating")
+            return None
+        if self.dedup_in_force(op):  # the key argument makes a retry return the first call's result
+            return self.retry_if_budget(op, "destination_5xx", outcome)
+        self.resolve(op, "unknown", [], list(op["attempts"]),
+                     "the tool answered an error, it may have committed first, and nothing can tell; escalating")
         return None
 
     def after_rejected_retry(self, op: dict[str, Any], outcome: Outcome) -> None:
@@ -430,6 +479,11 @@ class Agent:
         idem = self.contracts[destination].get("idempotency") or {}
         key = self.idempotency_key(op, attempt_id)
         body = self.payload(op)
+        if self.is_mcp(op):  # one tools/call: the arguments are the body, the key one of them
+            if key and idem.get("body_field"):
+                body[idem["body_field"]] = key
+            return {"method": op["kind"]["method"], "path": op["kind"]["path"], "body": body, "headers": {},
+                    "traceparent": traceparent, "key": key}
         headers = {TRACEPARENT_HEADER: traceparent, **self.auth(destination)}
         if key and idem.get("body_field"):
             body[idem["body_field"]] = key
@@ -459,6 +513,13 @@ class Agent:
     def send(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
         if request["method"] == "EXEC":
             return asyncio.run(self.send_ssh(attempt_id, request, op))
+        if self.is_mcp(op):
+            state, result, error = asyncio.run(self.call_tool(
+                op["intent"]["destination"], request["path"], request["body"], request["traceparent"]))
+            if result is None:
+                return Outcome(attempt_id, state, error=error)
+            return Outcome(attempt_id, state, 200, None if result.isError else tool_result(result),
+                           error=tool_text(result)[:200] if result.isError else None, tool_error=bool(result.isError))
         url = self.url(op["intent"]["destination"], request["path"])
         try:
             # a fresh connection per attempt: a stale pooled socket would blur not_sent and sent
@@ -481,6 +542,34 @@ class Agent:
             body = None
         return Outcome(attempt_id, "response_received", response.status_code, body,
                        {k.lower(): v for k, v in response.headers.items()})
+
+    async def call_tool(self, destination: str, tool: str, arguments: dict[str, Any],
+                        traceparent: str | None) -> tuple[str, Any, str | None]:
+        """One ``tools/call`` through a fresh MCP session (the mcp package's streamable HTTP client):
+        (dispatch state, the CallToolResult or None, error). Before the call is written nothing of it
+        left (``not_sent``); once it is, a broken or late answer leaves its fate unknown."""
+        from mcp import ClientSession  # only agents that talk MCP pay for the import
+        from mcp.client.streamable_http import streamablehttp_client
+
+        # the name every mcp release since 1.20 has (1.2x deprecates it for streamable_http_client)
+        warnings.filterwarnings("ignore", "Use `streamable_http_client` instead", DeprecationWarning)
+        contract = self.contracts[destination]
+        url = self.url(destination, contract.get("endpoint") or MCP_ENDPOINT)
+        calling = False
+        try:
+            async with streamablehttp_client(url, headers=self.auth(destination),
+                                             timeout=CONNECT_TIMEOUT + READ_TIMEOUT,
+                                             terminate_on_close=False) as (read, write, _):
+                async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=READ_TIMEOUT)) as session:
+                    await session.initialize()
+                    calling = True
+                    result = await session.call_tool(
+                        tool, arguments, read_timeout_seconds=timedelta(seconds=READ_TIMEOUT),
+                        meta={TRACEPARENT_HEADER: traceparent} if traceparent else None)
+        except Exception as exc:  # noqa: BLE001  (an anyio task group raises an ExceptionGroup of anything)
+            cause = _first_cause(exc)
+            return ("sent_no_response" if calling else "not_sent"), None, _short_error(cause) or type(cause).__name__
+        return "response_received", result, None
 
     async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
         import asyncssh  # only agents that talk SSH pay for the import
@@ -523,7 +612,10 @@ class Agent:
             traceparent=request.get("traceparent"),
             attempt_budget_remaining=self.max_attempts - number,
             effect_refs=self.effect_refs(op, outcome.body) or None,
-            retry_after_seconds=_retry_after(outcome), worker=self.worker_id, **retry)
+            retry_after_seconds=_retry_after(outcome), worker=self.worker_id,
+            tool_error=True if outcome.tool_error else None,
+            retry_justification=self.retry_justification(op, request.get("retry_reason")) if retry else None,
+            **retry)
         self.attempt_logged(op, outcome, request)
 
     def attempt_logged(self, op: dict[str, Any], outcome: Outcome, request: dict[str, Any]) -> None:
@@ -532,6 +624,11 @@ class Agent:
         op["last_outcome"] = asdict(outcome)
         op.pop("pending_attempt", None)
         self.save()
+
+    def retry_justification(self, op: dict[str, Any], reason: str | None) -> str | None:
+        """What a retry rests on, beyond its reason (a wrong agent names the hint it trusted); None: the
+        reason and the decision say it all."""
+        return None
 
     def retry_decision(self, op: dict[str, Any], reason: str | None) -> str:
         if reason in ("response_lost_after_dispatch", "destination_5xx"):
@@ -549,6 +646,19 @@ class Agent:
         refs: list[str] = []
         found: bool | None = None
         detail = None
+        if self.is_mcp(op):  # the lookup tool: {result_field: [resources]} for the client reference
+            state, result, error = asyncio.run(self.call_tool(
+                op["intent"]["destination"], spec["path"], {spec["query_param"]: op["operation_id"]},
+                self.traceparent(op)))
+            body = tool_result(result) if result is not None and not result.isError else None
+            detail = (f"lookup failed: {error or state}" if result is None else
+                      "tool error: " + tool_text(result)[:150] if result.isError else "tool result")
+            if isinstance(body, dict) and isinstance(body.get(spec.get("result_field", LOOKUP_RESULT_FIELD)), list):
+                refs = [str(item[op["kind"].get("effect_ref_field", "id")])
+                        for item in body[spec.get("result_field", LOOKUP_RESULT_FIELD)]
+                        if isinstance(item, dict) and op["kind"].get("effect_ref_field", "id") in item]
+                found = bool(refs)
+            return self.observed(op, obs_id, source, spec, found, refs, detail)
         try:
             response = requests.request(
                 spec.get("method", "GET"), self.url(op["intent"]["destination"], spec["path"]),
@@ -562,6 +672,11 @@ class Agent:
                 found = bool(refs)
         except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
             detail = f"lookup failed: {type(exc).__name__}"
+        return self.observed(op, obs_id, source, spec, found, refs, detail)
+
+    def observed(self, op: dict[str, Any], obs_id: str, source: str, spec: dict[str, Any], found: bool | None,
+                 refs: list[str], detail: str | None) -> tuple[list[str], bool]:
+        """Log a lookup's observation; (refs found, whether the destination answered)."""
         self.recorder.observation(op["operation_id"], obs_id, source=source,
                                   method=spec.get("method", "GET"), path=spec["path"], found=found,
                                   effect_refs=refs, detail=detail,
@@ -622,6 +737,27 @@ class Agent:
                                  reason=reason, **fields)
         op["resolved"] = state  # after the log (a crash in between: the log says so on restart)
         self.save()
+
+
+def tool_result(result: Any) -> Any:
+    """A tool result's resource: its structuredContent, else the JSON of its first text content."""
+    if result.structuredContent is not None:
+        return result.structuredContent
+    try:
+        return json.loads(tool_text(result))
+    except ValueError:
+        return None
+
+
+def tool_text(result: Any) -> str:
+    return next((str(c.text) for c in result.content or () if getattr(c, "type", None) == "text"), "")
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio's task groups wrap what the transport raised)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _retry_after(outcome: Outcome) -> float | None:

@@ -171,6 +171,8 @@ class WireAttempt:
         status = self.client_status
         if status is not None and status >= 500:
             return f"it got a {status}"
+        if self.entry.get("tool_error"):
+            return "it got an MCP error result (the tool may have committed before failing)"
         return None
 
     @property
@@ -404,7 +406,8 @@ def attribute(evidence: Evidence) -> Attribution:
     rows_of: dict[str, list[dict[str, Any]]] = {}
     for row in evidence.requests:
         rows_of.setdefault(str(row.get("flow_id") or f"ledger:{row.get('seq')}"), []).append(row)
-    writes = [e for e in wire_records(evidence.journal, evidence.requests) if _is_write(e, rows_of)]
+    writes = [e for e in wire_records(evidence.journal, evidence.requests, evidence.destinations)
+              if _is_write(e, rows_of)]
     owner: dict[int, tuple[IntentContext, str]] = {}  # index in writes -> (its intent, how)
     why: dict[int, str] = {}
     for index, entry in enumerate(writes):
@@ -452,7 +455,10 @@ def attribute(evidence: Evidence) -> Attribution:
 
 
 def _is_write(entry: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> bool:
-    """A request that may act: not a read, or one a destination served as an operation kind."""
+    """A request that may act: not a read, or one a destination served as an operation kind. A JSON-RPC
+    message the checker routes as a read (protocol, a tool without effect: ``mcp_route``) never is."""
+    if entry.get("read"):
+        return False
     if str(entry.get("method") or "").upper() not in SAFE_METHODS:
         return True
     return any(r.get("kind") for r in rows_of.get(str(entry.get("flow_id")), []))

@@ -30,6 +30,21 @@ SENT_STATES = frozenset({"sent_no_response", "response_received"})
 EFFECT_OUTCOMES = frozenset({"committed", "replayed", "accepted_async", "failed_after_commit"})
 
 
+def is_read(entry: dict[str, Any]) -> bool:
+    """A wire record that cannot act: a safe HTTP method, or a JSON-RPC message that is protocol or a call
+    of a tool without effect (``correlation.mcp_route``)."""
+    return bool(entry.get("read")) or str(entry.get("method", "")).upper() in SAFE_METHODS
+
+
+def tool_error(op: OperationContext, attempt: dict[str, Any]) -> bool:
+    """The attempt got an MCP error result (``isError: true``): the wire's word where it is matched, else the
+    log's. Like a 5xx, it says the call failed, not that the tool did not commit first."""
+    entry = op.wire.get(attempt.get("attempt_id") or "")
+    if entry is not None and "tool_error" in entry:
+        return bool(entry["tool_error"])
+    return attempt.get("tool_error") is True and attempt.get("dispatch_state") == "response_received"
+
+
 def log_ref(record: dict[str, Any]) -> dict[str, Any]:
     """Evidence pointer to an audit log line."""
     ref: dict[str, Any] = {"source": "log", "line": record.get("_line"), "event": record.get("event")}
@@ -325,7 +340,7 @@ class RunContext:
                 op.contract = contracts.get(op.destination or "")
                 op.spec = entry.get("spec")
         if not self.offline:
-            self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests)
+            self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests, evidence.destinations)
             correlate_observations(self.ops, self.unmatched_wire, crashes)
             self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
 

@@ -4,7 +4,9 @@ Correlation needs no harness header from the agent: each logged attempt is match
 proxy journal entry of the same destination, in time order, preferring an exact ``traceparent``, then
 the same idempotency key, then the same body fingerprint, each with the same method and path, and
 last the same method and path where nothing contradicts. Journal entry <-> ledger row is exact
-through ``flow_id``. Ledger effects are attributed to operations through the matched flows, and
+through ``flow_id``. A JSON-RPC flow (an MCP ``tools/call``: the journal's ``rpc``) is routed as
+``(rpc.method, rpc.tool)``, not as the HTTP ``POST /mcp`` that carried it (``mcp_route``).
+Ledger effects are attributed to operations through the matched flows, and
 failing that through the idempotency key or client reference.
 """
 
@@ -33,13 +35,69 @@ def bare_path(path: Any) -> str | None:
     return path.split("?", 1)[0] if isinstance(path, str) else None
 
 
-def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The journal, plus the ledger's request rows of destinations the proxy does not front (SSH).
+RPC_TOOL_CALL = "tools/call"  # the one JSON-RPC method of MCP that may act; the others are protocol
+
+
+def tool_has_effect(destinations: dict[str, Any], destination: Any, tool: Any) -> bool:
+    """Whether a ``tools/call`` of ``tool`` may commit an effect: its destination's spec says (a tool
+    without ``effect`` acts on nothing, a lookup tool reads); a tool the spec does not know is taken as a
+    write, unless the contract names it as the lookup."""
+    entry = destinations.get(str(destination))
+    if not isinstance(entry, dict):
+        return True
+    spec, contract = entry.get("spec"), entry.get("contract")
+    tools = spec.get("tools") if isinstance(spec, dict) else None
+    if isinstance(tools, dict) and isinstance(tools.get(tool), dict):
+        declared = tools[tool]
+        return bool(declared.get("effect")) and not declared.get("lookup")
+    lookup = contract.get("lookup") if isinstance(contract, dict) else None
+    return not (isinstance(lookup, dict) and lookup.get("path") == tool)
+
+
+def tool_annotations(contract: Any, spec: Any, tool: Any) -> dict[str, Any]:
+    """The annotations an MCP destination publishes for a tool in ``tools/list``: its contract's
+    ``operations.<tool>.annotations`` (a dict, or the typed contract's attribute), else its spec's
+    ``tools.<tool>.annotations``; ``{}`` when none. Hints from the server, never policy."""
+    if isinstance(contract, dict):
+        declared = (contract.get("operations") or {}).get(tool)
+        found = declared.get("annotations") if isinstance(declared, dict) else None
+    else:
+        operations = getattr(contract, "operations", None) or {}
+        found = getattr(operations.get(tool), "annotations", None)
+    if isinstance(found, dict) and found:
+        return found
+    tools = spec.get("tools") if isinstance(spec, dict) else None
+    declared = tools.get(tool) if isinstance(tools, dict) else None
+    found = declared.get("annotations") if isinstance(declared, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def mcp_route(entry: dict[str, Any], destinations: dict[str, Any]) -> dict[str, Any]:
+    """A journal entry of a JSON-RPC message routed as the checker reads it: ``method`` = the JSON-RPC
+    method, ``path`` = the tool of a ``tools/call`` (else the HTTP path), ``read`` = a protocol message or a
+    call of a tool without effect (never an attempt), ``tool_error`` = the client got an error result. The
+    HTTP method and path stay in ``http_method``/``http_path``. Other entries are returned as they are."""
+    rpc = entry.get("rpc")
+    if not isinstance(rpc, dict) or not rpc.get("method"):
+        return entry
+    method, tool = str(rpc["method"]), rpc.get("tool")
+    routed = dict(entry, http_method=entry.get("method"), http_path=entry.get("path"), method=method,
+                  path=tool if method == RPC_TOOL_CALL and tool else entry.get("path"),
+                  tool_error=rpc.get("is_error") is True)
+    routed["read"] = method != RPC_TOOL_CALL or not tool_has_effect(destinations, entry.get("destination"), tool)
+    return routed
+
+
+def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str, Any]],
+                 destinations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The journal (JSON-RPC entries routed by ``mcp_route``), plus the ledger's request rows of destinations
+    the proxy does not front (SSH).
 
     Such a row stands in for a journal entry with ``flow_id`` ``ledger:<seq>``; it proves the
     request reached the destination but not what the client saw (``client_outcome`` None).
     """
-    journal = sorted(journal_entries, key=lambda e: (e.get("seq") or 0, e.get("_line") or 0))
+    journal = sorted((mcp_route(e, destinations or {}) for e in journal_entries),
+                     key=lambda e: (e.get("seq") or 0, e.get("_line") or 0))
     proxied = {e.get("destination") for e in journal}
     for row in sorted(requests, key=lambda r: r.get("seq") or 0):
         if row.get("destination") in proxied or row.get("flow_id"):
@@ -54,10 +112,10 @@ def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str,
 
 
 def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
-              requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+              requests: list[dict[str, Any]], destinations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Match each logged attempt to one wire record (``op.wire``); returns the wire records no attempt
     explains."""
-    journal = wire_records(journal_entries, requests)
+    journal = wire_records(journal_entries, requests, destinations)
     used: set[int] = set()
     pairs = [(op, a) for op in ops.values() for a in op.attempts]
     pairs.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))

@@ -20,10 +20,12 @@ from harness.checker.context import (
     OperationContext,
     RunContext,
     effect_ref_row,
+    is_read,
     log_ref,
+    tool_error,
     wire_ref,
 )
-from harness.checker.correlation import bare_path, crashed_between, ts_value
+from harness.checker.correlation import RPC_TOOL_CALL, bare_path, crashed_between, tool_annotations, ts_value
 from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
 from harness.events import RETRY_REASONS
@@ -122,11 +124,20 @@ def idempotency_key_reused(op: OperationContext) -> OpFindings:
             yield (f"operation {op.operation_id} declared key {declared} but attempt(s) {_ids(drifted)} used "
                    f"{', '.join(sorted({a['idempotency_key'] for a in drifted}))}",
                    [log_ref(op.operation)] + [log_ref(a) for a in drifted])  # type: ignore[arg-type]
+    natural = op.contract is not None and op.contract.idempotency.style == "natural_key"
     for attempt in op.attempts:
         entry = op.wire.get(attempt["attempt_id"])
-        if entry and attempt.get("idempotency_key") and entry.get("idempotency_key") != attempt["idempotency_key"]:
+        if not (entry and attempt.get("idempotency_key")):
+            continue
+        carried = entry.get("idempotency_key")
+        if carried is None and natural:  # a natural key is an ordinary argument to the proxy: the destination's reading
+            rows = op.ledger_requests.get(entry.get("flow_id") or "", [])
+            if not rows:
+                continue
+            carried = rows[0].get("idempotency_key")
+        if carried != attempt["idempotency_key"]:
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} logged key {attempt['idempotency_key']} "
-                   f"but the wire carried {entry.get('idempotency_key')!r}", [log_ref(attempt), wire_ref(entry)])
+                   f"but the wire carried {carried!r}", [log_ref(attempt), wire_ref(entry)])
 
 
 # --------------------------------------------------------------------------------------------- H003
@@ -212,7 +223,7 @@ class LostResponseLoggedUnknown(RunRule):
                         [log_ref(attempt), wire_ref(entry)])
         for entry in run.unmatched_wire:
             if entry.get("forwarded") and entry.get("client_outcome") not in ("response", None) and \
-                    str(entry.get("method", "")).upper() not in SAFE_METHODS:
+                    not is_read(entry):
                 self.found(None, (f"{entry.get('method')} {entry.get('path')} (flow {entry.get('flow_id')}) "
                                   f"reached the destination and its response was lost, but the log holds no "
                                   f"attempt for it at all"),
@@ -230,8 +241,8 @@ def never_failed_when_unknown(op: OperationContext) -> OpFindings:
     def ambiguous(a: dict[str, Any]) -> bool:
         # a lost response, or a 5xx: the destination may have committed before it failed
         status = a.get("http_status")
-        return op.is_unknown(a) or (a.get("dispatch_state") == "response_received"
-                                    and isinstance(status, int) and status >= 500)
+        return op.is_unknown(a) or tool_error(op, a) or (a.get("dispatch_state") == "response_received"
+                                                        and isinstance(status, int) and status >= 500)
 
     unknown = [a for a in op.attempts if ambiguous(a)]
     if not unknown:
@@ -243,8 +254,8 @@ def never_failed_when_unknown(op: OperationContext) -> OpFindings:
                 and (o.get("_line") or 0) > last_unknown_line for o in op.observations)
     if not settled and not proof:
         yield (f"{op.operation_id} was resolved failed although attempt(s) {_ids(unknown)} may have acted "
-               f"(no response, or a 5xx) and no later answer or observation proved nothing happened: the truth is "
-               f"unknown", [log_ref(a) for a in unknown] + [log_ref(resolution)])
+               f"(no response, a 5xx, or an MCP error result) and no later answer or observation proved nothing "
+               f"happened: the truth is unknown", [log_ref(a) for a in unknown] + [log_ref(resolution)])
 
 
 # --------------------------------------------------------------------------------------------- H007
@@ -348,7 +359,8 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
         parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
         status = _status_seen(op, parent)
         lost = op.is_unknown(parent)
-        if not lost and not _is_5xx(status):
+        errored = tool_error(op, parent)
+        if not lost and not _is_5xx(status) and not errored:
             continue
         start, end = parent.get("_line") or 0, attempt.get("_line") or 0
         key = attempt.get("idempotency_key")
@@ -377,7 +389,8 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
                 why = (f"{gap:.2f} s after it on {clock}, past the key's {retention:g} s retention window, so "
                        f"the destination no longer deduplicates it")
             what = ("whose response was lost" if lost else
-                    f"whose answer was a {status} (the destination may have committed before failing)")
+                    "whose answer was an MCP error result (the tool may have committed before failing)" if errored
+                    else f"whose answer was a {status} (the destination may have committed before failing)")
             yield (f"attempt {attempt['attempt_id']} of {op.operation_id} retried {parent['attempt_id']}, {what}, "
                    f"{why}, with no reconciliation observation and no approval in between; {_effects_phrase(op)}",
                    [log_ref(parent), log_ref(attempt)]
@@ -482,13 +495,22 @@ def lookup_is_observation(op: OperationContext) -> OpFindings:
     """A lookup is logged as an observation, never as an attempt."""
     lookup = op.contract.lookup if op.contract is not None else None
     lookup_path = bare_path(lookup.path if lookup is not None else None)
-    has_unsafe = any(str(a.get("method") or "").upper() not in SAFE_METHODS for a in op.attempts if a.get("method"))
+
+    def reads(attempt: dict[str, Any]) -> bool:  # a safe HTTP method, or a call of the lookup tool (MCP)
+        entry = op.wire.get(attempt["attempt_id"])
+        if entry:
+            return is_read(entry)
+        if str(attempt.get("method") or "") == RPC_TOOL_CALL:
+            return bool(lookup_path) and bare_path(attempt.get("path")) == lookup_path
+        return str(attempt.get("method") or "").upper() in SAFE_METHODS
+
+    has_unsafe = any(not reads(a) for a in op.attempts if a.get("method"))
     for attempt in op.attempts:
         method = str(attempt.get("method") or "").upper()
         entry = op.wire.get(attempt["attempt_id"])
         if entry:
             method = str(entry.get("method") or method).upper()
-        if method not in SAFE_METHODS:
+        if not reads(attempt):
             continue
         path = bare_path(entry.get("path") if entry else attempt.get("path"))
         if (lookup_path and path == lookup_path) or has_unsafe:
@@ -632,7 +654,7 @@ class NoUnloggedAttempt(RunRule):
         by_key = {a.get("idempotency_key"): op.operation_id for op in run.ops.values() for a in op.attempts
                   if a.get("idempotency_key")}
         for entry in run.unmatched_wire:
-            if str(entry.get("method", "")).upper() in SAFE_METHODS:
+            if is_read(entry):  # a read, or MCP protocol (initialize, tools/list) or a tool without effect
                 continue
             self.found(by_key.get(entry.get("idempotency_key")), (
                 f"the wire carried {entry.get('method')} {entry.get('path')} to {entry.get('destination')} (flow "
@@ -733,7 +755,7 @@ def single_owner(op: OperationContext) -> OpFindings:
     # On the wire: two writes of one operation in flight at once, from different workers or sessions.
     flights = sorted(((float(e["ts_request"]), float(e["ts_done"]), a) for a in op.attempts
                       if (e := op.wire.get(a["attempt_id"])) and e.get("ts_request") is not None
-                      and e.get("ts_done") is not None and str(e.get("method", "")).upper() not in SAFE_METHODS),
+                      and e.get("ts_done") is not None and not is_read(e)),
                      key=lambda f: f[0])
     for (start, done, first), (later_start, _, second) in zip(flights, flights[1:], strict=False):
         workers = (first.get("worker") or first.get("session_id"), second.get("worker") or second.get("session_id"))
@@ -806,8 +828,8 @@ def _reason_contradicted(reason: Any, entry: dict[str, Any]) -> bool:
     answered = outcome == "response"
     if reason == "rate_limited":
         return not (answered and status == 429)
-    if reason == "destination_5xx":
-        return not (answered and _is_5xx(status))
+    if reason == "destination_5xx":  # an MCP error result is the tool's 5xx: it failed, maybe after committing
+        return not (answered and (_is_5xx(status) or bool(entry.get("tool_error"))))
     if reason == "connection_not_established":
         return answered or bool(entry.get("forwarded"))
     if reason == "response_lost_after_dispatch":  # a 409 (still processing under this key) is taken as lost too
@@ -844,6 +866,8 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
     entry = op.wire.get(attempt["attempt_id"])
     where = (f" (journal line {entry.get('_line')}, flow {entry.get('flow_id')})"
              if entry and entry.get("client_outcome") == "response" else "")
+    if tool_error(op, attempt):
+        return False, f"{attempt['attempt_id']} got an MCP error result{where}: the call failed, whatever it did"
     if status is None:  # no HTTP status: an SSH command's exit status is the answer
         exit_status = attempt.get("exit_status")
         return exit_status in (0, None), f"{attempt['attempt_id']} exited {exit_status}"
@@ -1293,3 +1317,43 @@ class SessionApprovalWindow(RunRule):
             self.first.setdefault(holder, seen)
         elif not self.inside(holder, seen[0]):
             self.flag(holder, seen, "lies outside its session approval")
+
+
+# --------------------------------------------------------------------------------------------- H050
+HINTS_OF_SAFE_RETRY = ("idempotentHint", "readOnlyHint")  # MCP tool annotations that claim a rerun acts no more
+
+
+@rule("H050", "mcp-annotation-not-trusted", requires=("wire",))
+def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
+    """A tool's MCP annotations never loosen a retry policy: a tool call retried after an unknown result (lost
+    result, error result, timeout) that left a second effect on a tool publishing idempotentHint or readOnlyHint
+    true is named as the annotation the destination contradicted."""
+    kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
+    tools = {a.get("path") for a in op.attempts if a.get("method") == RPC_TOOL_CALL}
+    if not tools:
+        return
+    tool = kind if kind in tools else sorted(str(t) for t in tools)[0]
+    annotations = tool_annotations(op.contract, op.spec, tool)
+    hints = [h for h in HINTS_OF_SAFE_RETRY if annotations.get(h) is True]
+    live = [row for row in op.ledger_effects if not row.get("replay")]
+    refs = list(dict.fromkeys(str(row.get("effect_ref")) for row in live))
+    if not hints or len(refs) < 2:
+        return
+    for index, attempt in enumerate(op.attempts):
+        if index == 0:
+            continue
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        errored = tool_error(op, parent)
+        if not (op.is_unknown(parent) or errored or _is_5xx(_status_seen(op, parent))):
+            continue
+        why = "an error result" if errored else "a lost result"
+        said = attempt.get("retry_justification")
+        because = f" (it gave retry_justification {said!r})" if said else ""
+        seqs = ", ".join(str(row.get("seq")) for row in live)
+        hint = " and ".join(f"{h}: true" for h in hints)
+        yield (f"tool {tool} publishes {hint} but the destination committed {len(refs)} effects ({', '.join(refs)}) "
+               f"for operation {op.operation_id} (ledger seq {seqs}): the annotation was contradicted by the "
+               f"destination; attempt {attempt['attempt_id']} retried {parent['attempt_id']} after {why}{because}; "
+               f"a server's annotation is a hint and never justifies a retry after a lost result",
+               [log_ref(parent), log_ref(attempt)] + [effect_ref_row(row) for row in live])
+        return

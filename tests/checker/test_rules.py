@@ -12,6 +12,7 @@ import pytest
 from harness.checker import RULES
 from harness.fingerprint import fingerprint
 from harness.report import render_text
+from tests.checker.mcp_evidence import MCPStory, reference_mcp_lookup_run
 from tests.common.evidence_builder import (
     PAYLOAD,
     EvidenceBuilder,
@@ -425,10 +426,28 @@ def h045(b, bad):
         b.request(key=None, destination="webhook", effect="ntf_1")
 
 
+# ----------------------------------------------------------------------------------------- H050 (MCP)
+def h050(b, bad):
+    """An MCP tool publishing idempotentHint: true on a destination that does not deduplicate: the right agent
+    looks the order up with the lookup tool; the flawed one retries on the hint's word, and a second order
+    is committed."""
+    if not bad:
+        reference_mcp_lookup_run(b)
+        return
+    s = MCPStory(b)
+    s.connect()
+    s.call("att_1", "sent_no_response", effect="ord_1", lost=True, attempt_budget_remaining=2)
+    s.connect()
+    s.call("att_2", "response_received", effect="ord_2", retry_of_attempt_id="att_1",
+           retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1,
+           retry_justification="idempotentHint")
+    s.resolve("succeeded", ["ord_2"], ["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
                                             h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
-                                            h040, h041, h042, h043, h044, h045)}
+                                            h040, h041, h042, h043, h044, h045, h050)}
 
 
 def test_every_registered_rule_has_a_story():
@@ -486,7 +505,7 @@ def test_failed_after_a_5xx_without_reconciliation_is_h006(tmp_path):
     b.resolution("op_1", "failed", evidence=["att_1"])
     verdict = b.check()
     assert {"H006", "H015"} <= codes(verdict), render_text(verdict)
-    assert "(no response, or a 5xx)" in verdict.by_code("H006")[0].message
+    assert "(no response, a 5xx, or an MCP error result)" in verdict.by_code("H006")[0].message
 
 
 def test_a_malformed_line_holding_a_secret_is_reported_without_echoing_it(tmp_path):
