@@ -25,7 +25,7 @@ from typing import Any
 import requests
 
 from harness.agents.instrumented.plain_requests import auth, worth_retrying
-from harness.contract import destination_env_name
+from harness.contract import MCP_TRANSPORT, destination_env_name
 from harness.instrument import current_operation, instrument
 
 TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
@@ -132,6 +132,14 @@ def run_intents(run_one: Callable[[dict[str, Any], ToolSpec], str], *, trace: bo
         return
     with instrument() as audit:
         for intent in audit.todo(doc["intents"]):
+            contract = doc["destinations"][intent["destination"]]
+            if contract.get("transport") == MCP_TRANSPORT:  # logged by mcp_tools.py, not harness.instrument
+                from harness.agents.frameworks.mcp_tools import McpOperation
+
+                base = os.environ[destination_env_name(intent["destination"])]
+                with McpOperation(audit.recorder, intent, contract, base, MAX_EXECUTIONS).scope():
+                    one(intent)
+                continue
             with audit.operation(intent, max_attempts=MAX_EXECUTIONS):
                 one(intent)
 
@@ -140,8 +148,9 @@ def the_operation(tool: ToolSpec) -> Any:
     """The scope the tool runs in (opened by run_intents around the framework run): harness.instrument's
     Operation, or traced.py's TracedOperation (the same interface)."""
     traced = sys.modules.get("harness.agents.frameworks.traced")
+    mcp = sys.modules.get("harness.agents.frameworks.mcp_tools")
     op = traced.current_traced() if traced is not None else None
-    op = op or current_operation()
+    op = op or (mcp.OPEN[-1] if mcp is not None and mcp.OPEN else None) or current_operation()
     if op is None or (op.destination, op.kind) != (tool.destination, tool.kind):
         raise Rejected(f"{tool.name} called outside its intent's operation")
     return op
@@ -170,8 +179,35 @@ def carry_out(tool: ToolSpec, params: dict[str, Any]) -> str:
     unknown (a lookup, or the key's dedup), then send once with the operation's key and reference.
     Raises SafeToRetry when a new execution is safe, Rejected when none would help."""
     op = the_operation(tool)
+    if tool.contract.get("transport") == MCP_TRANSPORT:
+        return _carry_out_mcp(tool, params, op)
     with execution(op):
         return _carry_out(tool, params, op)
+
+
+def _carry_out_mcp(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
+    """The correct tool on an MCP tool server: the same steps, through the lookup tool and one tools/call
+    with the operation's key argument (or its natural key, the client reference)."""
+    idem = tool.contract["idempotency"]
+    if op.last_attempt is not None and op.last_attempt.uncertain:
+        found = op.look_up()
+        if found:
+            return f"not sent again: the lookup tool found {', '.join(found)}"
+        if found is None and idem["style"] == "none":
+            return "not sent again: the outcome stays unknown (no answered lookup, no dedup to make a retry safe)"
+    route = tool.contract["operations"][tool.kind]
+    arguments = {**params, route.get("client_reference_field") or "client_reference": op.operation_id}
+    key = None
+    if idem["style"] == "natural_key":
+        key = op.operation_id  # one effect per client reference: the reference is the key
+    elif idem["style"] != "none" and idem.get("body_field"):
+        key = arguments[idem["body_field"]] = op.idempotency_key
+    record, result = op.call(route["path"], arguments, key)
+    if result is None:
+        raise SafeToRetry(f"no result ({record.dispatch_state}): the next execution looks it up first")
+    if result.isError:
+        raise SafeToRetry("an error result: the tool may have committed first; the next execution looks it up")
+    return f"done: {op.effect_ref}"
 
 
 def _carry_out(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
@@ -225,6 +261,11 @@ def post_blindly(tool: ToolSpec, params: dict[str, Any]) -> str:
     lookup: whatever retries it (the framework) sends the same write again, blind."""
     route = tool.contract["operations"][tool.kind]
     op = the_operation(tool)
+    if tool.contract.get("transport") == MCP_TRANSPORT:  # a tools/call of the arguments, an error raised
+        _, result = op.call(route["path"], dict(params), None)
+        if result is None or result.isError:
+            raise RuntimeError(f"{tool.name} failed: {'no result' if result is None else 'error result'}")
+        return f"done: {op.effect_ref}"
     with execution(op):
         response = http_of(op).request(route["method"], base_url(tool) + route["path"].format(**params),
                                        json={**(route.get("body_defaults") or {}), **params},
