@@ -406,7 +406,7 @@ def framework_difference(agent: FrameworkAgent, column: Column, cell: Any) -> st
 def run_frameworks(agents: Sequence[FrameworkAgent], columns: dict[str, Column], evidence_root: Path,
                    jobs: int = 2) -> list[tuple[FrameworkAgent, Column, Any]]:
     """Every cell of ``agents`` on every column; ``jobs`` processes, each with its own fault proxy."""
-    todo = [(a, c) for a in agents for c in columns.values()]
+    todo = [(a, c) for a in agents for c in columns.values() if c.name in a.cells]  # a row may skip a column
     args = ([a for a, _ in todo], [c for _, c in todo], [str(evidence_root)] * len(todo))
     if jobs <= 1:
         cells = [run_framework_cell(*a) for a in zip(*args, strict=True)]
@@ -425,7 +425,8 @@ def framework_table(columns: dict[str, Column], rows: Sequence[tuple[FrameworkAg
              "|---" * (1 + len(columns)) + "|"]
     for agent, cells in rows:
         head = f"`{agent.name}` {markdown_cell(f'({agent.framework_version}): {agent.setting}')}"
-        lines.append("| " + " | ".join([head, *(markdown_cell(cells[c].said()) for c in columns)]) + " |")
+        lines.append("| " + " | ".join([head, *(markdown_cell(cells[c].said()) if c in cells else "-"
+                                                 for c in columns)]) + " |")
     return lines
 
 

@@ -1,7 +1,7 @@
 """The framework agents in the certification matrix: each agent (harness/agents/frameworks/, correct and with
 its framework's common wrong retry setting) on each column's scenario, through the real engine and fault
 proxy, judged by the full checker from its audit log; each cell must equal certification/expected.yaml, and
-the README's framework table must be that file's. 40 cells, about 100 s with `-n 2` (each a framework agent
+the README's framework table must be that file's. 64 cells, about 3 minutes with `-n 2` (each a framework agent
 process: its imports are most of it).
 """
 
@@ -49,7 +49,10 @@ def test_expected_framework_cells_name_real_agents_scenarios_and_rules() -> None
     for agent in AGENTS.values():
         module = agent.command.split()[2]
         assert (Path(__file__).resolve().parents[2] / (module.replace(".", "/") + ".py")).is_file(), agent.name
-        assert set(agent.cells) == set(COLUMNS), f"{agent.name}: one cell per column"
+        if agent.agent_log == "events":
+            assert set(agent.cells) == set(COLUMNS), f"{agent.name}: one cell per column"
+        else:  # the trace-only agent's tool records HTTP calls as spans; its MCP calls are not traced
+            assert set(agent.cells) == {c for c in COLUMNS if not c.startswith("mcp_")}, agent.name
         for column, cell in agent.cells.items():
             assert (cell.verdict == "fail") == bool(cell.codes), f"{agent.name} {column}: a fail names its codes"
             assert set(cell.codes) <= codes, f"{agent.name} {column}: unknown codes {set(cell.codes) - codes}"
@@ -85,4 +88,4 @@ def test_a_trace_only_row_is_judged_as_its_audit_log_twin() -> None:
     for agent in traced:
         twin = next(a for a in AGENTS.values() if a.agent_log == "events"
                     and a.command == agent.command.replace(" --trace", ""))
-        assert agent.cells == twin.cells, f"{agent.name} and {twin.name}"
+        assert agent.cells == {c: twin.cells[c] for c in agent.cells}, f"{agent.name} and {twin.name}"

@@ -18,6 +18,19 @@ AGENTS = ("langgraph_agent", "openai_agents_agent", "pydantic_ai_agent")
 BLIND_RETRY = {"H010", "H016"}  # a retry after an unknown outcome with nothing to justify it; two effects
 
 
+def test_the_tool_on_an_mcp_server_reconciles_through_the_lookup_tool(tmp_path: Path) -> None:
+    result = run("langgraph_agent", "mcp_tool_result_lost", tmp_path)
+    assert result.passed, f"{codes(result)} ({result.evidence_dir})"
+    (op,) = result.verdict.operations
+    assert op.state == "succeeded" and op.effects == ["ord_0001"]
+
+
+def test_a_blind_retry_of_an_mcp_tool_is_caught_whatever_its_annotation_says(tmp_path: Path) -> None:
+    """The tool publishes idempotentHint: true and does not deduplicate: H050 names the contradiction."""
+    result = run("pydantic_ai_agent", "mcp_annotation_contradicted", tmp_path, "--wrong")
+    assert not result.passed and BLIND_RETRY | {"H050"} <= codes(result), f"{codes(result)} ({result.evidence_dir})"
+
+
 def run(agent: str, scenario: str, tmp_path: Path, *flags: str, agent_log: str | None = None) -> ScenarioResult:
     command = " ".join(["python -m harness.agents.frameworks." + agent, *flags])
     result = run_scenario(load(catalogue_dir() / f"{scenario}.yaml"), agent=command, evidence_root=tmp_path,

@@ -125,6 +125,9 @@ def run_intents(run_one: Callable[[dict[str, Any], ToolSpec], str], *, trace: bo
         session = str(provider.resource.attributes["service.instance.id"])
         try:
             for intent in doc["intents"]:
+                if doc["destinations"][intent["destination"]].get("transport") == MCP_TRANSPORT:
+                    raise SystemExit(f"--trace records HTTP requests as spans; {intent['destination']} is an MCP "
+                                     "tool server: run without --trace (its calls are logged as audit events)")
                 with TracedOperation(tracer, intent, doc["destinations"][intent["destination"]], session).scope():
                     one(intent)
         finally:
