@@ -4,7 +4,10 @@ setting (``--wrong``). docs/frameworks.md says how each is built and what each f
 
     python -m harness.agents.frameworks.langgraph_agent [--wrong]
     python -m harness.agents.frameworks.openai_agents_agent [--wrong]
-    python -m harness.agents.frameworks.pydantic_ai_agent [--wrong]
+    python -m harness.agents.frameworks.pydantic_ai_agent [--wrong] [--trace]
+
+Their tool calls the destination of each intent: an HTTP service (requests, logged by harness.instrument)
+or an MCP tool server (the mcp client, logged by mcp_tools.py); ``--trace`` logs OpenTelemetry spans only.
 
 The frameworks come from the ``frameworks`` extra; only the modules of this package import them.
 """

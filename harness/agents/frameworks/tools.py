@@ -1,7 +1,9 @@
 """What the framework agents share, and no framework: one tool per intent kind, its two bodies (the
 correct one and the blind one a tutorial shows), and the loop that opens one operation scope per intent
-around a framework run. Logging is harness.instrument's: every request a tool makes is an attempt or a
-lookup as it went on the wire; leaving the scope writes the resolution the evidence supports.
+around a framework run. Logging is harness.instrument's (every request a tool makes is an attempt or a
+lookup as it went on the wire; leaving the scope writes the resolution the evidence supports), mcp_tools.py's
+for an MCP tool server (its tools/call attempts and lookup-tool observations), or traced.py's spans only
+(``--trace``). Each scope offers the tools the same interface: harness.instrument's Operation's.
 
 Why the operation scope wraps the whole framework run, not the tool: a framework retries a tool by
 executing it again (LangGraph re-runs the node, the Agents SDK and pydantic-ai ask the model, which calls the
