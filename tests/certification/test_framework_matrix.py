@@ -25,7 +25,7 @@ from certification.matrix import (
 from harness.scenario import load
 
 COLUMNS, AGENTS = load_frameworks()
-CELLS = [(agent, column) for agent in AGENTS for column in COLUMNS]
+CELLS = [(agent, column) for agent in AGENTS for column in COLUMNS if column in AGENTS[agent].cells]
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
