@@ -1,19 +1,28 @@
 """``python -m certification``: run the SDK certification matrix, compare it with expected.yaml, write
-MATRIX.md and matrix.json (and, with --readme, the README's table). Exit 1 when a cell differs."""
+MATRIX.md and matrix.json (and, with --readme, the README's tables); the framework agents' cells too
+(MATRIX.md's last section). Exit 1 when a cell differs."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from pathlib import Path
 
 from certification.matrix import (
     EXPECTED_FILE,
     JSON_FILE,
     MARKDOWN_FILE,
+    framework_difference,
+    frameworks_json,
+    frameworks_markdown,
     load_expected,
+    load_frameworks,
     rewrite_readme,
+    rewrite_readme_frameworks,
     run,
+    run_frameworks,
     write,
 )
 
@@ -27,23 +36,43 @@ def main(argv: list[str] | None = None) -> int:
                         help="where failed cells keep their evidence (default ./evidence)")
     parser.add_argument("--markdown", type=Path, default=MARKDOWN_FILE, help=f"default {MARKDOWN_FILE.name}")
     parser.add_argument("--json", type=Path, default=JSON_FILE, dest="json_file", help=f"default {JSON_FILE.name}")
-    parser.add_argument("--readme", action="store_true", help="also rewrite the README's table from expected.yaml")
+    parser.add_argument("--framework", action="append", metavar="NAME",
+                        help="only this framework agent (repeatable; default: every one in expected.yaml)")
+    parser.add_argument("--readme", action="store_true", help="also rewrite the README's tables from expected.yaml")
     args = parser.parse_args(argv)
 
     connectors = load_expected()
-    unknown = sorted(set(args.connector or ()) - set(connectors))
-    if unknown:
-        parser.error(f"unknown connector(s) {', '.join(unknown)}; valid: {', '.join(connectors)}")
-    chosen = [c for name, c in connectors.items() if not args.connector or name in args.connector]
+    columns, framework_agents = load_frameworks()
+    for given, valid, what in ((args.connector, connectors, "connector"), (args.framework, framework_agents,
+                                                                          "framework agent")):
+        unknown = sorted(set(given or ()) - set(valid))
+        if unknown:
+            parser.error(f"unknown {what}(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    # --connector alone runs no framework agent, --framework alone no connector; neither: everything
+    chosen = [c for name, c in connectors.items()
+              if (not args.connector and not args.framework) or name in (args.connector or ())]
+    agents = [a for name, a in framework_agents.items()
+              if (not args.connector and not args.framework) or name in (args.framework or ())]
+    started = time.perf_counter()
     result = run(chosen, args.evidence_dir, jobs=args.jobs)
+    frameworks = run_frameworks(agents, columns, args.evidence_dir, jobs=args.jobs)
     write(result, connectors, args.markdown, args.json_file)
+    if frameworks:
+        with args.markdown.open("a", encoding="utf-8") as f:
+            f.write("\n".join(frameworks_markdown(columns, frameworks)) + "\n")
+        published = json.loads(args.json_file.read_text(encoding="utf-8"))
+        published["frameworks"] = frameworks_json(frameworks)
+        args.json_file.write_text(json.dumps(published, indent=1) + "\n", encoding="utf-8")
     if args.readme:
         rewrite_readme(connectors)
-    differences = result.differences()
-    print(f"{len(result.cells)} cells in {result.seconds:.1f} s; wrote {args.markdown} and {args.json_file}")
+        rewrite_readme_frameworks(columns, framework_agents)
+    differences = result.differences() + [d for a, c, cell in frameworks
+                                           if (d := framework_difference(a, c, cell)) is not None]
+    cells = len(result.cells) + len(frameworks)
+    print(f"{cells} cells in {time.perf_counter() - started:.1f} s; wrote {args.markdown} and {args.json_file}")
     for line in differences:
         print(f"  differs from {EXPECTED_FILE.name}: {line}")
-    print(f"{len(result.cells) - len(differences)} as expected, {len(differences)} differ")
+    print(f"{cells - len(differences)} as expected, {len(differences)} differ")
     return 1 if differences else 0
 
 

@@ -287,3 +287,214 @@ def write(result: Run, connectors: dict[str, Connector], markdown_path: Path = M
           json_path: Path = JSON_FILE) -> None:
     markdown_path.write_text(markdown(result, connectors), encoding="utf-8")
     json_path.write_text(json.dumps(as_json(result), indent=1) + "\n", encoding="utf-8")
+
+
+# -- the framework agents -----------------------------------------------------------------------------
+# Agents built on agent frameworks (harness/agents/frameworks/), each correct and with its framework's common
+# wrong retry setting, against fault scenarios of the catalogue (and scenarios/frameworks/). They write an
+# audit log (harness.instrument), so they are judged by the full checker, not in black-box mode: a wrong
+# one fails on the rule that names its flaw (H010 a retry after an unknown outcome without justification,
+# H016 two effects for one intent, H011 a retry sooner than Retry-After).
+
+FRAMEWORK_SCENARIOS_DIR = SCENARIOS_DIR / "frameworks"
+FRAMEWORK_PACKAGES = {"langgraph": "langgraph", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai-slim"}
+FRAMEWORKS_README_BEGIN = ("<!-- framework-matrix: written by `python -m certification --readme` from "
+                           "certification/expected.yaml -->")
+FRAMEWORKS_README_END = "<!-- /framework-matrix -->"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the framework table: the scenario (a catalogue name, or a file under scenarios/) and its
+    header."""
+
+    name: str
+    scenario: str
+    header: str
+
+    @property
+    def path(self) -> Path:
+        if self.scenario.endswith(".yaml"):
+            return SCENARIOS_DIR / self.scenario
+        from harness.resources import catalogue_dir
+
+        return catalogue_dir() / f"{self.scenario}.yaml"
+
+
+@dataclass(frozen=True)
+class FrameworkAgent:
+    """One row: the agent's command, its framework, the setting in a few words, the correct row this wrong
+    one is the twin of, and its expected cells (column name -> outcome)."""
+
+    name: str
+    framework: str
+    command: str
+    setting: str
+    cells: dict[str, CellOutcome]
+    passes_with: str | None = None
+    agent_log: str = "events"  # events: an audit log; otel: spans only, judged from HARNESS_TRACE_FILE
+
+    @property
+    def framework_version(self) -> str:
+        return f"{self.framework} {version(FRAMEWORK_PACKAGES[self.framework])}"
+
+    @property
+    def run_command(self) -> str:
+        """What runs: this interpreter (it has the frameworks), from any folder."""
+        return self.command.replace("python ", f"{sys.executable} ", 1)
+
+
+def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict[str, FrameworkAgent]]:
+    """``expected.yaml``'s ``frameworks``: its columns and its agents; a malformed entry is a ValueError
+    naming it."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")).get("frameworks") or {}
+    columns: dict[str, Column] = {}
+    agents: dict[str, FrameworkAgent] = {}
+    try:
+        for name, spec in (data.get("columns") or {}).items():
+            columns[name] = Column(name, spec["scenario"], spec["header"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: frameworks.columns: {type(exc).__name__} {exc}") from None
+    for name, spec in (data.get("agents") or {}).items():
+        try:
+            cells = {column: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
+                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
+                     for column, cell in spec["cells"].items()}
+            agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
+                                          spec.get("passes_with"), spec.get("agent_log", "events"))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: frameworks.agents.{name}: {type(exc).__name__} {exc}") from None
+    return columns, agents
+
+
+def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str) -> Any:
+    """Run one framework cell through the real engine, judged from the agent's log (its audit log, or its trace
+    for an ``agent_log: otel`` row), the wire and the ledger."""
+    from harness.matrix import AgentSpec, Cell
+    from harness.matrix import run_cell as harness_cell
+
+    if agent.agent_log == "events":
+        return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
+    from harness.engine import EXPECTATION_CODE, run_scenario
+    from harness.scenario import load
+
+    scenario = load(column.path)
+    try:  # harness.matrix.run_cell's cell, with the scenario's log overridden (the scenarios say events)
+        result = run_scenario(scenario, agent=agent.run_command, evidence_root=Path(evidence_root),
+                              keep_evidence="failed", agent_log=agent.agent_log)
+    except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
+        return Cell(agent.name, scenario.name, False, [], "", error=f"{type(exc).__name__}: {exc}",
+                    command=agent.run_command, bundled=False)
+    codes = sorted({f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures
+                                                                 else set()))
+    return Cell(agent.name, scenario.name, result.passed, codes,
+                str(result.evidence_dir) if result.evidence_kept else "", command=agent.run_command, bundled=False,
+                mode=result.verdict.mode, facts=dict(result.facts))
+
+
+def framework_difference(agent: FrameworkAgent, column: Column, cell: Any) -> str | None:
+    """Why a run's framework cell is not its expected one (None when it is)."""
+    if cell.error:
+        return f"{agent.name} on {column.scenario}: the cell did not run: {cell.error}"
+    got, want = observed(cell), agent.cells[column.name]
+    if got == want:
+        return None
+    return (f"{agent.name} on {column.scenario}: expected {want.said()}; got {got.said()} "
+            f"(evidence: {cell.evidence or 'not kept'})")
+
+
+def run_frameworks(agents: Sequence[FrameworkAgent], columns: dict[str, Column], evidence_root: Path,
+                   jobs: int = 2) -> list[tuple[FrameworkAgent, Column, Any]]:
+    """Every cell of ``agents`` on every column; ``jobs`` processes, each with its own fault proxy."""
+    todo = [(a, c) for a in agents for c in columns.values() if c.name in a.cells]  # a row may skip a column
+    args = ([a for a, _ in todo], [c for _, c in todo], [str(evidence_root)] * len(todo))
+    if jobs <= 1:
+        cells = [run_framework_cell(*a) for a in zip(*args, strict=True)]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            cells = list(pool.map(run_framework_cell, *args))
+    return [(a, c, cell) for (a, c), cell in zip(todo, cells, strict=True)]
+
+
+def framework_table(columns: dict[str, Column], rows: Sequence[tuple[FrameworkAgent, dict[str, CellOutcome]]]
+                    ) -> list[str]:
+    """One row per framework agent, one column per scenario."""
+    from harness.report import markdown_cell
+
+    lines = ["| agent (framework): setting | " + " | ".join(markdown_cell(c.header) for c in columns.values()) + " |",
+             "|---" * (1 + len(columns)) + "|"]
+    for agent, cells in rows:
+        head = f"`{agent.name}` {markdown_cell(f'({agent.framework_version}): {agent.setting}')}"
+        lines.append("| " + " | ".join([head, *(markdown_cell(cells[c].said()) if c in cells else "-"
+                                                 for c in columns)]) + " |")
+    return lines
+
+
+def framework_readme_table(columns: dict[str, Column], agents: dict[str, FrameworkAgent]) -> str:
+    """The README's framework section between its markers: the expected cells, each agent's command, and for
+    each wrong one the rule codes that catch it and the row that passes."""
+    lines = [FRAMEWORKS_README_BEGIN, "", *framework_table(columns, [(a, a.cells) for a in agents.values()]), ""]
+    for agent in agents.values():
+        if agent.passes_with is None:
+            continue
+        safe = agents[agent.passes_with]
+        lines.append(f"- `{agent.name}` (`{agent.command}`) fails on {caught_by(agent)}; "
+                     f"`{safe.name}` (`{safe.command}`) passes every column.")
+    return "\n".join([*lines, "", FRAMEWORKS_README_END])
+
+
+def caught_by(agent: FrameworkAgent) -> str:
+    """The rules (code and name) that catch a wrong framework agent: "H010 retry-after-unknown-justified, ..."."""
+    from harness.checker import RULES
+
+    codes = sorted({code for cell in agent.cells.values() for code in cell.codes} - {"X001"})
+    return ", ".join(f"{code} {RULES[code].name}" for code in codes)
+
+
+def rewrite_readme_frameworks(columns: dict[str, Column], agents: dict[str, FrameworkAgent],
+                              path: Path = README_FILE) -> bool:
+    """Put ``framework_readme_table()`` between the README's framework markers; True when the file changed."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(FRAMEWORKS_README_BEGIN)
+    end = text.index(FRAMEWORKS_README_END) + len(FRAMEWORKS_README_END)
+    new = text[:start] + framework_readme_table(columns, agents) + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def frameworks_markdown(columns: dict[str, Column], result: Sequence[tuple[FrameworkAgent, Column, Any]]
+                        ) -> list[str]:
+    """MATRIX.md's framework section: the run's table, then every cell."""
+    from harness.report import markdown_cell
+
+    rows: dict[str, tuple[FrameworkAgent, dict[str, CellOutcome]]] = {}
+    for a, c, cell in result:
+        rows.setdefault(a.name, (a, {}))[1][c.name] = observed(cell)
+    lines = ["", "# Framework agents", "",
+             "Each cell ran a framework agent (harness/agents/frameworks/, a scripted model, a real framework) "
+             "through the fault proxy against the catalogue's destinations, judged from its audit log, the "
+             "journal and the ledger (docs/frameworks.md).", "",
+             f"{len(result)} cells; {sum(framework_difference(a, c, cell) is None for a, c, cell in result)} "
+             "as expected (certification/expected.yaml).", "",
+             *framework_table(columns, list(rows.values())), "",
+             "| agent | scenario | verdict | effects | attempts | key behaviour |", "|---|---|---|---|---|---|"]
+    for a, c, cell in result:
+        got = observed(cell)
+        verdict = "PASS" if got.verdict == "pass" else " ".join(["FAIL", *got.codes])
+        lines.append("| " + " | ".join(markdown_cell(v) for v in
+                                       (a.name, c.scenario, verdict, str(got.effects), str(got.attempts), got.key))
+                     + " |")
+    return lines
+
+
+def frameworks_json(result: Sequence[tuple[FrameworkAgent, Column, Any]]) -> list[dict[str, Any]]:
+    """matrix.json's ``frameworks``: every framework cell with what the run showed."""
+    out = []
+    for a, c, cell in result:
+        got = observed(cell)
+        out.append({"agent": a.name, "framework": a.framework_version, "setting": a.setting, "command": a.command,
+                    "scenario": c.scenario, "column": c.name, "verdict": got.verdict, "codes": list(got.codes),
+                    "effects": got.effects, "attempts": got.attempts, "key": got.key,
+                    "as_expected": framework_difference(a, c, cell) is None, "error": cell.error})
+    return out

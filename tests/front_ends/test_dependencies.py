@@ -28,9 +28,9 @@ OPTIONAL_IMPORTERS = {
 
 
 def _optional(dist: str, files: set[str]) -> bool:
-    """Imported only by the files of an extra that declares it."""
-    return any(dist in declared(extra) and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files)
-               for extra, globs in OPTIONAL_IMPORTERS.items())
+    """Imported only by files of extras that declare it (each file by one whose globs name it)."""
+    return all(any(dist in declared(extra) and any(fnmatch.fnmatch(f, g) for g in globs)
+                   for extra, globs in OPTIONAL_IMPORTERS.items()) for f in files)
 
 
 def _canonical(name: str) -> str:

@@ -1,0 +1,91 @@
+"""The framework agents in the certification matrix: each agent (harness/agents/frameworks/, correct and with
+its framework's common wrong retry setting) on each column's scenario, through the real engine and fault
+proxy, judged by the full checker from its audit log; each cell must equal certification/expected.yaml, and
+the README's framework table must be that file's. 64 cells, about 3 minutes with `-n 2` (each a framework agent
+process: its imports are most of it).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from certification.matrix import (
+    EXPECTED_FILE,
+    FRAMEWORK_PACKAGES,
+    README_FILE,
+    framework_difference,
+    framework_readme_table,
+    load_frameworks,
+    run_framework_cell,
+)
+from harness.scenario import load
+
+COLUMNS, AGENTS = load_frameworks()
+CELLS = [(agent, column) for agent in AGENTS for column in COLUMNS if column in AGENTS[agent].cells]
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def test_the_frameworks_are_the_pinned_ones() -> None:
+    extra = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["frameworks"]
+    pins = dict(requirement.split("==", 1) for requirement in extra)
+    for agent in AGENTS.values():
+        package = FRAMEWORK_PACKAGES[agent.framework]
+        assert version(package) == pins[package], (
+            f"{package} {version(package)} is installed, the matrix certifies {pins[package]}: "
+            "pip install -c .ci/constraints.txt -e '.[frameworks]'")
+
+
+def test_expected_framework_cells_name_real_agents_scenarios_and_rules() -> None:
+    from harness.checker import RULES
+    from harness.engine import EXPECTATION_CODE
+
+    codes = set(RULES) | {EXPECTATION_CODE}
+    for column in COLUMNS.values():
+        assert load(column.path).agent_log != "none", f"{column.scenario}: these agents are judged from their log"
+    for agent in AGENTS.values():
+        module = agent.command.split()[2]
+        assert (Path(__file__).resolve().parents[2] / (module.replace(".", "/") + ".py")).is_file(), agent.name
+        if agent.agent_log == "events":
+            assert set(agent.cells) == set(COLUMNS), f"{agent.name}: one cell per column"
+        else:  # the trace-only agent's tool records HTTP calls as spans; its MCP calls are not traced
+            assert set(agent.cells) == {c for c in COLUMNS if not c.startswith("mcp_")}, agent.name
+        for column, cell in agent.cells.items():
+            assert (cell.verdict == "fail") == bool(cell.codes), f"{agent.name} {column}: a fail names its codes"
+            assert set(cell.codes) <= codes, f"{agent.name} {column}: unknown codes {set(cell.codes) - codes}"
+        if agent.passes_with is not None:
+            safe = AGENTS[agent.passes_with]
+            assert safe.framework == agent.framework and safe.passes_with is None, agent.name
+            assert all(c.verdict == "pass" for c in safe.cells.values()), f"{safe.name} must pass every column"
+            # a blind retry after an unknown outcome is caught by the rules that name it, wherever one happens
+            for column, cell in agent.cells.items():
+                if cell.effects > 1:
+                    assert {"H010", "H016"} <= set(cell.codes), f"{agent.name} {column}: {cell.codes}"
+
+
+def test_the_readme_framework_table_is_the_expected_matrix() -> None:
+    assert framework_readme_table(COLUMNS, AGENTS) in README_FILE.read_text(encoding="utf-8"), (
+        f"the README's framework table is not {EXPECTED_FILE.name}'s: python -m certification --readme")
+
+
+@pytest.mark.parametrize("agent, column", CELLS, ids=[f"{a}-{c}" for a, c in CELLS])
+def test_framework_cell(agent: str, column: str, tmp_path: Path) -> None:
+    cell = run_framework_cell(AGENTS[agent], COLUMNS[column], str(tmp_path))
+    problem = framework_difference(AGENTS[agent], COLUMNS[column], cell)
+    stdout = Path(cell.evidence, "agent.stdout") if cell.evidence else None
+    assert problem is None, problem + (f"\nthe agent printed: {stdout.read_text()}" if stdout and
+                                       stdout.is_file() else "")
+
+
+def test_a_trace_only_row_is_judged_as_its_audit_log_twin() -> None:
+    """The same agent, once logging audit events and once only OpenTelemetry spans: the same cells, the same
+    rule codes (docs/otel.md: one set of rules, whatever the source)."""
+    traced = [a for a in AGENTS.values() if a.agent_log == "otel"]
+    assert traced, "at least one framework agent is trace-only"
+    for agent in traced:
+        twin = next(a for a in AGENTS.values() if a.agent_log == "events"
+                    and a.command == agent.command.replace(" --trace", ""))
+        assert agent.cells == {c: twin.cells[c] for c in agent.cells}, f"{agent.name} and {twin.name}"
