@@ -505,9 +505,10 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
         if _is_observation(s):
             observations.append(s)
             continue
-        if not _attempt_candidate(s) or any(_attempt_candidate(d) and id(d) not in inside_observation
-                                            and not _is_observation(d) for d in trace.descendants(s)):
-            continue
+        if not _attempt_candidate(s) or any(
+                (_attempt_candidate(d) and id(d) not in inside_observation) or _is_observation(d)
+                for d in trace.descendants(s)):
+            continue  # a span around the wire's attempts or lookups (a framework's tool run) is no attempt itself
         op_id = trace.operation(s)
         if op_id is None:
             problems.append(f"{where[id(s)]}: an attempt span of no operation: give it, or a span above it, "
@@ -519,8 +520,10 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
     # operations: each span that carries an operation id its parent does not (one per process after a restart)
     declared: dict[str, list[Span]] = {}
     for s in spans:
-        op_id = s.attributes.get(OPERATION_ID) or s.attributes.get(TOOL_CALL_ID)
-        if not op_id or id(s) in inside_observation:
+        if not (s.attributes.get(OPERATION_ID) or s.attributes.get(TOOL_CALL_ID)) or id(s) in inside_observation:
+            continue
+        op_id = trace.operation(s)  # a tool call id under a span with harness.operation.id is that operation's
+        if op_id is None:
             continue
         parent = trace.parent(s)
         if parent is not None and trace.operation(parent) == str(op_id):

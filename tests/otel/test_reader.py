@@ -101,6 +101,31 @@ def test_the_innermost_client_span_is_the_attempt(tmp_path: Path) -> None:
     assert [a["attempt_id"] for a in attempts] == ["00000000000000a2"]
 
 
+def test_a_tool_call_id_under_an_operation_span_is_that_operation_not_one_of_its_own(tmp_path: Path) -> None:
+    # a framework's tool span (pydantic-ai's "running tool") inside the agent's operation scope
+    tool = span("00000000000000c1", "running tool", 0.05, 0.9, {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "create_ticket",
+        "gen_ai.tool.call.id": "call_1"}, parent="00000000000000f0")
+    post = span("00000000000000a1", "POST", 0.1, 0.5, {"http.request.method": "POST", "url.full": URL,
+                                                        "http.response.status_code": 201}, parent="00000000000000c1")
+    operation = span("00000000000000f0", "op", 0.0, 1.0, OP, kind=1)
+    records = events(write(tmp_path / "t.jsonl", [request(tool, post, operation)]))
+    assert {r["operation_id"] for r in records} == {"op_1"}
+    assert [r["event"] for r in records].count("operation") == 1
+
+
+def test_a_tool_span_holding_only_a_lookup_is_no_attempt(tmp_path: Path) -> None:
+    # the framework ran the tool again and the tool only looked up (the retry an unknown result needs)
+    tool = span("00000000000000c2", "running tool", 0.05, 0.9, {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "create_ticket"}, parent="00000000000000f0")
+    lookup = span("00000000000000b1", "lookup", 0.1, 0.2, {
+        "harness.observation.source": "lookup", "http.request.method": "GET", "url.full": URL,
+        "http.response.status_code": 200, "harness.observation.found": False}, parent="00000000000000c2")
+    operation = span("00000000000000f0", "op", 0.0, 1.0, OP, kind=1)
+    records = events(write(tmp_path / "t.jsonl", [request(tool, lookup, operation)]))
+    assert [r["event"] for r in records if r["event"] != "operation"] == ["observation"]
+
+
 def problems(path: Path) -> list[str]:
     return [error for record, error, _ in read_trace(path).items if record is None and error]
 
