@@ -206,6 +206,21 @@ def test_a_lost_result_raises_out_of_the_client_session_and_the_effect_stands(wi
         [("committed", "ord_0001", first["flow_id"]), ("replayed", "ord_0001", second["flow_id"])]
 
 
+@pytest.mark.parametrize("rule, raised, effects", [
+    ({"action": "reset_after_commit"}, httpx.ReadError, 1),
+    ({"action": "replace_status", "status": 502}, httpx.HTTPStatusError, 1),
+    ({"action": "synthetic_status", "status": 503}, httpx.HTTPStatusError, 0),
+    ({"action": "drop_request"}, httpx.RemoteProtocolError, 0),
+])
+def test_other_transport_faults_end_the_client_session_too(wire: Wire, rule: dict[str, Any], raised: type,
+                                                             effects: int) -> None:
+    wire.configure([{"id": "fault", **rule, "match": {"tool": "create_order", "nth": 1}}])
+    ended = wire.call("create_order", ORDER, read_timeout=CALL_LIMIT)
+    assert isinstance(ended, BaseExceptionGroup), ended
+    assert [type(e) for e in ended.exceptions] == [raised]
+    assert len(wire.effects()) == effects
+
+
 def test_a_held_result_is_a_timeout_of_call_tool_and_the_session_lives_on(wire: Wire) -> None:
     """hold_response past read_timeout_seconds: call_tool raises McpError (a request timeout, code 408);
     without read_timeout_seconds it would wait as long as the transport's read timeout (300 s by default)."""
