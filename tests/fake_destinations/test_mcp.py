@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult
 
-from fake_destinations.host import DestinationHost
+from fake_destinations.host import DestinationHost, DestinationPool
 from fake_destinations.ledger import read_effects, read_requests
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import DestinationContract
@@ -41,6 +41,8 @@ TOOL_SERVERS = {
         "create_shipment": {"effect": "shipment_created", "idempotency": "natural_key"}}},
     "notices": {"service": "mcp", "tools": {"send_notice": {"effect": "notice_sent", "required": ["text"]}},
                 "failures": [{"at": 1, "fault": "error_after_commit"}, {"at": 2, "fault": "error_before_commit"}]},
+    "limited": {"service": "mcp", "tools": {"book_slot": {"effect": "slot_booked"}},
+                "rate_limit": {"max_requests": 1, "per_seconds": 3600, "retry_after_seconds": 7}},
     # its annotation says a second call does nothing more; each call commits (scenario mcp_annotation_contradicted)
     "alerts": {"service": "mcp", "tools": {
         "raise_alert": {"effect": "alert_raised", "annotations": {"idempotentHint": True}}}},
@@ -361,6 +363,36 @@ def test_declared_failures_are_tool_errors_before_or_after_the_commit(wire: Wire
     assert [(r["outcome"], r["effect_ref"]) for r in rows] == [
         ("failed_after_commit", "not_0001"), ("failed_before_commit", None), ("committed", "not_0002")]
     assert [e["effect_ref"] for e in wire.effects()] == ["not_0001", "not_0002"]
+
+
+def test_a_rate_limit_is_a_tool_error_that_says_when_to_retry(wire: Wire) -> None:
+    wire.configure()
+    structured(wire.call("book_slot", {}, destination="limited"))
+    assert error_text(wire.call("book_slot", {}, destination="limited")) == \
+        "rate_limited: too many requests; retry after 7 s"
+    rows = [r for r in wire.ledger() if r["method"] == "tools/call"]
+    assert [r["outcome"] for r in rows] == ["committed", "rate_limited"]
+
+
+def test_a_pooled_process_serves_another_declaration_of_its_tool_server(tmp_path: Path) -> None:
+    """The pool reuses a process for the same names and services: the next scenario's tools and endpoint
+    are taken on reset, without a restart."""
+    first = {"orders": {"service": "mcp", "tools": {"create_order": {"effect": "order_created"}}}}
+    second = {"orders": {"service": "mcp", "endpoint": "/rpc", "tools": {
+        "place_order": {"effect": "order_placed", "idempotency": "natural_key"}}}}
+    pool = DestinationPool(tmp_path / "pool")
+    try:
+        host = pool.acquire(first)
+        structured(asyncio.run(call_tool(host.urls["orders"] + "/mcp", "create_order", {})))
+        again = pool.acquire(second)
+        assert again is host and pool.reused == 1
+        url = host.urls["orders"] + "/rpc"
+        placed = structured(asyncio.run(call_tool(url, "place_order", {"client_reference": "op_1"})))
+        assert placed == structured(asyncio.run(call_tool(url, "place_order", {"client_reference": "op_1"})))
+        assert placed["id"] == "ord_0001"  # the reset cleared the first scenario's numbering
+        assert [(e["kind"], e["effect_ref"]) for e in host.effects()] == [("order_placed", "ord_0001")]
+    finally:
+        pool.close()
 
 
 def test_keys_and_resources_survive_a_restart(tmp_path: Path) -> None:
