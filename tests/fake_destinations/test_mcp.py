@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
@@ -498,6 +499,18 @@ def test_a_bad_declaration_names_its_file_line_key_and_the_valid_choices(tmp_pat
     with pytest.raises(ScenarioError) as info:
         load(path)
     assert str(info.value).replace(str(path), "FILE").startswith(message)
+
+
+def test_the_documented_declaration_is_valid_and_its_contract_the_documented_one() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "destinations.md").read_text()
+    section = text[text.index("## MCP tool servers"):text.index("## Generic destinations")]
+    (block,) = [b.split("```", 1)[0] for b in section.split("```yaml\n")[1:]]
+    contract = describe(yaml.safe_load(block)["destinations"]["orders"])
+    assert (contract.transport, contract.endpoint, contract.idempotency.style, contract.idempotency.body_field) == \
+        ("mcp", "/mcp", "client_token", "idempotency_key")
+    assert list(contract.operations) == ["create_order"] and contract.lookup is not None
+    assert contract.operations["create_order"].annotations == {
+        "readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
 
 
 def test_tools_belong_to_an_mcp_destination_only() -> None:
