@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from fake_destinations.services import SERVICES
 from fake_destinations.spec import EXPLORABLE_OPTIONS, FAULTS_BY_TRANSPORT, DestinationSpec, describe
+from harness.contract import MCP_TRANSPORT
 from harness.explore import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_FAULTS
 from harness.proxy.rules import ACTIONS, ClientTimeouts, FaultAction, FaultRule, Match
 from harness.scenario import AgentRestart, DestinationRestart, Scenario
@@ -116,7 +117,7 @@ def _failures(transport: str) -> st.SearchStrategy[list[dict[str, Any]]]:
         out: dict[str, Any] = {"at": at, "fault": fault}
         if fault == "rate_limited":
             out["retry_after_seconds"] = retry_after
-        elif fault != "drop_after_exec":
+        elif fault != "drop_after_exec" and transport != MCP_TRANSPORT:  # an MCP server's failure is a tool error
             out["status"] = status
         return out
 

@@ -513,6 +513,28 @@ def test_the_documented_declaration_is_valid_and_its_contract_the_documented_one
         "readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
 
 
+def test_exploration_draws_only_options_an_mcp_destination_takes(tmp_path: Path) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from harness.strategies import destination_options
+
+    path = tmp_path / "mcp.yaml"
+    path.write_text(SCENARIO.format(body="    tools:\n      create_order: {effect: order_created, idempotency: "
+                                         "argument}\n      find_orders: {lookup: create_order}"))
+    scenario = load(path)
+    own = scenario.destinations["orders"].model_dump(mode="json")
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.data())
+    def drawn_options_validate(data: st.DataObject) -> None:
+        changes = data.draw(destination_options(scenario)).get("orders", {})
+        assert "retention_seconds" not in changes  # its keys never expire
+        DestinationSpec.model_validate({**own, **changes})
+
+    drawn_options_validate()
+
+
 def test_tools_belong_to_an_mcp_destination_only() -> None:
     with pytest.raises(ValueError, match="tools applies to service 'mcp' only, not 'tickets'"):
         DestinationSpec.model_validate({"service": "tickets", "tools": {"x": {}}})
