@@ -380,7 +380,12 @@ class RequestFacts:
     @functools.cached_property
     def rpc(self) -> RpcFacts | None:
         """The JSON-RPC request of a JSON body; None for every other request (never parsed then)."""
-        if not self.body or self.body.lstrip()[:1] != b"{":
+        if not self.body:
+            return None
+        first = self.body[:1]
+        if first in b" \t\r\n":  # rare: only then is the body copied to find its first character
+            first = self.body.lstrip()[:1]
+        if first != b"{":
             return None
         if self.headers.get("content-type", "application/json").split(";", 1)[0].strip() != "application/json":
             return None
