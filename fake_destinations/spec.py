@@ -363,8 +363,8 @@ class ExplorableOption:
 
 
 EXPLORABLE_OPTIONS: tuple[ExplorableOption, ...] = (
-    ExplorableOption("retention_seconds", 0.5, 5.0, lambda spec: spec.retention_seconds is not None
-                     and spec.idempotency not in (None, "none")),
+    ExplorableOption("retention_seconds", 0.5, 5.0, lambda spec: spec.idempotency not in (None, "none")
+                     and SERVICES[spec.service].transport != MCP_TRANSPORT),  # an MCP server's keys never expire
     ExplorableOption("lookup_lag_seconds", 0.0, 3.0, lambda spec: spec.lookup == "client_reference"),
     ExplorableOption("processing_delay_seconds", 0.0, 3.0,
                      lambda spec: SERVICES[spec.service].transport == "http"),

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from fake_destinations.services import SERVICES
 from fake_destinations.spec import EXPLORABLE_OPTIONS, FAULTS_BY_TRANSPORT, DestinationSpec, describe
+from harness.contract import MCP_TRANSPORT
 from harness.explore import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_FAULTS
 from harness.proxy.rules import ACTIONS, ClientTimeouts, FaultAction, FaultRule, Match
 from harness.scenario import AgentRestart, DestinationRestart, Scenario
@@ -79,6 +80,10 @@ def _values(action: FaultAction, parameter: str, client_timeout: float) -> tuple
     return values.milliseconds(client_timeout) if isinstance(values, ClientTimeouts) else values
 
 
+# the faults are drawn for HTTP destinations (http_destinations): never an action for MCP tool calls only
+_HTTP_ACTIONS = [action for action in ACTIONS.values() if not action.tool_call_only]
+
+
 def fault_rules(scenario: Scenario, *, client_timeout: float = DEFAULT_CLIENT_TIMEOUT,
                 rule_id: str = "explored") -> st.SearchStrategy[FaultRule]:
     """One fault rule: an action of the registry, its parameters from the action's own choices, its target."""
@@ -90,7 +95,7 @@ def fault_rules(scenario: Scenario, *, client_timeout: float = DEFAULT_CLIENT_TI
 
     @st.composite
     def rule(draw: st.DrawFn) -> FaultRule:
-        action = draw(st.sampled_from(list(ACTIONS.values())))
+        action = draw(st.sampled_from(_HTTP_ACTIONS))
         match = draw(connection if action.phase == "connection" else matches)
         params = {name: draw(st.sampled_from(_values(action, name, client_timeout))) for name in action.parameters}
         return FaultRule(id=rule_id, match=match, action=action.name,
@@ -116,7 +121,7 @@ def _failures(transport: str) -> st.SearchStrategy[list[dict[str, Any]]]:
         out: dict[str, Any] = {"at": at, "fault": fault}
         if fault == "rate_limited":
             out["retry_after_seconds"] = retry_after
-        elif fault != "drop_after_exec":
+        elif fault != "drop_after_exec" and transport != MCP_TRANSPORT:  # an MCP server's failure is a tool error
             out["status"] = status
         return out
 

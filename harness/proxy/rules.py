@@ -58,6 +58,8 @@ class FaultAction:
     # per parameter, the values exploration draws (harness.strategies), simplest first; a
     # ClientTimeouts is a list of multiples of the client's timeout, turned into ms when drawn
     explore: Mapping[str, tuple[Any, ...] | ClientTimeouts] = field(default_factory=dict)
+    # acts on a JSON-RPC tools/call only (an MCP tool result); on any other flow it answers 400
+    tool_call_only: bool = False
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -140,12 +142,12 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 "never forward a tools/call; the client gets a JSON-RPC result isError: true (body: its text) "
                 "echoing the request's id", forwarded="no",
                 client_sees="an MCP tool error result (`isError: true`); nothing was committed",
-                reads=("body",), explore={"body": (None,)}),
+                reads=("body",), explore={"body": (None,)}, tool_call_only=True),
     FaultAction("tool_error_after_commit", "response",
                 "forward a tools/call; the destination commits; the client gets a JSON-RPC result isError: true "
                 "(body: its text) instead of the real one", forwarded="yes",
                 client_sees="an MCP tool error result (`isError: true`) in place of the real result",
-                reads=("body",), explore={"body": (None,)}),
+                reads=("body",), explore={"body": (None,)}, tool_call_only=True),
 )
 if TYPE_CHECKING:
     Action = str
@@ -380,7 +382,12 @@ class RequestFacts:
     @functools.cached_property
     def rpc(self) -> RpcFacts | None:
         """The JSON-RPC request of a JSON body; None for every other request (never parsed then)."""
-        if not self.body or self.body.lstrip()[:1] != b"{":
+        if not self.body:
+            return None
+        first = self.body[:1]
+        if first in b" \t\r\n":  # rare: only then is the body copied to find its first character
+            first = self.body.lstrip()[:1]
+        if first != b"{":
             return None
         if self.headers.get("content-type", "application/json").split(";", 1)[0].strip() != "application/json":
             return None

@@ -13,12 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult
 
-from fake_destinations.host import DestinationHost
+from fake_destinations.host import DestinationHost, DestinationPool
 from fake_destinations.ledger import read_effects, read_requests
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import DestinationContract
@@ -41,6 +42,8 @@ TOOL_SERVERS = {
         "create_shipment": {"effect": "shipment_created", "idempotency": "natural_key"}}},
     "notices": {"service": "mcp", "tools": {"send_notice": {"effect": "notice_sent", "required": ["text"]}},
                 "failures": [{"at": 1, "fault": "error_after_commit"}, {"at": 2, "fault": "error_before_commit"}]},
+    "limited": {"service": "mcp", "tools": {"book_slot": {"effect": "slot_booked"}},
+                "rate_limit": {"max_requests": 1, "per_seconds": 3600, "retry_after_seconds": 7}},
     # its annotation says a second call does nothing more; each call commits (scenario mcp_annotation_contradicted)
     "alerts": {"service": "mcp", "tools": {
         "raise_alert": {"effect": "alert_raised", "annotations": {"idempotentHint": True}}}},
@@ -206,6 +209,21 @@ def test_a_lost_result_raises_out_of_the_client_session_and_the_effect_stands(wi
         [("committed", "ord_0001", first["flow_id"]), ("replayed", "ord_0001", second["flow_id"])]
 
 
+@pytest.mark.parametrize("rule, raised, effects", [
+    ({"action": "reset_after_commit"}, httpx.ReadError, 1),
+    ({"action": "replace_status", "status": 502}, httpx.HTTPStatusError, 1),
+    ({"action": "synthetic_status", "status": 503}, httpx.HTTPStatusError, 0),
+    ({"action": "drop_request"}, httpx.RemoteProtocolError, 0),
+])
+def test_other_transport_faults_end_the_client_session_too(wire: Wire, rule: dict[str, Any], raised: type,
+                                                             effects: int) -> None:
+    wire.configure([{"id": "fault", **rule, "match": {"tool": "create_order", "nth": 1}}])
+    ended = wire.call("create_order", ORDER, read_timeout=CALL_LIMIT)
+    assert isinstance(ended, BaseExceptionGroup), ended
+    assert [type(e) for e in ended.exceptions] == [raised]
+    assert len(wire.effects()) == effects
+
+
 def test_a_held_result_is_a_timeout_of_call_tool_and_the_session_lives_on(wire: Wire) -> None:
     """hold_response past read_timeout_seconds: call_tool raises McpError (a request timeout, code 408);
     without read_timeout_seconds it would wait as long as the transport's read timeout (300 s by default)."""
@@ -348,6 +366,36 @@ def test_declared_failures_are_tool_errors_before_or_after_the_commit(wire: Wire
     assert [e["effect_ref"] for e in wire.effects()] == ["not_0001", "not_0002"]
 
 
+def test_a_rate_limit_is_a_tool_error_that_says_when_to_retry(wire: Wire) -> None:
+    wire.configure()
+    structured(wire.call("book_slot", {}, destination="limited"))
+    assert error_text(wire.call("book_slot", {}, destination="limited")) == \
+        "rate_limited: too many requests; retry after 7 s"
+    rows = [r for r in wire.ledger() if r["method"] == "tools/call"]
+    assert [r["outcome"] for r in rows] == ["committed", "rate_limited"]
+
+
+def test_a_pooled_process_serves_another_declaration_of_its_tool_server(tmp_path: Path) -> None:
+    """The pool reuses a process for the same names and services: the next scenario's tools and endpoint
+    are taken on reset, without a restart."""
+    first = {"orders": {"service": "mcp", "tools": {"create_order": {"effect": "order_created"}}}}
+    second = {"orders": {"service": "mcp", "endpoint": "/rpc", "tools": {
+        "place_order": {"effect": "order_placed", "idempotency": "natural_key"}}}}
+    pool = DestinationPool(tmp_path / "pool")
+    try:
+        host = pool.acquire(first)
+        structured(asyncio.run(call_tool(host.urls["orders"] + "/mcp", "create_order", {})))
+        again = pool.acquire(second)
+        assert again is host and pool.reused == 1
+        url = host.urls["orders"] + "/rpc"
+        placed = structured(asyncio.run(call_tool(url, "place_order", {"client_reference": "op_1"})))
+        assert placed == structured(asyncio.run(call_tool(url, "place_order", {"client_reference": "op_1"})))
+        assert placed["id"] == "ord_0001"  # the reset cleared the first scenario's numbering
+        assert [(e["kind"], e["effect_ref"]) for e in host.effects()] == [("order_placed", "ord_0001")]
+    finally:
+        pool.close()
+
+
 def test_keys_and_resources_survive_a_restart(tmp_path: Path) -> None:
     spec = {"orders": TOOL_SERVERS["orders"]}
     with DestinationHost(spec, tmp_path / "ledger.sqlite") as host:
@@ -451,6 +499,40 @@ def test_a_bad_declaration_names_its_file_line_key_and_the_valid_choices(tmp_pat
     with pytest.raises(ScenarioError) as info:
         load(path)
     assert str(info.value).replace(str(path), "FILE").startswith(message)
+
+
+def test_the_documented_declaration_is_valid_and_its_contract_the_documented_one() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "destinations.md").read_text()
+    section = text[text.index("## MCP tool servers"):text.index("## Generic destinations")]
+    (block,) = [b.split("```", 1)[0] for b in section.split("```yaml\n")[1:]]
+    contract = describe(yaml.safe_load(block)["destinations"]["orders"])
+    assert (contract.transport, contract.endpoint, contract.idempotency.style, contract.idempotency.body_field) == \
+        ("mcp", "/mcp", "client_token", "idempotency_key")
+    assert list(contract.operations) == ["create_order"] and contract.lookup is not None
+    assert contract.operations["create_order"].annotations == {
+        "readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
+
+
+def test_exploration_draws_only_options_an_mcp_destination_takes(tmp_path: Path) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from harness.strategies import destination_options
+
+    path = tmp_path / "mcp.yaml"
+    path.write_text(SCENARIO.format(body="    tools:\n      create_order: {effect: order_created, idempotency: "
+                                         "argument}\n      find_orders: {lookup: create_order}"))
+    scenario = load(path)
+    own = scenario.destinations["orders"].model_dump(mode="json")
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.data())
+    def drawn_options_validate(data: st.DataObject) -> None:
+        changes = data.draw(destination_options(scenario)).get("orders", {})
+        assert "retention_seconds" not in changes  # its keys never expire
+        DestinationSpec.model_validate({**own, **changes})
+
+    drawn_options_validate()
 
 
 def test_tools_belong_to_an_mcp_destination_only() -> None:
