@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import secrets
 import time
 import warnings
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from harness.agents.reference import tool_result, tool_text  # one reading of a tool result, the reference agent's
 from harness.contract import MCP_ENDPOINT, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint
 from harness.recorder import Recorder, new_id
@@ -200,16 +200,3 @@ async def call_tool(url: str, tool: str, arguments: dict[str, Any], traceparent:
         return ("sent_no_response" if calling else "not_sent"), None, f"{type(exc).__name__}: {exc}"[:200]
     return "response_received", result, None
 
-
-def tool_result(result: Any) -> Any:
-    """A tool result's resource: its structuredContent, else the JSON of its first text content."""
-    if result.structuredContent is not None:
-        return result.structuredContent
-    try:
-        return json.loads(tool_text(result))
-    except ValueError:
-        return None
-
-
-def tool_text(result: Any) -> str:
-    return next((str(c.text) for c in result.content or () if getattr(c, "type", None) == "text"), "")
