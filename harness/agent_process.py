@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import OPERATOR_ENV, agent_words
+from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV, agent_words
 from harness.errors import AgentError
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
@@ -38,6 +38,20 @@ class AgentRun:
     # kill interrupted (the checker reads it)
     started_at: float | None = None
     ended_at: float | None = None
+    # the size of the audit log when this run ended (once nothing of it was left running): a killed run's
+    # session writing past it is proof the crash did not stop the agent (``harness.evidence``); None when
+    # not measured (an older folder)
+    log_bytes_at_end: int | None = None
+    # a container agent's container (its name), None for a process
+    container: str | None = None
+
+
+def log_size(env: Mapping[str, str]) -> int:
+    """The size of the audit log named in the contract environment ``env`` (0 while the agent wrote none)."""
+    try:
+        return os.stat(env[AUDIT_LOG_ENV]).st_size
+    except (KeyError, OSError):
+        return 0
 
 
 def argv_for(command: str) -> list[str]:
@@ -92,7 +106,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                 _kill_group(proc, signal.SIGKILL)  # children the agent left behind
             _wait_group_gone(proc.pid)  # a planned crash restarts the agent only once nothing of it is left
     return AgentRun(command, None if (timed_out or killed) else proc.returncode,
-                    timed_out, killed, time.monotonic() - start, started_at, time.time())
+                    timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env))
 
 
 class _OrphanWatch:

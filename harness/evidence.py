@@ -218,6 +218,7 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
             if not unchanged:
                 gaps.append(f"{what}: not the {what.split()[1]} the harness checkpointed when the agent exited: "
                             f"{message}")
+    gaps += crash_survivors(layout.agent_log, context.get("agent"))
     for entry in journal:
         if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \
                 and entry.get("upstream_status") is None:
@@ -225,6 +226,72 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
                         f"({entry.get('method')} {entry.get('path')}) was still waiting for the destination "
                         f"when the run ended: whether and what it committed is unknown")
     return gaps
+
+
+def crash_survivors(log: Path, agent: Any) -> list[str]:
+    """The planned crash, verified: each run the harness killed (``runs[*].killed_by_harness``) ended with
+    the audit log ``log_bytes_at_end`` bytes long, once nothing of it was left running. A line past that
+    carrying a ``session_id`` that run had written is proof the kill did not stop it (an agent that escaped
+    its process group, a container that was not the agent's): the run is not the one the scenario set up, so
+    it is lost, never judged. Each as "agent log: why"; empty when every kill held (or nothing says).
+
+    A line belongs to the run in whose stretch of the file it starts (the bytes between the end of the run
+    before and its own end); a session first seen in an earlier run's stretch stays that run's."""
+    runs = agent.get("runs") if isinstance(agent, dict) else None
+    if not isinstance(runs, list):
+        return []
+    ends: list[tuple[int, bool]] = []  # (log bytes at the run's end, killed by the harness), in run order
+    for run in runs:
+        if not isinstance(run, dict):
+            return []
+        size = run.get("log_bytes_at_end")
+        if not isinstance(size, int) or isinstance(size, bool):
+            return []  # an older folder, or one not measured: nothing to verify against
+        ends.append((size, run.get("killed_by_harness") is True))
+    if not any(killed for _, killed in ends) or not log.is_file():
+        return []
+    lines = _sessions_by_offset(log)
+    gaps, owner = [], {}  # session -> the run whose stretch it first appears in
+    start = 0
+    for index, (end, killed) in enumerate(ends):
+        for offset, _number, session in lines:
+            if start <= offset < end and session not in owner:
+                owner[session] = index
+        if killed:
+            after: dict[str, list[int]] = {}
+            for offset, number, session in lines:
+                if offset >= end and owner.get(session) == index:
+                    after.setdefault(session, []).append(number)
+            for session, numbers in after.items():
+                span = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {numbers[0]}-{numbers[-1]}"
+                gaps.append(f"agent log: the planned crash did not stop the agent: session {session} (agent run "
+                            f"{index + 1}, killed by the harness) wrote {len(numbers)} line(s) after the kill "
+                            f"({log.name} {span}); this run is not the crash the scenario declares, so it is not "
+                            "judged (a wrapper that starts the agent outside its process group, e.g. with setsid "
+                            "or docker run, keeps it running when the harness kills the wrapper)")
+        start = max(start, end)
+    return gaps
+
+
+def _sessions_by_offset(log: Path) -> list[tuple[int, int, str]]:
+    """``(byte offset, line number, session_id)`` of each line of ``log`` that names a session, numbered as
+    ``load_events`` numbers them."""
+    out = []
+    offset = 0
+    # newline="": lines split as the reader splits them (\n, \r\n, \r), their breaks kept to count bytes
+    with open(log, encoding="utf-8", errors="surrogateescape", newline="") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text = raw.strip()
+            if text.startswith("{") and '"session_id"' in text:
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    value = None
+                session = value.get("session_id") if isinstance(value, dict) else None
+                if isinstance(session, str) and session:
+                    out.append((offset, number, session))
+            offset += len(raw.encode("utf-8", "surrogateescape"))
+    return out
 
 
 def _check_contracts(path: Path, destinations: dict[str, Any]) -> None:
