@@ -32,6 +32,9 @@ BLACK_BOX_HELP = ("judge from the proxy journal and the effect ledger alone, for
                   "log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')")
 OTEL_OUT_HELP = ("also append the verdict to FILE as OpenTelemetry spans (OTLP JSON lines, the format the harness "
                  "reads; needs the otel extra; docs/otel.md)")
+AGENT_IMAGE_HELP = ("run the agent in a container of IMAGE (present on the Docker engine; the harness never pulls), "
+                    "host networking, the evidence folder mounted at its own path: --agent is the command run in it "
+                    "(default: the image's own); replaces the scenario's agent; docs/containers.md")
 EXIT_STATUS_HELP = ("exit status: 0 passed / healthy; 1 a verdict failed (the agent is wrong); 2 unusable input "
                     "or usage; 3 incomplete evidence (run, check: the harness lost evidence of a run, e.g. it was "
                     "killed, so the agent is not judged)")
@@ -50,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", type=_agent_command,
                      help="agent command, run in the current folder (default: the scenario's, else the reference "
                           "agent); an empty value is an error")
+    run.add_argument("--agent-image", type=_agent_image, metavar="IMAGE", help=AGENT_IMAGE_HELP)
     run.add_argument("--evidence-dir", type=Path, default=Path("evidence"),
                      help="folder that keeps each run's evidence (default: ./evidence)")
     run.add_argument("--format", choices=("text", "json"), default="text")
@@ -162,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="'reference', a wrong agent's name, your agent's command ('python my_agent.py', run in "
                              "the current folder) or LABEL=COMMAND to name its row (repeatable; default: the bundled "
                              "agents)")
+    matrix.add_argument("--agent-image", type=_agent_image, metavar="IMAGE",
+                        help="run every agent of the matrix in a container of IMAGE (present on the Docker engine; "
+                             "never pulled): each --agent is the command run in it, the bundled agents as "
+                             "'python3 -m harness.agents...' (the image needs the harness: "
+                             "python -m harness images build runtime); docs/containers.md")
     matrix.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
                         help="scenario name, glob, 'all', a .yaml file or a glob of files ('path/*.yaml') "
                              "(repeatable; default: all)")
@@ -217,6 +226,16 @@ _positive_int = _positive(int, "a whole number of at least 1")
 _positive_float = _positive(float, "a number of seconds above 0")
 
 
+def _agent_image(value: str) -> str:
+    """``--agent-image``'s type: an image reference; empty or blank is a usage error (exit 2)."""
+    from harness.scenario import agent_image_problem
+
+    problem = agent_image_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def _agent_command(value: str) -> str:
     """``--agent``'s type: a command as shell words; empty or blank is a usage error (exit 2), not the default."""
     problem = agent_option_problem(value)
@@ -245,16 +264,17 @@ def _run(args: argparse.Namespace) -> int:
     from harness.engine import caller_folder, run_scenario
     from harness.report import render_result
     from harness.resources import catalogue_dir
-    from harness.scenario import load, resolve
+    from harness.scenario import chosen_agent, load, resolve
 
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
     scenarios = [load(p) for p in paths]  # validate all before running any
+    agent = chosen_agent(args.agent, args.agent_image, None)  # None: each scenario's own
     export = _otel_out(args.otel_out)
     paint = paint_for(sys.stdout)
     failed = incomplete = 0
     for scenario in scenarios:
-        result = run_scenario(scenario, agent=args.agent, evidence_root=args.evidence_dir,
+        result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log)
         if export is not None and not result.incomplete:
             export(result.verdict, args.otel_out, scenario=result.scenario, agent=result.agent,
@@ -518,7 +538,8 @@ def _matrix(args: argparse.Namespace) -> int:
     for path in paths:
         load(path)  # validate every scenario before running any
     expected = load_expectations()
-    agents = agent_specs(args.agents or expected.agents, expected)  # a bad --agent is a usage error, before any run
+    # a bad --agent is a usage error, before any run
+    agents = agent_specs(args.agents or expected.agents, expected, in_image=args.agent_image is not None)
     for target in (args.markdown, args.json_file, args.html_file):
         if target is not None and not target.parent.is_dir():
             raise HarnessError(f"cannot write {target}: folder {target.parent} does not exist")
@@ -529,7 +550,7 @@ def _matrix(args: argparse.Namespace) -> int:
             update(len(done), sum(done))
 
         matrix = run_matrix(agents, paths, args.evidence_dir, jobs=args.jobs or default_jobs(),
-                            black_box=args.black_box, progress=told)
+                            black_box=args.black_box, progress=told, image=args.agent_image)
     data = as_dict(matrix)
     if args.format == "json":
         print(json.dumps(data, indent=2))

@@ -18,7 +18,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,7 @@ from harness.contract import (
 )
 from harness.errors import HarnessError
 from harness.report import render_result
-from harness.scenario import Scenario
+from harness.scenario import ContainerAgent, Scenario, agent_label
 
 if TYPE_CHECKING:
     from harness.checker import Verdict
@@ -111,10 +111,11 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
     return path
 
 
-def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
+def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
                  black_box: bool = False, agent_log: str | None = None) -> ScenarioResult:
-    """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it.
+    """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
+    command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
     `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
 
@@ -136,7 +137,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         if agent_log not in AGENT_LOGS:
             raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
         scenario = scenario.model_copy(update={"agent_log": agent_log})
-    command = agent or scenario.agent or REFERENCE_AGENT
+    chosen = agent or scenario.agent or REFERENCE_AGENT
+    label = agent_label(chosen)
     # the agent works in the caller's folder, so that `--agent "python my_agent.py"` finds its file; every
     # path handed to it (intents, audit log, state dir, CA) is absolute, so it holds wherever the agent looks
     workdir = caller_folder()
@@ -158,7 +160,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                          for name, spec in scenario.destinations.items()},
         "intents": intents,
         "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
-        "agent": {"command": command, "cwd": str(workdir), "exit_status": None, "timed_out": False},
+        "agent": {"command": label, "cwd": str(workdir), "exit_status": None, "timed_out": False,
+                  **_container_record(chosen)},
         "expect": expectations_of(scenario),
         "agent_log": scenario.agent_log,
         "mode": BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
@@ -191,8 +194,9 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        start_agent = functools.partial(run_agent, command, env, timeout=scenario.agent_timeout_seconds,
-                                        cwd=workdir, stdout=layout.agent_stdout, stderr=layout.agent_stderr)
+        start_agent = _agent_runner(chosen, env, timeout=scenario.agent_timeout_seconds, cwd=workdir,
+                                    stdout=layout.agent_stdout, stderr=layout.agent_stderr,
+                                    mounts=[evidence_dir, *([routes.ca_cert.parent] if routes.ca_cert else [])])
         with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects
@@ -243,7 +247,7 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         failures = [f.message for f in unmet]
     timings["check"] = time.perf_counter() - t3
     passed = verdict.passed and not evidence.incomplete
-    result = ScenarioResult(scenario.name, command, passed, verdict, evidence_dir, runs, timings, failures,
+    result = ScenarioResult(scenario.name, label, passed, verdict, evidence_dir, runs, timings, failures,
                             incomplete=list(evidence.incomplete), facts=facts)
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
@@ -254,6 +258,26 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             _write_investigation_page(result, evidence)
         layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
     return result
+
+
+def _agent_runner(agent: str | ContainerAgent, env: dict[str, str], *, timeout: float, cwd: Path, stdout: Path,
+                  stderr: Path, mounts: list[Path]) -> Callable[..., AgentRun]:
+    """``start_agent(kill_when=None) -> AgentRun``: one run of the agent, a process or a container (one path
+    for the engine either way)."""
+    if isinstance(agent, ContainerAgent):
+        from harness.containers.agent import run_container_agent
+
+        return functools.partial(run_container_agent, agent, env, timeout=timeout, stdout=stdout, stderr=stderr,
+                                 mounts=mounts)
+    return functools.partial(run_agent, agent, env, timeout=timeout, cwd=cwd, stdout=stdout, stderr=stderr)
+
+
+def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:
+    """What ``context.json`` keeps of a container agent beside its label: the image, the command run in it
+    (None: the image's own) and the names of the variables it set (not their values)."""
+    if not isinstance(agent, ContainerAgent):
+        return {}
+    return {"image": agent.image, "container_command": agent.argv, "container_env": sorted(agent.env)}
 
 
 def write_trace_events(evidence: Any, path: Path) -> None:

@@ -36,7 +36,7 @@ from harness.errors import HarnessError
 
 if TYPE_CHECKING:  # imported when a search runs: the CLI reads the defaults below at start-up
     from harness.engine import ScenarioResult
-    from harness.scenario import Scenario
+    from harness.scenario import ContainerAgent, Scenario
     from harness.schedule import Schedule
 
 # the reference agent's read timeout (harness.agents.reference.READ_TIMEOUT, a test keeps them equal):
@@ -149,7 +149,7 @@ class _BudgetSpent(BaseException):
 Progress = Callable[[Exploration], None]
 
 
-def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = DEFAULT_EXAMPLES,
+def explore(base: Scenario, *, agent: str | ContainerAgent, evidence_root: Path, examples: int = DEFAULT_EXAMPLES,
             seed: int | None = None, max_seconds: float | None = None, database: Path | None = None,
             client_timeout: float = DEFAULT_CLIENT_TIMEOUT, max_faults: int = DEFAULT_MAX_FAULTS,
             max_shrink_runs: int = DEFAULT_MAX_SHRINK_RUNS, agent_timeout: float | None = None,
@@ -166,6 +166,7 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
     from hypothesis.errors import Flaky, Unsatisfiable
 
     from harness.engine import new_evidence_dir, run_scenario
+    from harness.scenario import agent_label
     from harness.strategies import schedules
 
     def scenario_of(schedule: Schedule, **names: str) -> Scenario:
@@ -176,7 +177,7 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
 
     folder = new_evidence_dir(Path(evidence_root).resolve(), f"explore-{base.name}"[:MAX_NAME_LENGTH])
     runs_root = folder / "runs"
-    state = Exploration(base.name, agent, seed, examples, folder)
+    state = Exploration(base.name, agent_label(agent), seed, examples, folder)
     run_one = runner or (lambda scenario: run_scenario(scenario, agent=agent, evidence_root=runs_root,
                                                        keep_evidence="failed"))
     cache: dict[str, ScheduleRun] = {}
@@ -239,7 +240,7 @@ def explore(base: Scenario, *, agent: str, evidence_root: Path, examples: int = 
                 raise ScheduleFailed(run)
 
     digest = hashlib.sha256(json.dumps(
-        {"base": base.model_dump(mode="json", exclude={"source"}), "agent": agent,
+        {"base": base.model_dump(mode="json", exclude={"source"}), "agent": agent_label(agent),
          "client_timeout": client_timeout, "max_faults": max_faults}, sort_keys=True).encode()).digest()
     check_schedule._hypothesis_internal_add_digest = digest  # type: ignore[attr-defined]  # a database key per search
     test = settings(

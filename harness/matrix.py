@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -71,10 +72,11 @@ class AgentSpec:
     bundled: bool
 
 
-def agent_spec(value: str, expected: Expectations) -> AgentSpec:
+def agent_spec(value: str, expected: Expectations, *, in_image: bool = False) -> AgentSpec:
     """`--agent`'s value: a bundled agent's name (`reference`, `idle`, ...), `LABEL=COMMAND`, or a command
     (labelled by itself). A single word that is neither a bundled name nor a program on PATH is an error
-    naming the bundled agents (a typo must not run as a command and fail every cell)."""
+    naming the bundled agents (a typo must not run as a command and fail every cell); `in_image`: the
+    command runs in a container (`--agent-image`), whose PATH is not this machine's, so it is not looked up."""
     if value in expected.agents:
         return AgentSpec(value, expected.command(value), True)
     labelled = LABEL.match(value)
@@ -86,7 +88,7 @@ def agent_spec(value: str, expected: Expectations) -> AgentSpec:
     if labelled and label in expected.agents:
         raise AgentError(f"--agent {value!r}: the label {label!r} is a bundled agent's name; choose another "
                             f"(bundled: {', '.join(expected.agents)})")
-    if not labelled and len(words) == 1 and "/" not in command and shutil.which(command) is None:
+    if not labelled and not in_image and len(words) == 1 and "/" not in command and shutil.which(command) is None:
         hint = difflib.get_close_matches(value, expected.agents, n=1)
         raise AgentError(
             f"--agent {value!r} is neither a bundled agent{f' (did you mean {hint[0]!r}?)' if hint else ''} nor a "
@@ -95,10 +97,11 @@ def agent_spec(value: str, expected: Expectations) -> AgentSpec:
     return AgentSpec(label, command, False)
 
 
-def agent_specs(values: list[str] | list[AgentSpec], expected: Expectations) -> list[AgentSpec]:
+def agent_specs(values: list[str] | list[AgentSpec], expected: Expectations, *,
+                in_image: bool = False) -> list[AgentSpec]:
     """`agent_spec` of each value (an `AgentSpec` is kept as it is), each once; two agents under one label
     are an error."""
-    specs = [v if isinstance(v, AgentSpec) else agent_spec(v, expected) for v in values]
+    specs = [v if isinstance(v, AgentSpec) else agent_spec(v, expected, in_image=in_image) for v in values]
     seen: dict[str, AgentSpec] = {}
     for spec in specs:
         if spec.label in seen and seen[spec.label] != spec:
@@ -180,39 +183,48 @@ class Matrix:
 
 
 def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, expected: Expectations | None = None,
-             black_box: bool = False) -> Cell:
+             black_box: bool = False, image: str | None = None) -> Cell:
     """Run one agent on one scenario (in this process, reusing its proxy); `agent` is a bundled agent's name or
-    an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone."""
+    an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone. `image`: run the agent's
+    command in a container of that image (a bundled agent's `python` is the image's `python3`)."""
     from harness.engine import EXPECTATION_CODE, run_scenario
-    from harness.scenario import load
+    from harness.scenario import ContainerAgent, agent_label, container_agent, load
 
     expected = expected or load_expectations()
-    spec = agent if isinstance(agent, AgentSpec) else agent_spec(agent, expected)
+    spec = agent if isinstance(agent, AgentSpec) else agent_spec(agent, expected, in_image=image is not None)
     scenario = load(scenario_path)
     codes_wanted = expected.caught_by.get(spec.label, {}).get(scenario.name) if spec.bundled else None
     mode = BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE
+    run_as: str | ContainerAgent = spec.command
+    if image is not None:
+        words = agent_words(spec.command)
+        if spec.bundled and words[0] == "python":  # Debian's python3 has no `python`
+            words[0] = "python3"
+        run_as = container_agent(image, shlex.join(words))
     try:
-        result = run_scenario(scenario, agent=spec.command, evidence_root=Path(evidence_root),
+        result = run_scenario(scenario, agent=run_as, evidence_root=Path(evidence_root),
                               keep_evidence="failed", black_box=black_box)
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
         return Cell(spec.label, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}",
-                    command=spec.command, bundled=spec.bundled, mode=mode)
+                    command=agent_label(run_as), bundled=spec.bundled, mode=mode)
     codes = sorted({f.code for f in result.verdict.findings}  # X001 findings are the verdict's
                    | ({EXPECTATION_CODE} if result.expectation_failures else set()))
     evidence = str(result.evidence_dir) if result.evidence_kept else ""
-    return Cell(spec.label, scenario.name, result.passed, codes, evidence, codes_wanted, command=spec.command,
+    return Cell(spec.label, scenario.name, result.passed, codes, evidence, codes_wanted, command=result.agent,
                 bundled=spec.bundled, mode=result.verdict.mode, facts=dict(result.facts))
 
 
 def run_matrix(agents: list[str] | list[AgentSpec], scenario_paths: list[Path], evidence_root: Path, *,
-               jobs: int = 1, black_box: bool = False, progress: Callable[[Cell], None] | None = None) -> Matrix:
+               jobs: int = 1, black_box: bool = False, progress: Callable[[Cell], None] | None = None,
+               image: str | None = None) -> Matrix:
     """Every agent against every scenario. `agents`: `--agent` values (bundled names, commands, LABEL=COMMAND)
     or `AgentSpec`s; `black_box`: judge every run from the wire and the ledger alone; `progress(cell)` is called
-    as each cell ends (in the order they end; the matrix keeps the scenario-major order)."""
+    as each cell ends (in the order they end; the matrix keeps the scenario-major order); `image`: every agent
+    runs in a container of it (`--agent-image`)."""
     expected = load_expectations()
-    specs = agent_specs(agents, expected)
+    specs = agent_specs(agents, expected, in_image=image is not None)
     # scenario-major: consecutive runs share destinations, so the warm pool reuses their process
-    work = [(a, str(p), str(evidence_root), expected, black_box) for p in scenario_paths for a in specs]
+    work = [(a, str(p), str(evidence_root), expected, black_box, image) for p in scenario_paths for a in specs]
     told = progress or (lambda cell: None)
     if jobs <= 1:
         cells = []

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # what Node.repr_failure returns; pytest does not export it
 
     from harness.engine import ScenarioResult
-    from harness.scenario import Scenario
+    from harness.scenario import ContainerAgent, Scenario
 
 SCENARIO_OPTION = "--harness-scenario"
 AGENT_OPTION = "--harness-agent"
@@ -41,14 +41,16 @@ EXPLORE_SEED_OPTION = "--harness-explore-seed"
 BLACK_BOX_OPTION = "--harness-black-box"
 AGENT_LOG_OPTION = "--harness-agent-log"
 OTEL_OUT_OPTION = "--harness-otel-out"
+AGENT_IMAGE_OPTION = "--harness-agent-image"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
            KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed",
-           BLACK_BOX_OPTION: "--black-box", AGENT_LOG_OPTION: "--agent-log", OTEL_OUT_OPTION: "--otel-out"}
+           BLACK_BOX_OPTION: "--black-box", AGENT_LOG_OPTION: "--agent-log", OTEL_OUT_OPTION: "--otel-out",
+           AGENT_IMAGE_OPTION: "--agent-image"}
 SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST, BLACK_BOX_DEST = (
     "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
     "harness_explore_seed", "harness_black_box")
-AGENT_LOG_DEST, OTEL_OUT_DEST = "harness_agent_log", "harness_otel_out"
+AGENT_LOG_DEST, OTEL_OUT_DEST, AGENT_IMAGE_DEST = "harness_agent_log", "harness_otel_out", "harness_agent_image"
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -65,6 +67,11 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         dest=AGENT_DEST, default=None, metavar="COMMAND",
         help="agent command to run instead of the scenario's or the default "
              "(default: 'python -m harness.agents.reference')."),
+    AGENT_IMAGE_OPTION: dict(
+        dest=AGENT_IMAGE_DEST, default=None, metavar="IMAGE",
+        help="run the agent in a container of IMAGE (present on the Docker engine; never pulled), host networking, "
+             "the evidence folder mounted at its own path: --harness-agent is the command run in it (default: the "
+             "image's own); replaces the scenario's agent (docs/containers.md)."),
     EVIDENCE_OPTION: dict(
         dest=EVIDENCE_DEST, default=None, metavar="DIR",
         help="folder that keeps each run's evidence (default: <rootdir>/evidence)."),
@@ -229,6 +236,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
         spelling = _spelling(config, AGENT_OPTION)
         problem = agent_option_problem(agent, spelling)
+        if problem:
+            raise pytest.UsageError(f"{spelling}: {problem}")
+    image: str | None = config.getoption(AGENT_IMAGE_DEST)
+    if image is not None:  # an empty --agent-image must not run the agent as a process and pass
+        from harness.scenario import agent_image_problem
+
+        spelling = _spelling(config, AGENT_IMAGE_OPTION)
+        problem = agent_image_problem(image, spelling)
         if problem:
             raise pytest.UsageError(f"{spelling}: {problem}")
     ini_agent = config.getini(AGENT_INI)  # None when unset (its default); set to nothing is --agent "" again
@@ -589,17 +604,33 @@ class HarnessEngine:
                                 f"({', '.join(p.stem for p in paths)}); run_scenario runs one")
         return load(paths[0])
 
-    def run(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
+    def agent_for(self, loaded: Scenario, agent: str | ContainerAgent | None,
+                  default: str | None = None) -> str | ContainerAgent | None:
+        """The agent a run uses: `agent` (a command or a ``ContainerAgent``), else `--harness-agent-image` (the
+        command `--harness-agent`, else the image's own), else `--harness-agent`, else the scenario's, else the
+        ini option retry_harness_agent, else `default` (None: the engine's, the bundled reference agent)."""
+        from harness.scenario import ContainerAgent, container_agent
+
+        config = self.config
+        if isinstance(agent, ContainerAgent):
+            return agent
+        image = config.getoption(AGENT_IMAGE_DEST)
+        if image:
+            return container_agent(image, agent or config.getoption(AGENT_DEST), _spelling(config, AGENT_IMAGE_OPTION))
+        return agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or default
+
+    def run(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | ContainerAgent | None = None,
             keep_evidence: str | None = None, black_box: bool | None = None) -> ScenarioResult:
-        """Run one scenario and judge it. The agent: `agent`, else `--harness-agent`, else the
-        scenario's, else the ini option retry_harness_agent, else the bundled reference agent.
+        """Run one scenario and judge it. The agent: `agent` (a command, or a ``ContainerAgent``), else
+        `--harness-agent-image` (running `--harness-agent`, else the image's command), else `--harness-agent`,
+        else the scenario's, else the ini option retry_harness_agent, else the bundled reference agent.
         `black_box`: judge from the wire and the ledger alone (default: `--harness-black-box`; a
         scenario with `agent_log: none` is judged so anyway)."""
         from harness.engine import run_scenario
 
         loaded = self.load(scenario)
         config = self.config
-        command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or None
+        command = self.agent_for(loaded, agent)
         wire_only = bool(config.getoption(BLACK_BOX_DEST)) if black_box is None else black_box
         result = run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
                               pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only,
@@ -612,7 +643,7 @@ class HarnessEngine:
                            evidence_dir=str(result.evidence_dir))
         return result
 
-    def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | None = None,
+    def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | ContainerAgent | None = None,
                 examples: int | None = None, seed: int | None = None, **options: Any) -> Any:
         """Explore fault schedules over one scenario (`harness.explore.explore`; `options` are its keywords).
         The example database is <rootdir>/.retry-harness/explore; the reproducer goes to
@@ -622,7 +653,8 @@ class HarnessEngine:
 
         loaded = self.load(scenario)
         config = self.config
-        command = agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or REFERENCE_AGENT
+        command = self.agent_for(loaded, agent, REFERENCE_AGENT)
+        assert command is not None
         options.setdefault("reproducer", self.evidence_root / "explore" / f"{loaded.name}.found.yaml")
         options.setdefault("database", config.rootpath / DATABASE_FOLDER)
         return explore(loaded, agent=command, evidence_root=self.evidence_root,
@@ -657,7 +689,7 @@ def run_scenario(harness_engine: HarnessEngine, request: pytest.FixtureRequest) 
     the ledger alone); `assert_scenario_passed(result)` fails the test with the plugin's failure report.
     The test's JUnit properties name the run."""
 
-    def run(scenario: str | os.PathLike[str] | Scenario, agent: str | None = None, *,
+    def run(scenario: str | os.PathLike[str] | Scenario, agent: str | ContainerAgent | None = None, *,
             keep_evidence: str | None = None, black_box: bool | None = None) -> ScenarioResult:
         __tracebackhide__ = True
         from harness.errors import HarnessError

@@ -11,17 +11,19 @@ import difflib
 import glob
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from fake_destinations.api_spec import ApiSpec
 from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import (
     AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
+    HARNESS_ENV_PREFIX,
     NAME_PATTERN,
     DestinationContract,
     agent_words,
@@ -69,6 +71,126 @@ class DestinationRestart(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     after_effects: int = Field(1, ge=1, description="Effects in the ledger that trigger the crash.")
+
+
+# an image reference as `docker run` takes it: [registry[:port]/]name[:tag][@digest]; docker itself says what else
+# is wrong with one (an upper-case repository, say) when the harness starts it
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+AGENT_SHAPES = ("an agent is a command (shell words, a string: 'python -m mypkg.agent') or a container: "
+                "{image: NAME, command: [...] or 'words', env: {NAME: value}}")
+
+
+class ContainerAgent(BaseModel):
+    """An agent shipped as an image: each run of it is a new container of `image` (host networking, the
+    harness's user, the evidence folder mounted at its own path, so the contract's environment holds as it
+    is), killed for a planned crash, stopped past the time limit, removed after every run (docs/containers.md,
+    "An agent in a container")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    image: str = Field(pattern=IMAGE_PATTERN, max_length=255,
+                       description="The image, present on the Docker engine (the harness never pulls): "
+                       "`docker build`/`docker load` it first; ours: `python -m harness images build`.")
+    command: list[str] | str | None = Field(
+        None, description="What runs in the container: a list of words, or one string split as a shell would "
+        "(no shell runs). Absent: the image's own command. Run as given, in the image (`python` is the "
+        "image's python, not the harness's).")
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], str] = Field(
+        default_factory=dict,
+        description=f"Variables set in the container beside the contract's ({HARNESS_ENV_PREFIX}* names are the "
+        "harness's, so refused here); the harness's own environment does not reach a container.")
+
+    @field_validator("command")
+    @classmethod
+    def _words(cls, v: list[str] | str | None) -> list[str] | None:
+        if isinstance(v, str):
+            try:
+                return agent_words(v)
+            except ValueError as exc:
+                raise ValueError(f"the agent command {exc}") from None
+        if v is not None:
+            if not v:
+                raise ValueError("is an empty list: give the words of a command, or leave command out to run "
+                                 "the image's own")
+            if any("\0" in word for word in v):
+                raise ValueError("a word holds a NUL character, which no program argument can carry")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        out = {}
+        for key, value in v.items():
+            if isinstance(key, str) and key.startswith(HARNESS_ENV_PREFIX):
+                raise ValueError(f"{key}: the {HARNESS_ENV_PREFIX}* variables are the harness's (the contract's, "
+                                 "the operator's); name yours otherwise")
+            if isinstance(value, bool):  # YAML's yes/no/on/off
+                raise ValueError(f"{key}: YAML reads yes, no, on, off, true and false as a boolean ({value}), not "
+                                 "as text: quote the value ('yes') to pass it as it is written")
+            if isinstance(value, (int, float)):
+                value = str(value)
+            if isinstance(value, str) and "\0" in value:
+                raise ValueError(f"{key}: holds a NUL character, which no environment variable can carry")
+            out[key] = value
+        return out
+
+    @property
+    def argv(self) -> list[str] | None:
+        """The command's words (None: the image's own command)."""
+        return None if self.command is None else list(self.command)
+
+    @property
+    def label(self) -> str:
+        """How results name this agent: ``image:NAME`` and the command, as shell words."""
+        return f"image:{self.image}" + (f" {shlex.join(self.command)}" if self.command else "")
+
+
+def _agent_shape(value: Any) -> str:
+    return "agent[image]" if isinstance(value, (dict, ContainerAgent)) else "agent[command]"
+
+
+# a scenario's agent: a command (a process) or a container; the tags carry '[' so that error locations drop them
+AgentDeclaration = Annotated[Annotated[str, Tag("agent[command]")] | Annotated[ContainerAgent, Tag("agent[image]")],
+                             Discriminator(_agent_shape)]
+
+
+def agent_label(agent: str | ContainerAgent) -> str:
+    """How results and reports name an agent: its command, or a container agent's ``image:NAME command``."""
+    return agent.label if isinstance(agent, ContainerAgent) else agent
+
+
+def chosen_agent(command: str | None, image: str | None,
+                 declared: str | ContainerAgent | None) -> str | ContainerAgent | None:
+    """The agent a front end's options choose: ``--agent-image IMAGE`` runs ``--agent CMD`` in IMAGE (no CMD:
+    the image's own command); ``--agent CMD`` alone, a process; neither, what the scenario declares (None:
+    the engine's default). The options replace the scenario's agent whole (its env too)."""
+    if image is not None:
+        return container_agent(image, command)
+    return command or declared
+
+
+def container_agent(image: str, command: str | None, option: str = "--agent-image") -> ContainerAgent:
+    """A ``ContainerAgent`` from front-end options; a ``ScenarioError`` naming the option when it is none."""
+    try:
+        return ContainerAgent(image=image, command=command)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        what = "the command" if err["loc"][:1] == ("command",) else f"{option} {image!r}"
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "string_pattern_mismatch":
+            message = "is not an image reference such as 'my-agent:dev' or 'registry.local/team/agent:1.2'"
+        raise ScenarioError(f"{what}: {message}") from None
+
+
+def agent_image_problem(value: str, option: str = "--agent-image") -> str | None:
+    """Why ``value`` given to a front end's ``option`` is not an image reference, or None when it is one."""
+    if not re.fullmatch(IMAGE_PATTERN, value) or len(value) > 255:
+        return (f"{value!r} is not an image reference such as 'my-agent:dev' or 'registry.local/team/agent:1.2' "
+                f"(an empty value, typically an unset variable, is an error too); leave {option} out to run the "
+                "agent as a process")
+    return None
 
 
 class ProxySettings(BaseModel):
@@ -127,7 +249,9 @@ class Scenario(BaseModel):
         f"{DESTINATION_ENV_PREFIX}<NAME> variable, so it uses the same characters as other ids.")
     faults: list[FaultRule] = Field(default_factory=list)
     intents: list[Intent] = Field(min_length=1)
-    agent: str | None = Field(None, description="Agent command for this scenario (default: the reference agent).")
+    agent: AgentDeclaration | None = Field(
+        None, description="The agent of this scenario (default: the reference agent): a command, run as a "
+        "process, or a container {image, command, env} (docs/containers.md, 'An agent in a container').")
     agent_log: AgentLog = Field(
         "events", description="What the agent writes: events (an audit log, judged by every rule), otel "
         "(OpenTelemetry spans only, OTLP JSON lines in HARNESS_TRACE_FILE: read as events and judged by the same "
@@ -150,11 +274,18 @@ class Scenario(BaseModel):
                              "for a program that writes no audit log, otel for one that writes only spans)")
         return v
 
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _agent_shape(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, (str, dict, ContainerAgent)):
+            raise ValueError(AGENT_SHAPES)
+        return v
+
     @field_validator("agent")
     @classmethod
-    def _agent_command(cls, v: str | None) -> str | None:
+    def _agent_command(cls, v: str | ContainerAgent | None) -> str | ContainerAgent | None:
         # fail at load, naming the line, rather than after the destinations and the proxy started
-        if v is not None:
+        if isinstance(v, str):
             try:
                 agent_words(v)
             except ValueError as exc:
@@ -536,6 +667,12 @@ def _format_validation(path: Path, root: yaml.Node | None, exc: ValidationError,
         elif err["type"] == "string_pattern_mismatch" and ctx.get("pattern") == NAME_PATTERN:
             message = (f"{_short(value)} is not a valid name: use ASCII letters, digits, '_', '.' and '-', "
                        "starting with a letter or digit")
+        elif err["type"] == "string_pattern_mismatch" and ctx.get("pattern") == IMAGE_PATTERN:
+            message = (f"{_short(value)} is not an image reference such as 'my-agent:dev' or "
+                       "'registry.local/team/agent:1.2' (no spaces; letters, digits and . _ / : @ + -)")
+        elif err["type"] == "string_pattern_mismatch" and ctx.get("pattern") == ENV_NAME_PATTERN:
+            message = (f"{_short(value)} is not an environment variable name: ASCII letters, digits and '_', "
+                       "not starting with a digit")
         elif "expected" in ctx:
             choices = re.findall(r"'([^']*)'", str(ctx["expected"]))
             hint = _suggest(str(value), choices)
