@@ -236,7 +236,7 @@ import sys, time
 from harness import cli, matrix
 from tests.front_ends.test_terminal import sample_matrix
 
-def fake_run(agents, paths, evidence_root, *, jobs=1, black_box=False, progress=None):
+def fake_run(agents, paths, evidence_root, *, jobs=1, black_box=False, progress=None, image=None):
     result = sample_matrix()
     for cell in result.cells:
         time.sleep(0.15)
