@@ -37,14 +37,14 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from harness.containers.engine import LABEL, ROLE_LABEL, _reason, client, engine_address, image_present
+from harness.containers.engine import LABEL, ROLE_LABEL, _reason, client, engine_address, ensure_image, image_present
 from harness.contract import BASE_IMAGE_ENV
 from harness.errors import ContainerError
 
 BASE_IMAGE = "retry-harness/base:bookworm"
 RUNTIME_REPOSITORY = "retry-harness/runtime"
 HARNESS_REPOSITORY = "retry-harness/harness"
-KIND_LABEL = f"{LABEL}.image"  # base | runtime | harness | a team's build
+KIND_LABEL = f"{LABEL}.image"  # base | runtime | harness | built (a Dockerfile through build())
 SITE = "/opt/retry-harness/site"  # the copied packages, on sys.path through a .pth file (below)
 PYTHON = (3, 11)  # Debian bookworm's python3: the copied compiled extensions are built for this one
 PACKAGES = ("harness", "fake_destinations")
@@ -402,14 +402,37 @@ def ensure_harness_image() -> str:
     return _ensure(_harness_recipe())
 
 
+ENSURE = {"base": ensure_base_image, "runtime": ensure_runtime_image, "harness": ensure_harness_image}
+
+
 def build(context: Path, tag: str, *, role: str = "build") -> str:
     """Build a team's Dockerfile in ``context`` as ``tag`` (its ``FROM`` one of ours or any image present:
     nothing is pulled), host networking, intermediate containers removed; returns ``tag``."""
-    if not (context / "Dockerfile").is_file():
+    dockerfile = context / "Dockerfile"
+    if not dockerfile.is_file():
         raise ContainerError(f"{context}: no Dockerfile there to build {tag} from")
+    for parent in _parents(dockerfile.read_text(errors="replace")):
+        ensure_image(parent)  # the engine would try to pull it, from a registry no one reaches here
     with build_lock():
-        _build(str(context), tag, f"image {tag} from {context}", labels={LABEL: "1", ROLE_LABEL: role})
+        # a kind of its own, not the one it inherits from its FROM
+        _build(str(context), tag, f"image {tag} from {context}",
+               labels={LABEL: "1", ROLE_LABEL: role, KIND_LABEL: "built"})
     return tag
+
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+
+
+def _parents(dockerfile: str) -> list[str]:
+    """The images a Dockerfile builds FROM, less its own stages, ``scratch`` and names an ARG fills in."""
+    stages: set[str] = set()
+    parents = []
+    for image, stage in _FROM.findall(dockerfile):
+        if image.lower() not in stages and image != "scratch" and "$" not in image:
+            parents.append(image)
+        if stage:
+            stages.add(stage.lower())
+    return parents
 
 
 def _build(context: Any, tag: str, what: str, *, labels: dict[str, str], custom_context: bool = False) -> None:
@@ -446,10 +469,33 @@ def _tail(text: str | bytes | list[str]) -> str:
 
 
 def our_images() -> list[dict[str, Any]]:
-    """Every image of ours the engine has: tag(s), kind, size, created (for ``images list``)."""
+    """Every image of ours the engine has, oldest first within a kind: tags, kind, size, created, id."""
     rows = []
     for image in client().images.list(filters={"label": f"{LABEL}=1"}):
         rows.append({"tags": sorted(image.tags), "kind": image.labels.get(KIND_LABEL, ""),
-                     "size": int(image.attrs.get("Size", 0)), "created": image.attrs.get("Created", ""),
-                     "id": image.short_id})
+                     "size": int(image.attrs.get("Size", 0)), "created": str(image.attrs.get("Created", "")),
+                     "id": image.short_id.removeprefix("sha256:")})
     return sorted(rows, key=lambda r: (r["kind"], r["created"]))
+
+
+def prune() -> list[str]:
+    """Remove our runtime and harness images, which every source change makes anew; the next run builds the
+    one it needs (seconds). The base stays (debootstrap takes a minute and it never changes), and so does any
+    image a container still uses. Returns the tags removed."""
+    import docker.errors
+
+    removed = []
+    for row in our_images():
+        for tag in row["tags"]:
+            if not tag.startswith((f"{RUNTIME_REPOSITORY}:", f"{HARNESS_REPOSITORY}:")):
+                continue  # an image built FROM one of ours carries its labels too
+            try:
+                client().images.remove(tag)
+            except docker.errors.ImageNotFound:
+                continue
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:  # in use by a container
+                    continue
+                raise ContainerError(f"cannot remove image {tag}: {_reason(exc)}") from None
+            removed.append(tag)
+    return removed
