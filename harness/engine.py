@@ -277,7 +277,8 @@ def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:
     (None: the image's own) and the names of the variables it set (not their values)."""
     if not isinstance(agent, ContainerAgent):
         return {}
-    return {"image": agent.image, "container_command": agent.argv, "container_env": sorted(agent.env)}
+    return {"image": agent.image, "container_command": agent.argv, "container_env": sorted(agent.env),
+            "cwd": None}  # the image's working folder, not the caller's
 
 
 def write_trace_events(evidence: Any, path: Path) -> None:
