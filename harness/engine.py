@@ -1,6 +1,6 @@
 """Runs one scenario end to end and judges it: the core every front end (pytest, CLI) calls.
 
-destinations (own process) + fault proxy (embedded, shared per process) + agent (own process)
+destinations (own process) + fault proxy (embedded, shared per process) + agent (own process, or a container)
 -> evidence folder (agent log, proxy journal, ledger, context) -> checker -> verdict.
 
 The engine knows nothing of pytest or argparse. Whatever happens, the processes it started are
@@ -40,7 +40,7 @@ from harness.contract import (
     agent_env,
     env_suffix,
 )
-from harness.errors import HarnessError
+from harness.errors import ContainerError, HarnessError
 from harness.report import render_result
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
@@ -207,6 +207,9 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     except (DestinationError, ProxyHostError) as exc:
         raise HarnessError(f"scenario {scenario.name}: the harness failed mid-run: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
+    except ContainerError as exc:  # the agent's image is missing, or the engine refused its container
+        raise ContainerError(f"scenario {scenario.name}: cannot run the agent's container: {exc}\n"
+                             f"evidence so far: {evidence_dir}") from None
     finally:
         t2 = time.perf_counter()
         try:

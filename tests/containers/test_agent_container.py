@@ -295,7 +295,7 @@ def test_an_image_the_engine_lacks_is_a_clear_error_and_the_evidence_stays(tmp_p
     assert "image retry-harness-test/absent:never is not present" in str(caught.value)
     assert "never pulls" in str(caught.value)
     [folder] = tmp_path.iterdir()
-    assert EvidenceLayout(folder).context.exists()
+    assert f"evidence so far: {folder}" in str(caught.value) and EvidenceLayout(folder).context.exists()
 
 
 # -- the front ends --------------------------------------------------------------------------------
