@@ -686,7 +686,8 @@ def _images(args: argparse.Namespace) -> int:
             began = time.monotonic()
             tag = images.ENSURE[kind]()
             how = "present" if tag in present else f"built in {time.monotonic() - began:.1f} s"
-            print(f"{kind:8} {tag} ({how})", flush=True)
+            also = f", also {images.tag_latest(tag)}" if kind != "base" else ""
+            print(f"{kind:8} {tag} ({how}{also})", flush=True)
     return EXIT_PASSED
 
 
