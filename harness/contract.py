@@ -73,7 +73,6 @@ def agent_option_problem(value: str, option: str = "--agent") -> str | None:
 
 # -- the agent's environment ----------------------------------------------------------------------
 
-HARNESS_ENV_PREFIX = "HARNESS_"  # every variable the contract and the operator's settings name
 INTENTS_ENV = "HARNESS_INTENTS"  # path of the intents file (JSON)
 AUDIT_LOG_ENV = "HARNESS_AUDIT_LOG"  # path of the NDJSON audit log the agent appends to
 STATE_DIR_ENV = "HARNESS_STATE_DIR"  # a folder that survives the agent's restarts within one run

@@ -23,7 +23,6 @@ from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import (
     AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
-    HARNESS_ENV_PREFIX,
     NAME_PATTERN,
     DestinationContract,
     agent_words,
@@ -77,6 +76,7 @@ class DestinationRestart(BaseModel):
 # is wrong with one (an upper-case repository, say) when the harness starts it
 IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+HARNESS_ENV_PREFIX = "HARNESS_"  # the contract's variables (harness.contract) and the operator's settings
 AGENT_SHAPES = ("an agent is a command (shell words, a string: 'python -m mypkg.agent') or a container: "
                 "{image: NAME, command: [...] or 'words', env: {NAME: value}}")
 

@@ -346,3 +346,33 @@ def test_the_matrix_runs_every_agent_in_the_image(tmp_path: Path, runtime_image:
     cells = {c["agent"]: c for c in data["cells"]}
     assert cells["reference"]["verdict"] == "ok" and cells["new_key_per_attempt"]["verdict"] == "caught"
     assert all(a["command"].startswith(f"image:{runtime_image} python3 -m harness.agents.") for a in data["agents"])
+
+
+def test_the_harness_side_in_its_image_starts_the_agents_image(tmp_path: Path, harness_image: str,
+                                                               team_image: str) -> None:
+    """docker/compose.yaml's command as it is: the harness image (host network, the engine's socket, the
+    evidence folder at its own path) runs a scenario with `--agent-image` a team's image, whose own command is
+    the agent; the agent's container is started by the harness in its container, and removed by it."""
+    from harness.containers import engine
+
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    harness = engine.start(harness_image, role="harness", run="test_agent_container", network_mode="host",
+                           volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
+                                    str(evidence): {"bind": str(evidence), "mode": "rw"}},
+                           working_dir=str(evidence),
+                           command=["run", "crash_after_dispatch", "--evidence-dir", str(evidence), "--agent-image",
+                                    team_image, "--format", "json"])
+    try:
+        status = harness.wait(timeout=600)["StatusCode"]
+        output, errors = harness.logs(stderr=False).decode(), harness.logs(stdout=False).decode()
+    finally:
+        engine.remove(harness)
+    assert status == 0, output + errors
+    assert json.loads(output)["passed"] is True
+    [folder] = evidence.iterdir()
+    runs = json.loads(EvidenceLayout(folder).context.read_text())["agent"]["runs"]
+    assert [r["killed_by_harness"] for r in runs] == [True, False] and all(gone(r["container"]) for r in runs)
+    leftovers = [c.name for c in engine.client().containers.list(
+        all=True, filters={"label": [f"{engine.RUN_LABEL}={folder.name}"]})]
+    assert leftovers == []
