@@ -52,13 +52,20 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
 
     environment = {k: v for k, v in agent.env.items() if k not in OPERATOR_ENV} | dict(env)
     run = run or Path(env.get(AUDIT_LOG_ENV, "agent")).parent.name
-    volumes = {str(path): {"bind": str(path), "mode": "rw" if i == 0 else "ro"}
-               for i, path in enumerate(dict.fromkeys(Path(p).resolve() for p in mounts))}
+    from docker.types.services import Mount
+
+    # Mount objects, not "path:path:mode" strings: a folder name may hold a colon
+    binds = [Mount(str(path), str(path), type="bind", read_only=i > 0)
+             for i, path in enumerate(dict.fromkeys(Path(p).resolve() for p in mounts))]
     name = _container_name(run)
     started_at, start = time.time(), time.monotonic()
-    container = engine.start(agent.image, role=ROLE, run=run, name=name, command=agent.argv,
-                             environment=environment, volumes=volumes, network_mode="host",
-                             user=f"{os.getuid()}:{os.getgid()}", init=True, stdin_open=False, tty=False)
+    try:
+        container = engine.start(agent.image, role=ROLE, run=run, name=name, command=agent.argv,
+                                 environment=environment, mounts=binds, network_mode="host",
+                                 user=f"{os.getuid()}:{os.getgid()}", init=True, stdin_open=False, tty=False)
+    except BaseException:  # Ctrl-C between the engine's create and start: the container has a name, not a handle
+        _remove_named(name)
+        raise
     timed_out = killed = False
     exit_status: int | None = None
     try:
@@ -82,6 +89,17 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
             engine.remove(container)
     return AgentRun(agent.label, exit_status, timed_out, killed, time.monotonic() - start, started_at, time.time(),
                     log_size(env), container=name)
+
+
+def _remove_named(name: str) -> None:
+    import docker.errors
+
+    from harness.containers import engine
+
+    try:
+        engine.remove(engine.client().containers.get(name))
+    except (docker.errors.DockerException, OSError):
+        pass  # never made, or the engine unreachable: the reaper removes what is left when the harness ends
 
 
 def _container_name(run: str) -> str:
@@ -172,9 +190,9 @@ def _collect_logs(container: Container, stdout: Path, stderr: Path) -> None:
     import docker.errors
 
     for path, which in ((stdout, {"stdout": True, "stderr": False}), (stderr, {"stdout": False, "stderr": True})):
-        try:
-            data = container.logs(**which)
-        except docker.errors.APIError as exc:
-            data = f"[the harness could not read the container's log: {exc.explanation or exc}]\n".encode()
         with path.open("ab") as out:
-            out.write(data)
+            try:
+                for chunk in container.logs(stream=True, follow=False, **which):  # the container has ended
+                    out.write(chunk)
+            except docker.errors.APIError as exc:
+                out.write(f"[the harness could not read the container's log: {exc.explanation or exc}]\n".encode())

@@ -258,11 +258,14 @@ def test_stdout_and_stderr_land_in_the_evidence_folder(tmp_path: Path, runtime_i
 def test_the_environment_is_the_contracts_over_the_agents_own(tmp_path: Path, runtime_image: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent's env reaches the container; the contract's names win; the harness's own environment (the
-    operator's checkpoint key, anything else) does not reach it; the agent runs as the harness's user."""
+    operator's checkpoint key, anything else) does not reach it; the agent runs as the harness's user. The
+    evidence folder's path holds a colon (which a "SRC:DST:MODE" bind could not carry)."""
     from harness.containers.agent import run_container_agent
 
     monkeypatch.setenv("HARNESS_CHECKPOINT_KEY_FILE", "/operator/key")
     monkeypatch.setenv("SOME_HOST_SETTING", "host")
+    tmp_path = tmp_path / "evidence:1"
+    tmp_path.mkdir()
     env = contract_env(tmp_path)
     show = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('TEAM_SETTING', 'HARNESS_AUDIT_LOG', "
             "'HARNESS_CHECKPOINT_KEY_FILE', 'SOME_HOST_SETTING')})); open(os.environ['HARNESS_AUDIT_LOG'], 'a')")
