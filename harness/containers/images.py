@@ -9,9 +9,11 @@
 - ``retry-harness/harness:<hash>``: what the runtime has plus mitmproxy's closure: the harness's side (fake
   destinations, the fault proxy, the CLI) for a team whose agent is not Python (docker/compose.yaml).
 
-A tag's hash is of what goes in (the base's id, the closure's versions, the package sources), so a code
-change builds a new image and an unchanged tree reuses the one it has. Builds take a file lock, so
-parallel harness processes (pytest-xdist workers) never build the same image twice at once.
+Both stand on ``retry-harness/dists:<hash>`` images of the distributions alone, so a source change builds
+one small layer (``_Recipe``). A tag's hash is of what goes in (the parent's id, the distributions'
+versions, the package sources), so a code change builds a new image and an unchanged tree reuses the one it
+has. Builds take a file lock, so parallel harness processes (pytest-xdist workers) never build the same
+image twice at once.
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from harness.containers.engine import LABEL, ROLE_LABEL, _reason, client, engine_address, ensure_image, image_present
+from harness.containers.engine import (
+    LABEL,
+    ROLE_LABEL,
+    client,
+    engine_address,
+    engine_message,
+    ensure_image,
+    image_present,
+)
 from harness.contract import BASE_IMAGE_ENV
 from harness.errors import ContainerError
 
@@ -80,8 +90,8 @@ def lock_path() -> Path:
 
 @contextmanager
 def build_lock() -> Iterator[None]:
-    """Held while an image is built: across processes (fcntl), and re-entered by the same thread (the harness
-    image builds the runtime image, which builds the base, all under one hold)."""
+    """Held while an image is built: across processes (fcntl: pytest-xdist workers, CI jobs), re-entered by the
+    thread that holds it (a build that needs another image built first)."""
     global _lock_depth
     with _thread_lock:
         if _lock_depth:
@@ -103,11 +113,6 @@ def build_lock() -> Iterator[None]:
 
 
 # -- base -------------------------------------------------------------------------------------------
-
-def base_image() -> str:
-    """The base every image of ours is built on: ``HARNESS_BASE_IMAGE`` if set, else ``BASE_IMAGE``."""
-    return os.environ.get(BASE_IMAGE_ENV) or BASE_IMAGE
-
 
 def ensure_base_image() -> str:
     """The base image's tag, made with debootstrap the first time (about a minute), present ever after."""
@@ -474,7 +479,7 @@ def _build(context: Any, tag: str, what: str, *, labels: dict[str, str], custom_
             if "error" in chunk:
                 raise ContainerError(f"cannot build {what}: {chunk['error'].strip()}\n{_tail(log)}")
     except docker.errors.APIError as exc:
-        raise ContainerError(f"cannot build {what}: {_reason(exc)}\n{_tail(log)}") from None
+        raise ContainerError(f"cannot build {what}: {engine_message(exc)}\n{_tail(log)}") from None
 
 
 def _api_call(what: str, call: Any, **kwargs: Any) -> Any:
@@ -483,7 +488,7 @@ def _api_call(what: str, call: Any, **kwargs: Any) -> Any:
     try:
         return call(**kwargs)
     except docker.errors.APIError as exc:
-        raise ContainerError(f"{what} failed: {_reason(exc)}") from None
+        raise ContainerError(f"{what} failed: {engine_message(exc)}") from None
 
 
 def _tail(text: str | bytes | list[str]) -> str:
@@ -522,6 +527,6 @@ def prune() -> list[str]:
             except docker.errors.APIError as exc:
                 if exc.status_code == 409:  # in use by a container, or an image built on it
                     continue
-                raise ContainerError(f"cannot remove image {tag}: {_reason(exc)}") from None
+                raise ContainerError(f"cannot remove image {tag}: {engine_message(exc)}") from None
             removed.append(tag)
     return removed
