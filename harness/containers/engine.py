@@ -55,7 +55,7 @@ def connect() -> DockerClient:
         made = docker.client.DockerClient.from_env(timeout=60)
         made.ping()
     except (docker.errors.DockerException, OSError) as exc:
-        raise ContainerError(f"no Docker engine answers at {engine_address()}: {_reason(exc)}; "
+        raise ContainerError(f"no Docker engine answers at {engine_address()}: {engine_message(exc)}; "
                              f"start dockerd (or set DOCKER_HOST)") from None
     return made
 
@@ -80,7 +80,7 @@ def _start_reaper() -> None:
     _reaper_pipe = reaper.stdin  # never written, never closed: end of file comes with the end of this process
 
 
-def _reason(exc: BaseException) -> str:
+def engine_message(exc: BaseException) -> str:
     """The engine's own words for a docker SDK error, on one line."""
     explanation = getattr(exc, "explanation", None)
     text = explanation if isinstance(explanation, str) and explanation else str(exc)
@@ -155,9 +155,9 @@ def _gone_or_done(action: Any) -> bool:
     except docker.errors.NotFound:
         return False
     except docker.errors.APIError as exc:
-        if exc.status_code == 409 and "in progress" in _reason(exc):  # another remover got there first
+        if exc.status_code == 409 and "in progress" in engine_message(exc):  # another remover got there first
             return False
-        raise ContainerError(f"cannot remove {exc}: {_reason(exc)}") from None
+        raise ContainerError(f"cannot remove {exc}: {engine_message(exc)}") from None
     return True
 
 
@@ -169,7 +169,7 @@ def image_present(tag: str) -> bool:
     except docker.errors.ImageNotFound:
         return False
     except docker.errors.APIError as exc:
-        raise ContainerError(f"cannot look up image {tag}: {_reason(exc)}") from None
+        raise ContainerError(f"cannot look up image {tag}: {engine_message(exc)}") from None
     return True
 
 
@@ -202,13 +202,13 @@ def start(image: str, *, role: str, run: str | None, **docker_kwargs: Any) -> Co
         ensure_image(image)  # gone since the check above: say so as ensure_image does
         raise
     except (docker.errors.APIError, TypeError) as exc:
-        raise ContainerError(f"cannot create the {role} container from image {image}: {_reason(exc)}") from None
+        raise ContainerError(f"cannot create the {role} container from image {image}: {engine_message(exc)}") from None
     try:
         container.start()
         container.reload()
     except docker.errors.APIError as exc:
         remove(container)
-        raise ContainerError(f"cannot start the {role} container from image {image}: {_reason(exc)}") from None
+        raise ContainerError(f"cannot start the {role} container from image {image}: {engine_message(exc)}") from None
     return container
 
 

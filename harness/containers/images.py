@@ -9,9 +9,11 @@
 - ``retry-harness/harness:<hash>``: what the runtime has plus mitmproxy's closure: the harness's side (fake
   destinations, the fault proxy, the CLI) for a team whose agent is not Python (docker/compose.yaml).
 
-A tag's hash is of what goes in (the base's id, the closure's versions, the package sources), so a code
-change builds a new image and an unchanged tree reuses the one it has. Builds take a file lock, so
-parallel harness processes (pytest-xdist workers) never build the same image twice at once.
+Both stand on ``retry-harness/dists:<hash>`` images of the distributions alone, so a source change builds
+one small layer (``_Recipe``). A tag's hash is of what goes in (the parent's id, the distributions'
+versions, the package sources), so a code change builds a new image and an unchanged tree reuses the one it
+has. Builds take a file lock, so parallel harness processes (pytest-xdist workers) never build the same
+image twice at once.
 """
 
 from __future__ import annotations
@@ -37,14 +39,23 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from harness.containers.engine import LABEL, ROLE_LABEL, _reason, client, engine_address, ensure_image, image_present
+from harness.containers.engine import (
+    LABEL,
+    ROLE_LABEL,
+    client,
+    engine_address,
+    engine_message,
+    ensure_image,
+    image_present,
+)
 from harness.contract import BASE_IMAGE_ENV
 from harness.errors import ContainerError
 
 BASE_IMAGE = "retry-harness/base:bookworm"
 RUNTIME_REPOSITORY = "retry-harness/runtime"
+DISTS_REPOSITORY = "retry-harness/dists"  # the distributions' layers under runtime and harness (see _Recipe)
 HARNESS_REPOSITORY = "retry-harness/harness"
-KIND_LABEL = f"{LABEL}.image"  # base | runtime | harness | built (a Dockerfile through build())
+KIND_LABEL = f"{LABEL}.image"  # base | dists | runtime | harness | built (a Dockerfile through build())
 SITE = "/opt/retry-harness/site"  # the copied packages, on sys.path through a .pth file (below)
 PYTHON = (3, 11)  # Debian bookworm's python3: the copied compiled extensions are built for this one
 PACKAGES = ("harness", "fake_destinations")
@@ -57,14 +68,15 @@ BUILD_LOG_TAIL = 30
 
 # On sys.path through a .pth file in the image's own site-packages, not PYTHONPATH: the fault proxy's runtime
 # sets a PYTHONPATH of its own (harness/proxy/runtime.py), and the copied packages must still be found then.
-# Then the packages are compiled once, so an agent started as any user does not compile them at every start.
+# Then what the layer added is compiled once (its folders given as arguments, else all of SITE), so an agent
+# started as any user does not compile it at every start.
 _INSTALL_SITE = (
-    "import compileall, site, sys; "
+    "import compileall, os, site, sys; "
     f"sys.version_info[:2] == {PYTHON} or sys.exit('this image needs Python {PYTHON[0]}.{PYTHON[1]} as python3, "
     "found ' + sys.version.split()[0]); "
-    "target = site.getsitepackages()[0]; __import__('os').makedirs(target, exist_ok=True); "
+    "target = site.getsitepackages()[0]; os.makedirs(target, exist_ok=True); "
     f"open(target + '/retry-harness.pth', 'w').write(\"import site; site.addsitedir('{SITE}')\\n\"); "
-    f"compileall.compile_dir('{SITE}', quiet=2, workers=0)"
+    f"[compileall.compile_dir(os.path.join('{SITE}', d), quiet=2, workers=0) for d in sys.argv[1:] or ['']]"
 )
 
 _thread_lock = threading.RLock()
@@ -78,8 +90,8 @@ def lock_path() -> Path:
 
 @contextmanager
 def build_lock() -> Iterator[None]:
-    """Held while an image is built: across processes (fcntl), and re-entered by the same thread (the harness
-    image builds the runtime image, which builds the base, all under one hold)."""
+    """Held while an image is built: across processes (fcntl: pytest-xdist workers, CI jobs), re-entered by the
+    thread that holds it (a build that needs another image built first)."""
     global _lock_depth
     with _thread_lock:
         if _lock_depth:
@@ -101,11 +113,6 @@ def build_lock() -> Iterator[None]:
 
 
 # -- base -------------------------------------------------------------------------------------------
-
-def base_image() -> str:
-    """The base every image of ours is built on: ``HARNESS_BASE_IMAGE`` if set, else ``BASE_IMAGE``."""
-    return os.environ.get(BASE_IMAGE_ENV) or BASE_IMAGE
-
 
 def ensure_base_image() -> str:
     """The base image's tag, made with debootstrap the first time (about a minute), present ever after."""
@@ -309,36 +316,34 @@ def _check_python() -> None:
 
 
 class _Recipe:
-    """One image of ours, as layers on the base ordered by how often they change: the distributions of this
-    environment (a version changes rarely), then the harness's own files (every edit). Each layer is a
-    ``COPY`` into ``SITE`` and a compile, so the engine's build cache keeps the distributions' layers and a
-    source change rebuilds only the last one. The tag is a hash of the base's id, the Dockerfile, the
-    distributions' versions and the own files' content (sources change without a version)."""
+    """One image of ours: one layer on ``parent``, a ``COPY`` into ``SITE`` and a compile, holding
+    distributions of this environment or the harness's own files. The tag is a hash of the parent's id, the
+    Dockerfile, the distributions' versions and the own files' content (sources change without a version)."""
 
-    def __init__(self, kind: str, repository: str, parent: str, layers: list[list[Installed]],
+    def __init__(self, kind: str, repository: str, parent: str, dists: list[Installed],
                  own: dict[str, Path | bytes], tail: list[str]) -> None:
-        self.kind, self.parent, self.layers, self.own, self.tail = kind, parent, layers, own, tail
-        versions = "\n".join(f"{d.name}=={d.version}" for layer in layers for d in layer)
+        self.kind, self.parent, self.dists, self.own, self.tail = kind, parent, dists, own, tail
+        versions = "\n".join(f"{d.name}=={d.version}" for d in dists)
         digest = hashlib.sha256(f"{RECIPE}\n{_image_id(parent)}\n{versions}\n{self.dockerfile()}".encode())
         for name in sorted(own):
             digest.update(name.encode() + b"\0" + _content(own[name]) + b"\0")
         self.tag = f"{repository}:{digest.hexdigest()[:12]}"
 
-    def _folders(self) -> list[str]:
-        return [*(f"dists{n}" for n in range(len(self.layers))), "own"]
-
     def dockerfile(self) -> str:
-        steps = [f"COPY {folder} {SITE}\nRUN python3 -c {json.dumps(_INSTALL_SITE)}" for folder in self._folders()]
-        return "\n".join([f"FROM {self.parent}", *steps, *self.tail, f"LABEL {LABEL}=1 {KIND_LABEL}={self.kind}", ""])
+        """FROM, COPY, RUN and the tail: the image's metadata (ENV, CMD, ENTRYPOINT) lives on the distributions'
+        images, so the image rebuilt at every source change has no step it does not need; its labels come with
+        the build."""
+        folders = sorted({name.split("/")[0] for name in self.own if "/" in name})
+        run = [json.dumps(_INSTALL_SITE), *folders] if not self.dists else [json.dumps(_INSTALL_SITE)]
+        return "\n".join([f"FROM {self.parent}", f"COPY site {SITE}", f"RUN python3 -c {' '.join(run)}",
+                          *self.tail, ""])
 
     def context(self) -> IO[bytes]:
-        """The build context as a tar in a temporary file: the Dockerfile and one folder per layer."""
-        files: dict[str, Path | bytes] = {"Dockerfile": self.dockerfile().encode()}
-        for folder, layer in zip(self._folders(), self.layers, strict=False):
-            for dist in layer:
-                files.update({f"{folder}/{name}": source for name, source in dist.files().items()})
-        files.update({f"own/{name}": source for name, source in self.own.items()})
-        files.setdefault("own/", b"")  # a folder, so COPY has something to copy
+        """The build context as a tar in a temporary file: the Dockerfile and ``site/``."""
+        files: dict[str, Path | bytes] = {"Dockerfile": self.dockerfile().encode(), "site/": b""}
+        for dist in self.dists:
+            files.update({f"site/{name}": source for name, source in dist.files().items()})
+        files.update({f"site/{name}": source for name, source in self.own.items()})
         archive = tempfile.TemporaryFile()
         with tarfile.open(fileobj=archive, mode="w") as tar:
             for name in sorted(files):
@@ -373,24 +378,30 @@ def _image_id(tag: str) -> str:
     return str(client().images.get(tag).id)
 
 
-def _runtime_recipe() -> _Recipe:
+# Images in a chain, ordered by how often their layer changes: the distributions (a version changes rarely) in
+# images of their own, then the harness's own files (every edit) on top. A source change builds only the top
+# image, from a context of the harness's files alone.
+_RUNTIME_TAIL = ["ENV LANG=C.UTF-8 PYTHONUNBUFFERED=1", 'CMD ["python3"]']
+_HARNESS_TAIL = ['ENTRYPOINT ["python3", "-m", "harness"]', 'CMD ["--help"]']  # on top of _RUNTIME_TAIL
+
+
+def _runtime_dists() -> str:
+    """The image of the distributions the runtime copies, on the base."""
     _check_python()
-    return _Recipe("runtime", RUNTIME_REPOSITORY, ensure_base_image(), [closure(_runtime_requirements())],
-                   _harness_files(), ["ENV LANG=C.UTF-8 PYTHONUNBUFFERED=1", 'CMD ["python3"]'])
+    return _ensure(_Recipe("dists", DISTS_REPOSITORY, ensure_base_image(), closure(_runtime_requirements()), {},
+                           _RUNTIME_TAIL))
 
 
-def _harness_recipe() -> _Recipe:
-    """The runtime's layers (the same, so the build cache shares them) and mitmproxy's closure between the
-    distributions and the own files."""
-    runtime = _runtime_recipe()
-    have = {d.name for layer in runtime.layers for d in layer}
+def _proxy_dists() -> str:
+    """The runtime's distributions plus mitmproxy 11's closure (what the fault proxy's process imports)."""
+    runtime_dists = _runtime_dists()
+    have = {d.name for d in closure(_runtime_requirements())}
     try:
         proxy = [d for d in closure(_proxy_requirements()) if d.name not in have]
     except ContainerError as exc:
         raise ContainerError(f"the harness image adds the fault proxy's mitmproxy 11 from this environment: {exc} "
                              f"(the test extra has it: pip install -c .ci/constraints.txt -e '.[test]')") from None
-    return _Recipe("harness", HARNESS_REPOSITORY, runtime.parent, [*runtime.layers, proxy], runtime.own,
-                   [*runtime.tail[:-1], 'ENTRYPOINT ["python3", "-m", "harness"]', 'CMD ["--help"]'])
+    return _ensure(_Recipe("dists", DISTS_REPOSITORY, runtime_dists, proxy, {}, _HARNESS_TAIL))
 
 
 def _ensure(recipe: _Recipe) -> str:
@@ -406,12 +417,12 @@ def _ensure(recipe: _Recipe) -> str:
 
 def ensure_runtime_image() -> str:
     """``retry-harness/runtime:<hash>``, built when this tree's packages have no image yet: what agents run on."""
-    return _ensure(_runtime_recipe())
+    return _ensure(_Recipe("runtime", RUNTIME_REPOSITORY, _runtime_dists(), [], _harness_files(), []))
 
 
 def ensure_harness_image() -> str:
-    """``retry-harness/harness:<hash>``: the runtime plus mitmproxy 11 (entry point ``python3 -m harness``)."""
-    return _ensure(_harness_recipe())
+    """``retry-harness/harness:<hash>``: the runtime's content and mitmproxy 11; entry point ``python3 -m harness``."""
+    return _ensure(_Recipe("harness", HARNESS_REPOSITORY, _proxy_dists(), [], _harness_files(), []))
 
 
 def tag_latest(tag: str) -> str:
@@ -468,7 +479,7 @@ def _build(context: Any, tag: str, what: str, *, labels: dict[str, str], custom_
             if "error" in chunk:
                 raise ContainerError(f"cannot build {what}: {chunk['error'].strip()}\n{_tail(log)}")
     except docker.errors.APIError as exc:
-        raise ContainerError(f"cannot build {what}: {_reason(exc)}\n{_tail(log)}") from None
+        raise ContainerError(f"cannot build {what}: {engine_message(exc)}\n{_tail(log)}") from None
 
 
 def _api_call(what: str, call: Any, **kwargs: Any) -> Any:
@@ -477,7 +488,7 @@ def _api_call(what: str, call: Any, **kwargs: Any) -> Any:
     try:
         return call(**kwargs)
     except docker.errors.APIError as exc:
-        raise ContainerError(f"{what} failed: {_reason(exc)}") from None
+        raise ContainerError(f"{what} failed: {engine_message(exc)}") from None
 
 
 def _tail(text: str | bytes | list[str]) -> str:
@@ -498,23 +509,24 @@ def our_images() -> list[dict[str, Any]]:
 
 
 def prune() -> list[str]:
-    """Remove our runtime and harness images, which every source change makes anew; the next run builds the
-    one it needs (seconds). The base stays (debootstrap takes a minute and it never changes), and so does any
-    image a container still uses. Returns the tags removed."""
+    """Remove our runtime, harness and distributions images, which source and version changes make anew; the
+    next run builds what it needs. The base stays (debootstrap takes a minute and it never changes), and so
+    does any image a container or another image still uses. Returns the tags removed."""
     import docker.errors
 
     removed = []
-    for row in our_images():
+    ours = (f"{RUNTIME_REPOSITORY}:", f"{HARNESS_REPOSITORY}:", f"{DISTS_REPOSITORY}:")
+    for row in sorted(our_images(), key=lambda r: r["kind"] == "dists"):  # the images on a dists image first
         for tag in row["tags"]:
-            if not tag.startswith((f"{RUNTIME_REPOSITORY}:", f"{HARNESS_REPOSITORY}:")):
+            if not tag.startswith(ours):
                 continue  # an image built FROM one of ours carries its labels too
             try:
                 client().images.remove(tag)
             except docker.errors.ImageNotFound:
                 continue
             except docker.errors.APIError as exc:
-                if exc.status_code == 409:  # in use by a container
+                if exc.status_code == 409:  # in use by a container, or an image built on it
                     continue
-                raise ContainerError(f"cannot remove image {tag}: {_reason(exc)}") from None
+                raise ContainerError(f"cannot remove image {tag}: {engine_message(exc)}") from None
             removed.append(tag)
     return removed

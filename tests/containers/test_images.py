@@ -126,11 +126,14 @@ def test_a_source_change_builds_a_new_image_once_however_many_ask(tmp_path: Path
         engine.client().images.remove(tag)
 
 
-def test_the_build_lock_is_held_across_processes_and_reentered_in_one() -> None:
+def test_the_build_lock_is_held_across_processes_and_reentered_in_one(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a lock of its own: builds beside this test take the real one
     probe = ("import fcntl, sys\nwith open(sys.argv[1], 'w') as f:\n"
              "    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
              "    except BlockingIOError: print('held')\n    else: print('free')")
     path = str(images.lock_path())
+    assert path == str(tmp_path / "retry-harness" / "images.lock")
 
     def other_process_sees() -> str:
         return subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True,
