@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.agent_process import KILL_GRACE_SECONDS, AgentRun, log_size
+from harness.containers.engine import engine_message
 from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV
 from harness.errors import AgentError
 
@@ -140,7 +141,7 @@ class _Waiter:
                     self.error = "the container was removed before it ended"
                     return
                 except docker.errors.APIError as exc:
-                    self.error = f"the Docker engine's answer: {exc.explanation or exc}"
+                    self.error = f"the Docker engine's answer: {engine_message(exc)}"
                     return
         finally:
             self.done.set()
@@ -153,7 +154,7 @@ def _kill(container: Container) -> None:
         container.kill()  # SIGKILL to the container's init: the PID namespace, and every process in it, dies
     except docker.errors.APIError as exc:
         if exc.status_code not in (404, 409):  # gone or no longer running: what the kill is for
-            raise AgentError(f"cannot kill agent container {container.name}: {exc.explanation or exc}") from None
+            raise AgentError(f"cannot kill agent container {container.name}: {engine_message(exc)}") from None
 
 
 def _stop(container: Container) -> None:
@@ -195,4 +196,4 @@ def _collect_logs(container: Container, stdout: Path, stderr: Path) -> None:
                 for chunk in container.logs(stream=True, follow=False, **which):  # the container has ended
                     out.write(chunk)
             except docker.errors.APIError as exc:
-                out.write(f"[the harness could not read the container's log: {exc.explanation or exc}]\n".encode())
+                out.write(f"[the harness could not read the container's log: {engine_message(exc)}]\n".encode())
