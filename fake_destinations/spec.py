@@ -174,6 +174,11 @@ _PROXY_INSTEAD = {
 }
 
 
+def _words_or_a_line(schema: dict[str, Any]) -> None:
+    """A command is read as words or as one string split as a shell would: publish both."""
+    schema["anyOf"].insert(1, {"type": "string", "description": "One line, split into words as a shell would."})
+
+
 def _words(value: Any) -> Any:
     """A command as a list of words, or a string split as a shell would."""
     if isinstance(value, str):
@@ -212,7 +217,7 @@ class ServiceDatabase(BaseModel):
                        "load it first.")
     env: dict[str, str] = Field(default_factory=dict, description="Its environment.")
     command: list[str] | None = Field(None, description="Its command (words, or one string split as a shell "
-                                      "would); default: the image's own.")
+                                      "would); default: the image's own.", json_schema_extra=_words_or_a_line)
     alias: str = Field("db", description="Its host name on the run's network (the service reaches it as "
                        "`alias`, e.g. postgresql://db/orders).")
 
@@ -347,7 +352,7 @@ class DestinationSpec(BaseModel):
                              "published on 127.0.0.1 at a random host port.")
     env: dict[str, str] | None = Field(None, description="image: the service's environment.")
     command: list[str] | None = Field(None, description="image: its command (words, or one string split as a shell "
-                                      "would); default: the image's own.")
+                                      "would); default: the image's own.", json_schema_extra=_words_or_a_line)
     health: ServiceHealth | None = Field(None, description="image: readiness, a GET answered 2xx (default: path /, "
                                          "30 s).")
     database: ServiceDatabase | None = Field(None, description="image: a database container beside the service, on "
