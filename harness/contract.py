@@ -84,8 +84,10 @@ CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
 # the operator's, never the agent's: the fault proxy's interpreter, or where its private venv lives
 PROXY_PYTHON_ENV = "HARNESS_PROXY_PYTHON"
 PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
+# the operator's: an image with Python 3.11 to build the harness's images on, instead of the debootstrapped base
+BASE_IMAGE_ENV = "HARNESS_BASE_IMAGE"
 # the harness's own settings, removed from the environment the agent inherits
-OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV)
+OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV, BASE_IMAGE_ENV)
 
 _NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
 

@@ -3,7 +3,8 @@
     HarnessError                 base: a message meant for a person, never a bare traceback
     ├── ScenarioError            a scenario file is missing, not YAML, or fails validation
     ├── AgentError               the agent command cannot be started
-    └── EvidenceError            an evidence folder or log cannot be read at all
+    ├── EvidenceError            an evidence folder or log cannot be read at all
+    └── ContainerError           the Docker engine, an image or a container cannot do what the harness asked
 """
 
 from __future__ import annotations
@@ -24,3 +25,8 @@ class AgentError(HarnessError):
 
 class EvidenceError(HarnessError):
     """Raised when an evidence folder is missing or unreadable as a whole (single bad lines are findings)."""
+
+
+class ContainerError(HarnessError):
+    """Raised when no Docker engine answers, an image is missing or cannot be built, or a container cannot be
+    started. Names the engine address, the image or the container's role, and what to do."""

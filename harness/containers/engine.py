@@ -1,0 +1,212 @@
+"""The harness's hold on the Docker engine: one client, our labels, start and remove, cleanup of ours.
+
+Every container, network and volume the harness makes carries ``labels(role, run)``: ``io.retry-harness``
+marks it ours, ``.owner`` names the harness process that made it (``OWNER``), so that ``ours(OWNER)`` and
+``remove_ours(OWNER)`` find exactly what this process left, and ``remove_ours()`` everything of ours
+whoever made it (``python -m harness containers clean``).
+
+Nothing outlives a harness killed with SIGKILL: the first ``client()`` starts this process's reaper
+(``python -m harness.containers.reaper OWNER``), which waits for end of file on a pipe whose only write end
+this process holds, then removes what ``OWNER`` left. The same idea as ``harness/agent_supervisor.py``.
+
+The harness never pulls: no registry is reachable from where it runs, and a pull would hang.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from typing import IO, TYPE_CHECKING, Any
+
+from harness.errors import ContainerError
+
+if TYPE_CHECKING:
+    from docker.client import DockerClient
+    from docker.models.containers import Container
+
+LABEL = "io.retry-harness"
+OWNER_LABEL, ROLE_LABEL, RUN_LABEL = f"{LABEL}.owner", f"{LABEL}.role", f"{LABEL}.run"
+ROLES = ("agent", "service", "database", "harness", "build")
+OWNER = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+OUR_IMAGE_PREFIX = "retry-harness/"  # the images `python -m harness images build` makes (harness.containers.images)
+
+_lock = threading.Lock()
+_client: DockerClient | None = None
+_reaper_pipe: IO[bytes] | None = None  # the write end the reaper watches; closed only when this process ends
+
+
+def engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
+
+
+def connect() -> DockerClient:
+    """A new client that answered a ping, else ContainerError saying where no engine answers.
+
+    Only the reaper should call this directly: everyone else shares ``client()``, which also starts the reaper."""
+    import docker.client
+    import docker.errors
+
+    try:
+        made = docker.client.DockerClient.from_env(timeout=60)
+        made.ping()
+    except (docker.errors.DockerException, OSError) as exc:
+        raise ContainerError(f"no Docker engine answers at {engine_address()}: {_reason(exc)}; "
+                             f"start dockerd (or set DOCKER_HOST)") from None
+    return made
+
+
+def client() -> DockerClient:
+    """This process's one client; the first call also starts the reaper of ``OWNER``'s leftovers."""
+    global _client
+    with _lock:
+        if _client is None:
+            made = connect()
+            _start_reaper()
+            _client = made
+        return _client
+
+
+def _start_reaper() -> None:
+    global _reaper_pipe
+    # a session of its own: Ctrl-C in the terminal reaches the harness (which cleans up in its finally blocks)
+    # and not the reaper, which must outlive the harness to clean up after a harness that could not
+    reaper = subprocess.Popen([sys.executable, "-m", "harness.containers.reaper", OWNER], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    _reaper_pipe = reaper.stdin  # never written, never closed: end of file comes with the end of this process
+
+
+def _reason(exc: BaseException) -> str:
+    """The engine's own words for a docker SDK error, on one line."""
+    explanation = getattr(exc, "explanation", None)
+    text = explanation if isinstance(explanation, str) and explanation else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
+def labels(role: str, run: str | None = None, **extra: str) -> dict[str, str]:
+    """The labels of everything the harness makes: ours, this process's, in ``role``, for ``run``."""
+    if role not in ROLES:
+        raise ValueError(f"unknown container role {role!r}; one of {', '.join(ROLES)}")
+    return {LABEL: "1", OWNER_LABEL: OWNER, ROLE_LABEL: role, RUN_LABEL: run or "", **extra}
+
+
+def _filters(owner: str | None) -> dict[str, Any]:
+    return {"label": [f"{OWNER_LABEL}={owner}" if owner else LABEL]}
+
+
+def ours(owner: str | None = None) -> dict[str, list[str]]:
+    """Names of our containers (running or not), networks and volumes: ``owner``'s, or every owner's."""
+    engine = client()
+    filters = _filters(owner)
+    return {"containers": sorted(c.name for c in engine.containers.list(all=True, filters=filters)),
+            "networks": sorted(n.name for n in engine.networks.list(filters=filters)),
+            "volumes": sorted(v.name for v in engine.volumes.list(filters=filters))}
+
+
+def remove_ours(owner: str | None = None, *, engine: DockerClient | None = None) -> dict[str, list[str]]:
+    """Remove (force) our containers, then networks, then volumes (``owner``'s, or every owner's); returns the
+    names removed. Containers first: a network or volume in use cannot go."""
+    import docker.errors
+
+    engine = engine or client()
+    filters = _filters(owner)
+    removed: dict[str, list[str]] = {"containers": [], "networks": [], "volumes": []}
+    for container in engine.containers.list(all=True, filters=filters):
+        if _gone_or_done(lambda c=container: c.remove(force=True, v=True)):
+            removed["containers"].append(container.name)
+    for network in engine.networks.list(filters=filters):
+        if _gone_or_done(network.remove):
+            removed["networks"].append(network.name)
+    for volume in engine.volumes.list(filters=filters):
+        if _gone_or_done(lambda v=volume: v.remove(force=True)):
+            removed["volumes"].append(volume.name)
+    try:
+        engine.networks.prune(filters=filters)  # any the list missed while a container still held it
+    except docker.errors.APIError:
+        pass
+    return {kind: sorted(names) for kind, names in removed.items()}
+
+
+def _gone_or_done(action: Any) -> bool:
+    """Run a removal; False when the object was already gone (removed by someone else meanwhile)."""
+    import docker.errors
+
+    try:
+        action()
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409 and "in progress" in _reason(exc):  # another remover got there first
+            return False
+        raise ContainerError(f"cannot remove {exc}: {_reason(exc)}") from None
+    return True
+
+
+def image_present(tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client().images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.APIError as exc:
+        raise ContainerError(f"cannot look up image {tag}: {_reason(exc)}") from None
+    return True
+
+
+def ensure_image(tag: str) -> None:
+    """ContainerError naming ``tag`` when the engine does not have it, with how to make it: the harness never
+    pulls."""
+    if image_present(tag):
+        return
+    if tag.startswith(OUR_IMAGE_PREFIX):
+        how = "build it with `python -m harness images build`"
+    else:
+        how = f"build it (`docker build -t {tag} FOLDER`) or load it (`docker load -i FILE`) first"
+    raise ContainerError(f"image {tag} is not present in the Docker engine at {engine_address()}; {how} "
+                         f"(the harness never pulls: no registry is reachable)")
+
+
+def start(image: str, *, role: str, run: str | None, **docker_kwargs: Any) -> Container:
+    """Create and start a container of ``image`` labelled ours (``labels(role, run)`` plus any ``labels=``);
+    ``docker_kwargs`` as ``containers.create`` takes them (``network_mode``, ``environment``, ``volumes``,
+    ``user``, ``command``, ...). Never pulls: create + start, not ``containers.run``, which pulls a missing
+    image. A container that does not start is removed again."""
+    import docker.errors
+
+    ensure_image(image)
+    own = labels(role, run)
+    extra = docker_kwargs.pop("labels", None) or {}
+    try:
+        container = client().containers.create(image, labels={**extra, **own}, **docker_kwargs)
+    except docker.errors.ImageNotFound:
+        ensure_image(image)  # gone since the check above: say so as ensure_image does
+        raise
+    except (docker.errors.APIError, TypeError) as exc:
+        raise ContainerError(f"cannot create the {role} container from image {image}: {_reason(exc)}") from None
+    try:
+        container.start()
+        container.reload()
+    except docker.errors.APIError as exc:
+        remove(container)
+        raise ContainerError(f"cannot start the {role} container from image {image}: {_reason(exc)}") from None
+    return container
+
+
+def remove(container: Container) -> None:
+    """Kill the container if it runs, then remove it with its anonymous volumes; one already gone is fine."""
+    import docker.errors
+
+    try:
+        container.reload()
+        if container.status in ("running", "restarting", "paused"):
+            container.kill()
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError:
+        pass  # stopped meanwhile (409 not running): the forced remove below deals with any state
+    _gone_or_done(lambda: container.remove(force=True, v=True))
