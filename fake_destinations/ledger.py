@@ -233,6 +233,20 @@ class EffectWriter:
         assert seq is not None  # set by every successful INSERT
         return seq
 
+    def add_read(self, request: dict[str, Any]) -> int:
+        """One read a container destination answered (outcome ``read``, no effect: a read commits nothing); its seq."""
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO requests (destination, method, path, query, idempotency_key, client_reference,"
+                " payload_fingerprint, flow_id, traceparent, status, outcome, effect_ref, received_at, kind, params)"
+                " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'read', NULL, ?, NULL, NULL)",
+                (request["destination"], request["method"], request["path"], request.get("query"),
+                 request.get("idempotency_key"), request.get("client_reference"), request.get("flow_id"),
+                 request.get("traceparent"), request.get("status"), request["received_at"]))
+        seq = cur.lastrowid
+        assert seq is not None
+        return seq
+
     def set_flow(self, seq: int, flow_id: str) -> None:
         """The flow that committed effect ``seq``, found after the run (the proxy journal's)."""
         with self.db:

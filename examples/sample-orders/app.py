@@ -13,6 +13,8 @@ the way the fake `api: orders` destination serves them, with its own state in SQ
 
 Errors are {"error": CODE, "message": TEXT}. Ids are ord_0001, ord_0002... numbered in the database, so a
 restarted service goes on counting. It imports nothing of the harness: it is what a team would ship.
+ORDERS_CRASH_AFTER_COMMITS=N makes it crash (exit 3, no answer) right after its Nth commit: how the harness's
+tests make a service that is gone when its effects are listed.
 
     python app.py [--port 8080] [--host 0.0.0.0] [--db /data/orders.db]     (or PORT, ORDERS_DB)
 """
@@ -36,6 +38,7 @@ from aiohttp import web
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 FLOW_HEADER = "X-Harness-Flow"  # the fault proxy's flow id on what it forwards; kept with the order when present
 RETENTION_SECONDS = float(os.environ.get("ORDERS_KEY_RETENTION_SECONDS", "86400"))
+CRASH_AFTER_COMMITS = int(os.environ.get("ORDERS_CRASH_AFTER_COMMITS", "0"))  # 0: never
 REQUIRED = ("item", "quantity")
 ORDER_PATH = re.compile(r"^/orders/(?P<id>[^/]+)$")
 
@@ -162,6 +165,9 @@ class Orders:
                      "client_reference": params.get("client_reference"), "status": "placed"}
             self.db.execute("UPDATE orders SET id = ?, body = ? WHERE n = ?", (order["id"], json.dumps(order), n))
         print(f"committed {order['id']} key={key} flow={flow}", flush=True)
+        if CRASH_AFTER_COMMITS and n >= CRASH_AFTER_COMMITS:
+            print(f"crashing after commit {n} (ORDERS_CRASH_AFTER_COMMITS={CRASH_AFTER_COMMITS})", flush=True)
+            os._exit(3)
         return 201, order, {"Request-Id": f"req_{uuid.uuid4().hex[:20]}"}
 
     def find(self, client_reference: str | None) -> list[Any]:

@@ -7,7 +7,8 @@ container, through the ``Exec`` the caller gives, so this module imports no dock
 each row into an effect row through the declaration's ``ledger.fields``. ``LedgerSync`` polls while the agent
 runs (``start``/``stop``) and makes the last listing after it ended (``final``), where the effects the service
 does not tie to a flow get one from the proxy journal: the one forwarded write of that destination (with the
-same idempotency key, when the effect has one) whose time spans the effect's commit.
+same idempotency key, when the effect has one) whose time spans the effect's commit. The reads the proxy
+forwarded become ``requests`` rows with no effect (``forwarded_reads``); writes get none.
 
 A probe that cannot list (the service does not answer, the answer is no JSON list, a declared field is
 missing) raises ``ProbeError``; its message is what the evidence says when the final listing fails, and the
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fake_destinations.ledger import EffectWriter
 from fake_destinations.templates import find
@@ -49,8 +51,18 @@ def _tail(data: bytes, limit: int = 300) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def list_http(url: str, rows: str | None, *, timeout: float = HTTP_TIMEOUT) -> list[Any]:
-    """The rows a GET on ``url`` lists: the answer's ``rows`` (a dotted path), or the answer itself."""
+def list_http(url: str, rows: str | None, *, where: str = "", timeout: float = HTTP_TIMEOUT) -> list[Any]:
+    """The rows a GET on ``url`` lists: the answer's ``rows`` (a dotted path), or the answer itself; ``where``
+    begins each error's sentence (which probe)."""
+    try:
+        return _list_http(url, rows, timeout)
+    except ProbeError as exc:
+        if not where:
+            raise
+        raise ProbeError(f"{where}: {exc}") from None
+
+
+def _list_http(url: str, rows: str | None, timeout: float) -> list[Any]:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "application/json"}),
                                     timeout=timeout) as response:
@@ -215,6 +227,29 @@ def infer_flow(effect: SyncedEffect, destination: str, journal: Iterable[Mapping
     return found.pop() if len(found) == 1 else None
 
 
+def forwarded_reads(destination: str, journal: Iterable[Mapping[str, Any]],
+                    lookup: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """The ``requests`` rows of the reads the proxy forwarded to ``destination`` and it answered: a read commits
+    nothing, so its row says no effect, as a fake's does (rule H028 holds an attempt's claimed effects against
+    it). ``lookup``: the contract's lookup (path, query parameter), whose value is the row's client reference.
+    Writes get no row: what a team's service did with one is not seen from outside it."""
+    rows = []
+    for entry in journal:
+        method = str(entry.get("method", "")).upper()
+        if entry.get("destination") != destination or method not in READ_METHODS or not entry.get("forwarded") \
+                or entry.get("upstream_status") is None:
+            continue
+        reference = None
+        if lookup is not None and entry.get("path") == lookup[0] and entry.get("query"):
+            reference = dict(parse_qsl(str(entry["query"]))).get(lookup[1])
+        rows.append({"destination": destination, "method": method, "path": entry.get("path"),
+                     "query": entry.get("query") or None, "idempotency_key": entry.get("idempotency_key"),
+                     "client_reference": reference, "flow_id": entry.get("flow_id"),
+                     "traceparent": entry.get("traceparent"), "status": entry.get("upstream_status"),
+                     "received_at": entry.get("ts_request") or 0.0})
+    return rows
+
+
 @dataclass
 class LedgerSync:
     """Keeps a ledger's effect rows of one container destination equal to what its probe lists.
@@ -229,10 +264,12 @@ class LedgerSync:
     fields: Mapping[str, str | None]
     default_kind: str | None
     interval: float = 0.2
+    lookup: tuple[str, str] | None = None  # the contract's lookup (path, query parameter), for the reads' rows
     synced: list[SyncedEffect] = field(default_factory=list)
     errors: int = 0
     last_error: str | None = None
     listings: int = 0
+    reads: int = 0
 
     def __post_init__(self) -> None:
         self._seen: dict[str, int] = {}
@@ -323,12 +360,16 @@ class LedgerSync:
                     if flow is not None:
                         synced.effect["flow_id"] = flow
                         writer.set_flow(synced.seq, flow)
+            for read in forwarded_reads(self.destination, journal, self.lookup):
+                writer.add_read(read)
+                self.reads += 1
         finally:
             writer.close()
         return None
 
     def report(self) -> dict[str, Any]:
         """What the probe did, for context.json."""
-        return {"listings": self.listings, "effects": len(self.synced), "errors_while_running": self.errors,
+        return {"listings": self.listings, "effects": len(self.synced), "reads": self.reads,
+                "errors_while_running": self.errors,
                 "last_error": self.last_error,
                 "flow_ids": {s.effect["effect_ref"]: s.effect["flow_id"] for s in self.synced}}

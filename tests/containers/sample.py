@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DIR = ROOT / "examples" / "sample-orders"
@@ -62,3 +63,101 @@ def sample_process(folder: Path) -> Iterator[str]:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
         log.close()
+
+
+# -- the sample as a team's image -----------------------------------------------------------------------
+
+NO_DOCKER_ENV = "HARNESS_NO_DOCKER"
+
+
+def require_docker() -> None:
+    """The container tests need a Docker engine: without one they fail saying so, unless HARNESS_NO_DOCKER=1
+    (then they are skipped with that reason)."""
+    import pytest
+
+    from harness.containers import engine
+    from harness.errors import ContainerError
+
+    if os.environ.get(NO_DOCKER_ENV) == "1":
+        pytest.skip(f"{NO_DOCKER_ENV}=1: the container tests need a Docker engine")
+    try:
+        engine.client()
+    except ContainerError as exc:
+        pytest.fail(f"{exc} (the container tests need one; {NO_DOCKER_ENV}=1 skips them)", pytrace=False)
+
+
+def sample_image() -> str:
+    """The sample service's image, FROM the harness's runtime image, built once per change of either (under
+    the images' build lock, so pytest workers do not build it twice)."""
+    import hashlib
+
+    import docker.errors
+
+    from harness.containers import engine, images
+
+    runtime = images.ensure_runtime_image()
+    digest = hashlib.sha256(runtime.encode())
+    for name in ("Dockerfile", "app.py"):
+        digest.update((SAMPLE_DIR / name).read_bytes())
+    tag = f"sample-orders:{digest.hexdigest()[:12]}"
+    with images.build_lock():
+        if engine.image_present(tag):
+            return tag
+        try:
+            engine.client().images.build(path=str(SAMPLE_DIR), tag=tag, buildargs={"BASE": runtime}, pull=False,
+                                         labels=engine.labels("build"), network_mode="host", rm=True, forcerm=True)
+        except docker.errors.BuildError as exc:
+            log = "".join(str(part.get("stream") or part.get("error") or "") for part in exc.build_log)
+            raise AssertionError(f"cannot build {tag}: {exc}\n{log[-2000:]}") from None
+    return tag
+
+
+# -- a fake scenario and its container twin -----------------------------------------------------------------
+
+CERTIFICATION_SCENARIOS = ROOT / "certification" / "scenarios"
+ORDERS_FAULTS = ("response_lost", "server_error_after_commit", "rate_limited", "timeout_late_success")
+
+
+def twins(source: Path, image: str, folder: Path, *, ledger: dict[str, Any] | None = None, agent_log: str | None = None,
+          health_timeout: float = 30.0) -> tuple[Path, Path]:
+    """The scenario at ``source`` twice, differing only in what serves its `api: orders` destinations: the fake,
+    and the sample service's ``image`` with its ``ledger`` probe. A fake's own failure (which a team's service
+    cannot be told to make) becomes the proxy's fault on the same request in both: `error_after_commit` at the
+    nth write is `replace_status` on the nth POST, after the destination committed. ``agent_log``: the twins'
+    (events: the mode of an agent that writes its audit log, whose intents then leave the client reference to
+    the agent, which tags its write with its operation id)."""
+    import yaml
+
+    data = yaml.safe_load(source.read_text())
+    if agent_log is not None:
+        data["agent_log"] = agent_log
+    if data.get("agent_log", "events") == "events":  # an agent with a log tags its write with its operation id
+        for intent in data["intents"]:
+            intent["params"].pop("client_reference", None)
+    for name, spec in data["destinations"].items():
+        if spec.get("api") != "orders":
+            continue
+        for failure in spec.pop("failures", []):
+            assert failure["fault"] == "error_after_commit", f"{source}: no proxy twin for {failure}"
+            data.setdefault("faults", []).append({
+                "id": f"{name}_error_after_commit_{failure['at']}",
+                "match": {"destination": name, "method": "POST", "path": "/orders", "nth": failure["at"]},
+                "action": "replace_status", "status": failure.get("status") or 500,
+                "body": '{"error": "internal_error", "message": "the destination failed"}'})
+    fake = dict(data, name=f"{data['name']}_fake")
+    container = dict(data, name=f"{data['name']}_container", destinations={
+        name: ({**spec, "image": image, "port": 8080, "health": {"path": "/healthz", "timeout_seconds": health_timeout},
+                "ledger": ledger or HTTP_LEDGER} if spec.get("api") == "orders" else spec)
+        for name, spec in data["destinations"].items()})
+    paths = []
+    for scenario in (fake, container):
+        path = folder / f"{scenario['name']}.yaml"
+        path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def verdict_of(result: Any) -> tuple[bool, tuple[str, ...]]:
+    """What the certification compares: passed, and the sorted finding codes (each code once)."""
+    assert not result.incomplete, f"{result.scenario}: INCOMPLETE: {result.incomplete} ({result.evidence_dir})"
+    return bool(result.passed), tuple(sorted({f.code for f in result.verdict.findings}))
