@@ -1,4 +1,5 @@
-"""Command line: `python -m harness {run,audit,verify,check,report,explore,matrix,reproduce,scenarios,schema}`.
+"""Command line: `python -m harness {run,audit,verify,check,report,explore,matrix,reproduce,scenarios,schema,images,
+containers}`.
 
 A thin front end over the engine, the checker and the offline audit. Exit status (``EXIT_STATUS_HELP``):
 0 all healthy / passed, 1 a verdict failed (the agent is wrong), 2 unusable input or usage (with a
@@ -28,6 +29,7 @@ from harness.explore import (
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
+IMAGE_KINDS = ("base", "runtime", "harness")  # harness.containers.images.ENSURE's keys, in build order
 BLACK_BOX_HELP = ("judge from the proxy journal and the effect ledger alone, for a program that writes no audit "
                   "log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')")
 OTEL_OUT_HELP = ("also append the verdict to FILE as OpenTelemetry spans (OTLP JSON lines, the format the harness "
@@ -196,6 +198,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "api", "audit-event"))
+
+    images = sub.add_parser("images", help="build or list the images the harness makes itself (docs/containers.md)",
+                            epilog="exit status: 0 done; 2 no Docker engine answers, or an image cannot be built")
+    images_actions = images.add_subparsers(dest="action", required=True, metavar="ACTION")
+    images_build = images_actions.add_parser(
+        "build", help="build what is missing: the base (debootstrap, root), the runtime agents run on, the "
+                      "harness's side (with the fault proxy); an image already built for this tree is kept")
+    images_build.add_argument("which", nargs="?", choices=(*IMAGE_KINDS, "all"), default="all")
+    images_actions.add_parser("list", help="the images of ours the Docker engine has")
+    images_actions.add_parser("prune", help="remove our runtime and harness images (each source change makes new "
+                                            "ones; a run builds the one it needs again); the base stays")
+
+    containers = sub.add_parser("containers", help="list or remove the containers, networks and volumes the harness "
+                                                   "made (labelled io.retry-harness)",
+                                epilog="exit status: 0 done; 2 no Docker engine answers, or one cannot be removed")
+    containers_actions = containers.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, what in (("list", "list ours (role, owner, run)"),
+                         ("clean", "remove ours (force) and say what was removed")):
+        parser_ = containers_actions.add_parser(action, help=f"{what}, whatever harness process made them")
+        parser_.add_argument("--owner", help="only those of this harness process (the io.retry-harness.owner label, "
+                                             "as `containers list` shows it)")
     return parser
 
 
@@ -625,5 +648,39 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _images(args: argparse.Namespace) -> int:
+    import time
+
+    from harness.containers import images
+    from harness.report import render_images
+
+    if args.action == "list":
+        print(render_images(images.our_images()))
+    elif args.action == "prune":
+        removed = images.prune()
+        print(f"removed {len(removed)} image(s): {', '.join(removed)}" if removed else "no image of ours to remove")
+    else:
+        present = {tag for row in images.our_images() for tag in row["tags"]}
+        for kind in IMAGE_KINDS if args.which == "all" else (args.which,):
+            began = time.monotonic()
+            tag = images.ENSURE[kind]()
+            how = "present" if tag in present else f"built in {time.monotonic() - began:.1f} s"
+            also = f", also {images.tag_latest(tag)}" if kind != "base" else ""
+            print(f"{kind:8} {tag} ({how}{also})", flush=True)
+    return EXIT_PASSED
+
+
+def _containers(args: argparse.Namespace) -> int:
+    from harness.containers import engine
+    from harness.report import render_containers, render_removed
+
+    if args.action == "list":
+        print(render_containers(engine.listing(args.owner)))
+    else:
+        print(render_removed(engine.remove_ours(args.owner)))
+    return EXIT_PASSED
+
+
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
-            "scenarios": _scenarios, "schema": _schema, "report": _report, "matrix": _matrix, "reproduce": _reproduce}
+            "scenarios": _scenarios, "schema": _schema, "report": _report, "matrix": _matrix, "reproduce": _reproduce,
+            "images": _images, "containers": _containers}

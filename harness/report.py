@@ -560,3 +560,28 @@ def exploration_dict(state: Exploration) -> dict[str, Any]:
             "also_failed": [{"codes": list(r.codes), "schedule": r.schedule.to_dict(),
                              "evidence_dir": str(r.evidence_dir or "")} for r in state.also_failed],
             "incomplete": [str(r.evidence_dir) for r in state.incomplete]}
+
+
+def render_images(rows: Iterable[dict[str, Any]]) -> str:
+    """``images list``: one line per image of ours, kind, tags, size, age as the engine says it."""
+    lines = [f"{row['kind'] or '?':8} {', '.join(row['tags']) or '<untagged> ' + row['id']:45} "
+             f"{row['size'] / 1e6:7.0f} MB  {row['created'][:19].replace('T', ' ')}" for row in rows]
+    return "\n".join(lines) if lines else "no images of ours (python -m harness images build makes them)"
+
+
+def render_containers(listing: dict[str, list[dict[str, str]]]) -> str:
+    """``containers list``: our containers, networks and volumes with role, owner and run."""
+    lines = []
+    for kind, rows in listing.items():
+        for row in rows:
+            more = f" {row['status']:10} {row['image']}" if kind == "containers" else ""
+            lines.append(f"{kind[:-1]:9} {row['name']:30} {row['role']:8} owner {row['owner']} "
+                         f"run {row['run'] or '-'}{more}")
+    return "\n".join(lines) if lines else "no containers, networks or volumes of ours"
+
+
+def render_removed(removed: dict[str, list[str]]) -> str:
+    """``containers clean``: what it removed, by kind."""
+    lines = [f"removed {len(names)} {kind}: {', '.join(names)}" for kind, names in removed.items() if names]
+    return "\n".join(lines) if lines else "nothing of ours to remove"
+

@@ -98,13 +98,28 @@ def _filters(owner: str | None) -> dict[str, Any]:
     return {"label": [f"{OWNER_LABEL}={owner}" if owner else LABEL]}
 
 
-def ours(owner: str | None = None) -> dict[str, list[str]]:
-    """Names of our containers (running or not), networks and volumes: ``owner``'s, or every owner's."""
+def listing(owner: str | None = None) -> dict[str, list[dict[str, str]]]:
+    """Our containers (running or not), networks and volumes, ``owner``'s or every owner's: each one's name,
+    role, owner, run, and for a container its image and status."""
     engine = client()
     filters = _filters(owner)
-    return {"containers": sorted(c.name for c in engine.containers.list(all=True, filters=filters)),
-            "networks": sorted(n.name for n in engine.networks.list(filters=filters)),
-            "volumes": sorted(v.name for v in engine.volumes.list(filters=filters))}
+
+    def row(name: str, marks: dict[str, str] | None, **more: str) -> dict[str, str]:
+        marks = marks or {}
+        return {"name": name, "role": marks.get(ROLE_LABEL, ""), "owner": marks.get(OWNER_LABEL, ""),
+                "run": marks.get(RUN_LABEL, ""), **more}
+
+    containers = [row(c.name, c.labels, image=(c.image.tags or [c.image.short_id])[0] if c.image else "",
+                      status=c.status) for c in engine.containers.list(all=True, filters=filters, ignore_removed=True)]
+    networks = [row(n.name, n.attrs.get("Labels")) for n in engine.networks.list(filters=filters)]
+    volumes = [row(v.name, v.attrs.get("Labels")) for v in engine.volumes.list(filters=filters)]
+    return {kind: sorted(rows, key=lambda r: r["name"])
+            for kind, rows in (("containers", containers), ("networks", networks), ("volumes", volumes))}
+
+
+def ours(owner: str | None = None) -> dict[str, list[str]]:
+    """Names of our containers (running or not), networks and volumes: ``owner``'s, or every owner's."""
+    return {kind: [r["name"] for r in rows] for kind, rows in listing(owner).items()}
 
 
 def remove_ours(owner: str | None = None, *, engine: DockerClient | None = None) -> dict[str, list[str]]:

@@ -6,7 +6,7 @@
 - ``retry-harness/runtime:<hash>``: the base plus the harness packages and the distributions they require,
   copied from this environment (no pip, no network): what an agent in a container runs on
   (``python3 -m harness.agents.reference``).
-- ``retry-harness/harness:<hash>``: the runtime plus mitmproxy's closure: the harness's side (fake
+- ``retry-harness/harness:<hash>``: what the runtime has plus mitmproxy's closure: the harness's side (fake
   destinations, the fault proxy, the CLI) for a team whose agent is not Python (docker/compose.yaml).
 
 A tag's hash is of what goes in (the base's id, the closure's versions, the package sources), so a code
@@ -37,14 +37,14 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from harness.containers.engine import LABEL, ROLE_LABEL, _reason, client, engine_address, image_present
+from harness.containers.engine import LABEL, ROLE_LABEL, _reason, client, engine_address, ensure_image, image_present
 from harness.contract import BASE_IMAGE_ENV
 from harness.errors import ContainerError
 
 BASE_IMAGE = "retry-harness/base:bookworm"
 RUNTIME_REPOSITORY = "retry-harness/runtime"
 HARNESS_REPOSITORY = "retry-harness/harness"
-KIND_LABEL = f"{LABEL}.image"  # base | runtime | harness | a team's build
+KIND_LABEL = f"{LABEL}.image"  # base | runtime | harness | built (a Dockerfile through build())
 SITE = "/opt/retry-harness/site"  # the copied packages, on sys.path through a .pth file (below)
 PYTHON = (3, 11)  # Debian bookworm's python3: the copied compiled extensions are built for this one
 PACKAGES = ("harness", "fake_destinations")
@@ -309,35 +309,45 @@ def _check_python() -> None:
 
 
 class _Recipe:
-    """One image of ours: what it is built FROM, what it adds to ``SITE`` (distributions of this environment and
-    the harness's own files), the Dockerfile's last lines, and the tag those give: a hash of the parent's id,
-    the distributions' versions and the own files' content (sources change without a version)."""
+    """One image of ours, as layers on the base ordered by how often they change: the distributions of this
+    environment (a version changes rarely), then the harness's own files (every edit). Each layer is a
+    ``COPY`` into ``SITE`` and a compile, so the engine's build cache keeps the distributions' layers and a
+    source change rebuilds only the last one. The tag is a hash of the base's id, the Dockerfile, the
+    distributions' versions and the own files' content (sources change without a version)."""
 
-    def __init__(self, kind: str, repository: str, parent: str, dists: list[Installed],
+    def __init__(self, kind: str, repository: str, parent: str, layers: list[list[Installed]],
                  own: dict[str, Path | bytes], tail: list[str]) -> None:
-        self.kind, self.parent, self.dists, self.own, self.tail = kind, parent, dists, own, tail
-        versions = "\n".join(f"{d.name}=={d.version}" for d in dists)
+        self.kind, self.parent, self.layers, self.own, self.tail = kind, parent, layers, own, tail
+        versions = "\n".join(f"{d.name}=={d.version}" for layer in layers for d in layer)
         digest = hashlib.sha256(f"{RECIPE}\n{_image_id(parent)}\n{versions}\n{self.dockerfile()}".encode())
         for name in sorted(own):
             digest.update(name.encode() + b"\0" + _content(own[name]) + b"\0")
         self.tag = f"{repository}:{digest.hexdigest()[:12]}"
 
+    def _folders(self) -> list[str]:
+        return [*(f"dists{n}" for n in range(len(self.layers))), "own"]
+
     def dockerfile(self) -> str:
-        return "\n".join([f"FROM {self.parent}", f"COPY site {SITE}",
-                          f"RUN python3 -c {json.dumps(_INSTALL_SITE)}",
-                          *self.tail, f"LABEL {LABEL}=1 {KIND_LABEL}={self.kind}", ""])
+        steps = [f"COPY {folder} {SITE}\nRUN python3 -c {json.dumps(_INSTALL_SITE)}" for folder in self._folders()]
+        return "\n".join([f"FROM {self.parent}", *steps, *self.tail, f"LABEL {LABEL}=1 {KIND_LABEL}={self.kind}", ""])
 
     def context(self) -> IO[bytes]:
-        """The build context as a tar in a temporary file: the Dockerfile and ``site/``."""
+        """The build context as a tar in a temporary file: the Dockerfile and one folder per layer."""
         files: dict[str, Path | bytes] = {"Dockerfile": self.dockerfile().encode()}
-        for dist in self.dists:
-            files.update({f"site/{name}": source for name, source in dist.files().items()})
-        files.update({f"site/{name}": source for name, source in self.own.items()})
+        for folder, layer in zip(self._folders(), self.layers, strict=False):
+            for dist in layer:
+                files.update({f"{folder}/{name}": source for name, source in dist.files().items()})
+        files.update({f"own/{name}": source for name, source in self.own.items()})
+        files.setdefault("own/", b"")  # a folder, so COPY has something to copy
         archive = tempfile.TemporaryFile()
         with tarfile.open(fileobj=archive, mode="w") as tar:
             for name in sorted(files):
                 source = files[name]
-                if isinstance(source, bytes):
+                if name.endswith("/"):
+                    info = _plain(tarfile.TarInfo(name.rstrip("/")))
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+                elif isinstance(source, bytes):
                     info = _plain(tarfile.TarInfo(name))
                     info.size, info.mode = len(source), 0o644
                     tar.addfile(info, io.BytesIO(source))
@@ -365,20 +375,22 @@ def _image_id(tag: str) -> str:
 
 def _runtime_recipe() -> _Recipe:
     _check_python()
-    return _Recipe("runtime", RUNTIME_REPOSITORY, ensure_base_image(), closure(_runtime_requirements()),
+    return _Recipe("runtime", RUNTIME_REPOSITORY, ensure_base_image(), [closure(_runtime_requirements())],
                    _harness_files(), ["ENV LANG=C.UTF-8 PYTHONUNBUFFERED=1", 'CMD ["python3"]'])
 
 
 def _harness_recipe() -> _Recipe:
-    runtime = ensure_runtime_image()
-    have = {d.name for d in closure(_runtime_requirements())}
+    """The runtime's layers (the same, so the build cache shares them) and mitmproxy's closure between the
+    distributions and the own files."""
+    runtime = _runtime_recipe()
+    have = {d.name for layer in runtime.layers for d in layer}
     try:
-        dists = [d for d in closure(_proxy_requirements()) if d.name not in have]
+        proxy = [d for d in closure(_proxy_requirements()) if d.name not in have]
     except ContainerError as exc:
         raise ContainerError(f"the harness image adds the fault proxy's mitmproxy 11 from this environment: {exc} "
                              f"(the test extra has it: pip install -c .ci/constraints.txt -e '.[test]')") from None
-    return _Recipe("harness", HARNESS_REPOSITORY, runtime, dists, {},
-                   ['ENTRYPOINT ["python3", "-m", "harness"]', 'CMD ["--help"]'])
+    return _Recipe("harness", HARNESS_REPOSITORY, runtime.parent, [*runtime.layers, proxy], runtime.own,
+                   [*runtime.tail[:-1], 'ENTRYPOINT ["python3", "-m", "harness"]', 'CMD ["--help"]'])
 
 
 def _ensure(recipe: _Recipe) -> str:
@@ -402,14 +414,44 @@ def ensure_harness_image() -> str:
     return _ensure(_harness_recipe())
 
 
+def tag_latest(tag: str) -> str:
+    """Also tag ``tag`` as its repository's ``latest`` (what docker/compose.yaml runs by default)."""
+    repository = tag.rsplit(":", 1)[0]
+    _api_call(f"tagging {tag} as latest", client().images.get(tag).tag, repository=repository, tag="latest")
+    return f"{repository}:latest"
+
+
+ENSURE = {"base": ensure_base_image, "runtime": ensure_runtime_image, "harness": ensure_harness_image}
+
+
 def build(context: Path, tag: str, *, role: str = "build") -> str:
     """Build a team's Dockerfile in ``context`` as ``tag`` (its ``FROM`` one of ours or any image present:
     nothing is pulled), host networking, intermediate containers removed; returns ``tag``."""
-    if not (context / "Dockerfile").is_file():
+    dockerfile = context / "Dockerfile"
+    if not dockerfile.is_file():
         raise ContainerError(f"{context}: no Dockerfile there to build {tag} from")
+    for parent in _parents(dockerfile.read_text(errors="replace")):
+        ensure_image(parent)  # the engine would try to pull it, from a registry no one reaches here
     with build_lock():
-        _build(str(context), tag, f"image {tag} from {context}", labels={LABEL: "1", ROLE_LABEL: role})
+        # a kind of its own, not the one it inherits from its FROM
+        _build(str(context), tag, f"image {tag} from {context}",
+               labels={LABEL: "1", ROLE_LABEL: role, KIND_LABEL: "built"})
     return tag
+
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+
+
+def _parents(dockerfile: str) -> list[str]:
+    """The images a Dockerfile builds FROM, less its own stages, ``scratch`` and names an ARG fills in."""
+    stages: set[str] = set()
+    parents = []
+    for image, stage in _FROM.findall(dockerfile):
+        if image.lower() not in stages and image != "scratch" and "$" not in image:
+            parents.append(image)
+        if stage:
+            stages.add(stage.lower())
+    return parents
 
 
 def _build(context: Any, tag: str, what: str, *, labels: dict[str, str], custom_context: bool = False) -> None:
@@ -446,10 +488,33 @@ def _tail(text: str | bytes | list[str]) -> str:
 
 
 def our_images() -> list[dict[str, Any]]:
-    """Every image of ours the engine has: tag(s), kind, size, created (for ``images list``)."""
+    """Every image of ours the engine has, oldest first within a kind: tags, kind, size, created, id."""
     rows = []
     for image in client().images.list(filters={"label": f"{LABEL}=1"}):
         rows.append({"tags": sorted(image.tags), "kind": image.labels.get(KIND_LABEL, ""),
-                     "size": int(image.attrs.get("Size", 0)), "created": image.attrs.get("Created", ""),
-                     "id": image.short_id})
+                     "size": int(image.attrs.get("Size", 0)), "created": str(image.attrs.get("Created", "")),
+                     "id": image.short_id.removeprefix("sha256:")})
     return sorted(rows, key=lambda r: (r["kind"], r["created"]))
+
+
+def prune() -> list[str]:
+    """Remove our runtime and harness images, which every source change makes anew; the next run builds the
+    one it needs (seconds). The base stays (debootstrap takes a minute and it never changes), and so does any
+    image a container still uses. Returns the tags removed."""
+    import docker.errors
+
+    removed = []
+    for row in our_images():
+        for tag in row["tags"]:
+            if not tag.startswith((f"{RUNTIME_REPOSITORY}:", f"{HARNESS_REPOSITORY}:")):
+                continue  # an image built FROM one of ours carries its labels too
+            try:
+                client().images.remove(tag)
+            except docker.errors.ImageNotFound:
+                continue
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:  # in use by a container
+                    continue
+                raise ContainerError(f"cannot remove image {tag}: {_reason(exc)}") from None
+            removed.append(tag)
+    return removed
