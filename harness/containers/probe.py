@@ -6,9 +6,9 @@ A probe lists rows (``list_http``: a GET on the service's port; ``list_sql``: a 
 container, through the ``Exec`` the caller gives, so this module imports no docker), and ``to_effect`` turns
 each row into an effect row through the declaration's ``ledger.fields``. ``LedgerSync`` polls while the agent
 runs (``start``/``stop``) and makes the last listing after it ended (``final``), where the effects the service
-does not tie to a flow get one from the proxy journal: the one forwarded write of that destination (with the
-same idempotency key, when the effect has one) whose time spans the effect's commit. The reads the proxy
-forwarded become ``requests`` rows with no effect (``forwarded_reads``); writes get none.
+does not tie to a flow get one from the proxy journal: the forwarded write of that destination (with the
+same idempotency key, when the effect has one) whose time spans the effect's commit (``infer_flows``). The
+reads the proxy forwarded become ``requests`` rows with no effect (``forwarded_reads``); writes get none.
 
 A probe that cannot list (the service does not answer, the answer is no JSON list, a declared field is
 missing) raises ``ProbeError``; its message is what the evidence says when the final listing fails, and the
@@ -205,11 +205,12 @@ class SyncedEffect:
     high: float
 
 
-def infer_flow(effect: SyncedEffect, destination: str, journal: Iterable[Mapping[str, Any]]) -> str | None:
-    """The flow id of the one forwarded write of ``destination`` (with the effect's key, when it has one)
-    whose time, from the proxy's receipt to its end, overlaps the effect's commit; None when not exactly one."""
+def spanning_writes(effect: SyncedEffect, destination: str,
+                    journal: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The forwarded writes of ``destination`` (with the effect's key, when it has one) whose time, from the
+    proxy's receipt to the flow's end, overlaps the effect's commit."""
     key = effect.effect["operation_key"]
-    found = set()
+    found = []
     for entry in journal:
         if entry.get("destination") != destination or not entry.get("forwarded") or not entry.get("flow_id"):
             continue
@@ -217,14 +218,56 @@ def infer_flow(effect: SyncedEffect, destination: str, journal: Iterable[Mapping
             continue
         if key is not None and entry.get("idempotency_key") != key:
             continue
-        start = entry.get("ts_request")
-        end = entry.get("ts_done")
+        start, end = entry.get("ts_request"), entry.get("ts_done")
         if not isinstance(start, (int, float)):
             continue
         end_at = float(end) if isinstance(end, (int, float)) else float("inf")
         if float(start) <= effect.high and effect.low <= end_at:
-            found.add(str(entry["flow_id"]))
-    return found.pop() if len(found) == 1 else None
+            found.append(entry)
+    return found
+
+
+def infer_flows(effects: Sequence[SyncedEffect], destination: str,
+                journal: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """The flow of each effect that names none (by its ledger seq): the one write that spans its commit
+    (``spanning_writes``). Where several do, the one carrying the effect's payload (the journal's body
+    fingerprint) when exactly one does; then, writes another effect already has are set aside (a write commits
+    one effect, one per delivery when the proxy delivered it twice) until one is left. None is inferred
+    where more than one stays possible (two keyless writes of one payload in flight at once, neither taken)."""
+    capacity: dict[str, int] = {}
+    candidates: dict[int, list[str]] = {}
+    for effect in effects:
+        if effect.effect["flow_id"] is not None:
+            continue
+        spanning = spanning_writes(effect, destination, journal)
+        printed = effect.effect.get("payload_fingerprint")
+        same = [e for e in spanning if printed is not None and e.get("body_fingerprint") == printed]
+        if len(spanning) > 1 and len(same) == 1:
+            spanning = same
+        for entry in spanning:
+            capacity[str(entry["flow_id"])] = max(1, int(entry.get("forward_count") or 1))
+        candidates[effect.seq] = list(dict.fromkeys(str(entry["flow_id"]) for entry in spanning))
+    taken: dict[str, int] = {}
+    for effect in effects:
+        if effect.effect["flow_id"] is not None:
+            taken[str(effect.effect["flow_id"])] = taken.get(str(effect.effect["flow_id"]), 0) + 1
+    found: dict[int, str] = {}
+    for seq, flows in candidates.items():
+        if len(flows) == 1:
+            found[seq] = flows[0]
+            taken[flows[0]] = taken.get(flows[0], 0) + 1
+    progress = True
+    while progress:
+        progress = False
+        for seq, flows in candidates.items():
+            if seq in found:
+                continue
+            free = [f for f in flows if taken.get(f, 0) < capacity.get(f, 1)]
+            if len(free) == 1:
+                found[seq] = free[0]
+                taken[free[0]] = taken.get(free[0], 0) + 1
+                progress = True
+    return found
 
 
 def forwarded_reads(destination: str, journal: Iterable[Mapping[str, Any]],
@@ -354,12 +397,11 @@ class LedgerSync:
             return f"the ledger probe's last listing failed: {problem}"
         writer = EffectWriter(self.ledger_path)
         try:
+            inferred = infer_flows(self.synced, self.destination, journal)
             for synced in self.synced:
-                if synced.effect["flow_id"] is None:
-                    flow = infer_flow(synced, self.destination, journal)
-                    if flow is not None:
-                        synced.effect["flow_id"] = flow
-                        writer.set_flow(synced.seq, flow)
+                if synced.seq in inferred:
+                    synced.effect["flow_id"] = inferred[synced.seq]
+                    writer.set_flow(synced.seq, inferred[synced.seq])
             for read in forwarded_reads(self.destination, journal, self.lookup):
                 writer.add_read(read)
                 self.reads += 1

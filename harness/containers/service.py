@@ -327,8 +327,9 @@ class ServiceDestinations:
             try:
                 sync.sync()
             except ProbeError as exc:
+                why = str(exc).removeprefix(f"destination {service.name}: ledger probe: ")
                 raise ContainerError(f"destination {service.name}: the ledger probe does not work on the ready "
-                                     f"service: {exc}") from None
+                                     f"service: {why}") from None
             sync.start()
 
     @property

@@ -67,49 +67,28 @@ def sample_process(folder: Path) -> Iterator[str]:
 
 # -- the sample as a team's image -----------------------------------------------------------------------
 
-NO_DOCKER_ENV = "HARNESS_NO_DOCKER"
-
-
-def require_docker() -> None:
-    """The container tests need a Docker engine: without one they fail saying so, unless HARNESS_NO_DOCKER=1
-    (then they are skipped with that reason)."""
-    import pytest
-
-    from harness.containers import engine
-    from harness.errors import ContainerError
-
-    if os.environ.get(NO_DOCKER_ENV) == "1":
-        pytest.skip(f"{NO_DOCKER_ENV}=1: the container tests need a Docker engine")
-    try:
-        engine.client()
-    except ContainerError as exc:
-        pytest.fail(f"{exc} (the container tests need one; {NO_DOCKER_ENV}=1 skips them)", pytrace=False)
-
-
 def sample_image() -> str:
-    """The sample service's image, FROM the harness's runtime image, built once per change of either (under
-    the images' build lock, so pytest workers do not build it twice)."""
+    """The sample service's image, FROM this tree's runtime image, built (``images.build``) once per change of
+    either; its tag names both."""
     import hashlib
-
-    import docker.errors
+    import shutil
+    import tempfile
 
     from harness.containers import engine, images
 
     runtime = images.ensure_runtime_image()
-    digest = hashlib.sha256(runtime.encode())
-    for name in ("Dockerfile", "app.py"):
-        digest.update((SAMPLE_DIR / name).read_bytes())
+    dockerfile = (SAMPLE_DIR / "Dockerfile").read_text()
+    digest = hashlib.sha256(runtime.encode() + dockerfile.encode() + SAMPLE_APP.read_bytes())
     tag = f"sample-orders:{digest.hexdigest()[:12]}"
-    with images.build_lock():
-        if engine.image_present(tag):
-            return tag
-        try:
-            engine.client().images.build(path=str(SAMPLE_DIR), tag=tag, buildargs={"BASE": runtime}, pull=False,
-                                         labels=engine.labels("build"), network_mode="host", rm=True, forcerm=True)
-        except docker.errors.BuildError as exc:
-            log = "".join(str(part.get("stream") or part.get("error") or "") for part in exc.build_log)
-            raise AssertionError(f"cannot build {tag}: {exc}\n{log[-2000:]}") from None
-    return tag
+    if engine.image_present(tag):
+        return tag
+    with tempfile.TemporaryDirectory(prefix="sample-orders-") as folder:
+        shutil.copy(SAMPLE_APP, folder)
+        # the Dockerfile as a team builds it (`--build-arg BASE=...`), with its FROM written out: nothing is pulled
+        (Path(folder) / "Dockerfile").write_text(
+            "\n".join(line for line in dockerfile.splitlines() if not line.startswith("ARG BASE"))
+            .replace("FROM ${BASE}", f"FROM {runtime}") + "\n")
+        return images.build(Path(folder), tag)
 
 
 # -- a fake scenario and its container twin -----------------------------------------------------------------

@@ -18,7 +18,15 @@ import pytest
 
 from fake_destinations.host import DestinationHost
 from fake_destinations.ledger import count_effects, read_effects
-from harness.containers.probe import LedgerSync, ProbeError, SyncedEffect, infer_flow, list_http, list_sql, to_effect
+from harness.containers.probe import (
+    LedgerSync,
+    ProbeError,
+    SyncedEffect,
+    infer_flows,
+    list_http,
+    list_sql,
+    to_effect,
+)
 from harness.fingerprint import fingerprint
 from tests.containers.sample import HTTP_LEDGER, SQL_LEDGER, sample_process
 
@@ -210,25 +218,43 @@ def test_committed_at_reads_unix_seconds_and_iso_times_with_their_precision() ->
 
 
 def flow(flow_id: str, start: float, end: float | None, *, key: str | None = None, method: str = "POST",
-         destination: str = "shop", forwarded: bool = True) -> dict[str, Any]:
+         destination: str = "shop", forwarded: bool = True, printed: str | None = None,
+         count: int = 1) -> dict[str, Any]:
     return {"flow_id": flow_id, "ts_request": start, "ts_done": end, "idempotency_key": key, "method": method,
-            "destination": destination, "forwarded": forwarded}
+            "destination": destination, "forwarded": forwarded, "body_fingerprint": printed, "forward_count": count}
 
 
-def synced(at: float, *, key: str | None = None, precision: float = 0.0) -> SyncedEffect:
-    return SyncedEffect(1, {"operation_key": key, "flow_id": None}, at, at + precision)
+def synced(seq: int, at: float, *, key: str | None = None, precision: float = 0.0, printed: str | None = None,
+           flow_id: str | None = None) -> SyncedEffect:
+    return SyncedEffect(seq, {"operation_key": key, "flow_id": flow_id, "payload_fingerprint": printed}, at,
+                        at + precision)
 
 
-def test_the_flow_of_an_effect_is_the_one_forwarded_write_spanning_its_commit() -> None:
+def inferred(journal: list[dict[str, Any]], *effects: SyncedEffect) -> dict[int, str]:
+    return infer_flows(list(effects), "shop", journal)
+
+
+def test_the_flow_of_an_effect_is_the_forwarded_write_spanning_its_commit() -> None:
     journal = [flow("f1", 10.0, 11.0, key="k"), flow("f2", 12.0, 14.0, key="k"), flow("read", 12.0, 14.0, method="GET"),
                flow("other", 12.0, 14.0, destination="else"), flow("refused", 12.0, 14.0, forwarded=False)]
-    assert infer_flow(synced(10.5, key="k"), "shop", journal) == "f1"
-    assert infer_flow(synced(13.0, key="k"), "shop", journal) == "f2"  # reads, other destinations, refused: not it
-    assert infer_flow(synced(11.5, key="k"), "shop", journal) is None  # between the two: none spans it
-    assert infer_flow(synced(10.0, key="k", precision=2.5), "shop", journal) is None  # a whole second: both may
-    overlapping = [flow("a", 10.0, 15.0), flow("b", 12.0, 14.0)]
-    assert infer_flow(synced(13.0), "shop", overlapping) is None  # two writes in flight, no key to tell: unknown
+    assert inferred(journal, synced(1, 10.5, key="k")) == {1: "f1"}
+    assert inferred(journal, synced(1, 13.0, key="k")) == {1: "f2"}  # reads, other destinations, refused: not it
+    assert inferred(journal, synced(1, 11.5, key="k")) == {}  # between the two: none spans it
+    assert inferred(journal, synced(1, 10.0, key="k", precision=2.5)) == {}  # a whole second: both may have
     keyed = [flow("a", 10.0, 15.0, key="k1"), flow("b", 12.0, 14.0, key="k2")]
-    assert infer_flow(synced(13.0, key="k2"), "shop", keyed) == "b"  # the key tells them apart
-    held = [flow("held", 10.0, None)]
-    assert infer_flow(synced(99.0), "shop", held) == "held"  # no end: in flight when the run ended
+    assert inferred(keyed, synced(1, 13.0, key="k2")) == {1: "b"}  # the key tells them apart
+    assert inferred([flow("held", 10.0, None)], synced(1, 99.0)) == {1: "held"}  # no end: in flight at the end
+
+
+def test_two_writes_in_flight_are_told_apart_by_payload_or_by_what_the_other_effect_took() -> None:
+    # a keyless retry while the first answer is held: the first write spans both commits, the retry one
+    held = [flow("first", 10.0, 12.5), flow("retry", 11.0, 11.2)]
+    assert inferred(held, synced(1, 10.1)) == {1: "first"}
+    assert inferred(held, synced(2, 11.1)) == {}  # alone, the second commit could be either's
+    assert inferred(held, synced(1, 10.1), synced(2, 11.1)) == {1: "first", 2: "retry"}  # one effect per write
+    assert inferred(held, synced(1, 10.1, flow_id="first"), synced(2, 11.1)) == {2: "retry"}  # the service's own
+    twice = [flow("twice", 10.0, 12.5, count=2), flow("retry", 11.0, 11.2)]
+    assert inferred(twice, synced(1, 10.1), synced(2, 11.1)) == {1: "twice"}  # delivered twice: it may have both
+    other = [flow("a", 10.0, 12.0, printed="sha256:a"), flow("b", 10.5, 11.5, printed="sha256:b")]
+    assert inferred(other, synced(1, 11.0, printed="sha256:b")) == {1: "b"}  # another payload: not that one
+    assert inferred([flow("a", 10.0, 15.0), flow("b", 12.0, 14.0)], synced(1, 13.0), synced(2, 13.5)) == {}
