@@ -9,10 +9,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fake_destinations.spec import DestinationSpec, describe
 from harness.errors import ScenarioError
 from harness.scenario import load, scenario_json_schema
+from harness.strategies import schedules
 
 HEAD = """\
 name: team_orders
@@ -158,3 +161,16 @@ def test_an_api_of_several_effect_kinds_needs_the_kind_field(tmp_path: Path) -> 
            "the field of a row that says which" in str(caught.value)
     path.write_text(path.read_text().replace("fields: {effect_ref: id,", "fields: {effect_ref: id, kind: kind,"))
     assert load(path).destinations["orders"].effect_kinds() == ["a_made", "b_made"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_exploration_varies_only_the_proxy_and_the_crashes_of_a_team_service(data: st.DataObject) -> None:
+    """No schedule drawn over a container destination gives it a fake's option (which it would refuse)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        scenario = load(write(Path(folder), GOOD))
+    schedule = data.draw(schedules(scenario))
+    assert "orders" not in schedule.destination_options
+    assert schedule.apply(scenario).destinations["orders"].is_container  # and it validates
