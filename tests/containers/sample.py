@@ -24,7 +24,13 @@ HTTP_LEDGER = {"http": {"path": "/_effects", "rows": "items"},
                "fields": {"effect_ref": "id", "kind": "kind", "operation_key": "idempotency_key",
                           "client_reference": "client_reference", "committed_at": "committed_at",
                           "params": "params"}}
-# the same effects read from its database file by a query run in its container
+# the same effects read from its database by a query run in its container (SQLite), or in the database's
+POSTGRES_LEDGER = {"sql": {"engine": "postgres", "container": "database", "database": "postgres", "user": "postgres",
+                           "query": "SELECT id, idempotency_key, client_reference, params, created_at FROM orders "
+                                    "ORDER BY n"},
+                   "fields": {"effect_ref": "id", "operation_key": "idempotency_key",
+                              "client_reference": "client_reference", "committed_at": "created_at",
+                              "params": "params"}}
 SQL_LEDGER = {"sql": {"engine": "sqlite", "database": "/data/orders.db",
                       "query": "SELECT id, idempotency_key, client_reference, params, created_at FROM orders "
                                "ORDER BY n"},
@@ -67,28 +73,43 @@ def sample_process(folder: Path) -> Iterator[str]:
 
 # -- the sample as a team's image -----------------------------------------------------------------------
 
-def sample_image() -> str:
-    """The sample service's image, FROM this tree's runtime image, built (``images.build``) once per change of
-    either; its tag names both."""
+def _built(dockerfile: Path, base: str, name: str, files: tuple[Path, ...] = ()) -> str:
+    """The image of ``dockerfile`` FROM ``base`` (its ``ARG BASE`` written out: nothing is pulled), built
+    (``images.build``) once per change of either; its tag names both."""
     import hashlib
     import shutil
     import tempfile
 
     from harness.containers import engine, images
 
-    runtime = images.ensure_runtime_image()
-    dockerfile = (SAMPLE_DIR / "Dockerfile").read_text()
-    digest = hashlib.sha256(runtime.encode() + dockerfile.encode() + SAMPLE_APP.read_bytes())
-    tag = f"sample-orders:{digest.hexdigest()[:12]}"
+    text = dockerfile.read_text()
+    digest = hashlib.sha256(base.encode() + text.encode() + b"".join(f.read_bytes() for f in files))
+    tag = f"{name}:{digest.hexdigest()[:12]}"
     if engine.image_present(tag):
         return tag
-    with tempfile.TemporaryDirectory(prefix="sample-orders-") as folder:
-        shutil.copy(SAMPLE_APP, folder)
-        # the Dockerfile as a team builds it (`--build-arg BASE=...`), with its FROM written out: nothing is pulled
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as folder:
+        for source in files:
+            shutil.copy(source, folder)
         (Path(folder) / "Dockerfile").write_text(
-            "\n".join(line for line in dockerfile.splitlines() if not line.startswith("ARG BASE"))
-            .replace("FROM ${BASE}", f"FROM {runtime}") + "\n")
+            "\n".join(line for line in text.splitlines() if not line.startswith("ARG BASE"))
+            .replace("FROM ${BASE}", f"FROM {base}") + "\n")
         return images.build(Path(folder), tag)
+
+
+def sample_image() -> str:
+    """The sample service's image (SQLite on its disk), FROM this tree's runtime image."""
+    from harness.containers import images
+
+    return _built(SAMPLE_DIR / "Dockerfile", images.ensure_runtime_image(), "sample-orders", (SAMPLE_APP,))
+
+
+def sample_postgres_images() -> tuple[str, str]:
+    """The sample service's PostgreSQL variant and its database's image (Debian's PostgreSQL on our base)."""
+    from harness.containers import images
+
+    service = _built(SAMPLE_DIR / "Dockerfile.postgres", images.ensure_runtime_image(), "sample-orders-pg",
+                     (SAMPLE_APP,))
+    return service, _built(SAMPLE_DIR / "postgres" / "Dockerfile", images.ensure_base_image(), "sample-orders-db")
 
 
 # -- a fake scenario and its container twin -----------------------------------------------------------------
@@ -98,13 +119,14 @@ ORDERS_FAULTS = ("response_lost", "server_error_after_commit", "rate_limited", "
 
 
 def twins(source: Path, image: str, folder: Path, *, ledger: dict[str, Any] | None = None, agent_log: str | None = None,
-          health_timeout: float = 30.0) -> tuple[Path, Path]:
+          health_timeout: float = 30.0, options: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """The scenario at ``source`` twice, differing only in what serves its `api: orders` destinations: the fake,
     and the sample service's ``image`` with its ``ledger`` probe. A fake's own failure (which a team's service
     cannot be told to make) becomes the proxy's fault on the same request in both: `error_after_commit` at the
-    nth write is `replace_status` on the nth POST, after the destination committed. ``agent_log``: the twins'
-    (events: the mode of an agent that writes its audit log, whose intents then leave the client reference to
-    the agent, which tags its write with its operation id)."""
+    nth write is `replace_status` on the nth POST, after the destination committed. ``options``: more of the
+    container destination's (a database, its environment). ``agent_log``: the twins' (events: the mode of an
+    agent that writes its audit log, whose intents then leave the client reference to the agent, which tags its
+    write with its operation id)."""
     import yaml
 
     data = yaml.safe_load(source.read_text())
@@ -126,7 +148,7 @@ def twins(source: Path, image: str, folder: Path, *, ledger: dict[str, Any] | No
     fake = dict(data, name=f"{data['name']}_fake")
     container = dict(data, name=f"{data['name']}_container", destinations={
         name: ({**spec, "image": image, "port": 8080, "health": {"path": "/healthz", "timeout_seconds": health_timeout},
-                "ledger": ledger or HTTP_LEDGER} if spec.get("api") == "orders" else spec)
+                "ledger": ledger or HTTP_LEDGER, **(options or {})} if spec.get("api") == "orders" else spec)
         for name, spec in data["destinations"].items()})
     paths = []
     for scenario in (fake, container):

@@ -25,8 +25,10 @@ from tests.containers.sample import (
     CERTIFICATION_SCENARIOS,
     HTTP_LEDGER,
     ORDERS_FAULTS,
+    POSTGRES_LEDGER,
     SQL_LEDGER,
     sample_image,
+    sample_postgres_images,
     twins,
     verdict_of,
 )
@@ -49,10 +51,10 @@ def run(path: Path, agent: str, tmp_path: Path) -> Any:
 
 
 def certify(fault: str, agent: str, image: str, tmp_path: Path, *, agent_log: str | None = None,
-            ledger: dict[str, Any] | None = None) -> tuple[Any, Any]:
+            ledger: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """The orders scenario of ``fault`` with the fake and with the sample service: the same verdict."""
     fake, container = twins(CERTIFICATION_SCENARIOS / f"orders_{fault}.yaml", image, tmp_path,
-                            agent_log=agent_log, ledger=ledger)
+                            agent_log=agent_log, ledger=ledger, options=options)
     by_fake, by_service = run(fake, agent, tmp_path), run(container, agent, tmp_path)
     assert verdict_of(by_service) == verdict_of(by_fake), (
         f"orders_{fault} with {agent}: the sample service's verdict {verdict_of(by_service)} is not the fake's "
@@ -116,6 +118,20 @@ def test_a_sql_probe_in_the_service_container_gives_the_same_verdicts(image: str
     for fault in ("response_lost", "timeout_late_success"):
         for agent in (REFERENCE, wrong("new_key_per_attempt")):
             certify(fault, agent, image, tmp_path, agent_log="events", ledger=SQL_LEDGER)
+
+
+def test_a_postgres_service_read_by_a_query_in_its_database_container_gives_the_same_verdicts(
+        tmp_path: Path) -> None:
+    """The sample's PostgreSQL variant: its state in a database container (Debian's PostgreSQL on our base) on the
+    run's network under the alias db, never published; the probe runs psql there."""
+    require_engine()
+    service_image, database_image = sample_postgres_images()
+    database = {"database": {"image": database_image, "alias": "db"}}
+    for fault in ("response_lost", "timeout_late_success"):
+        for agent in (REFERENCE, wrong("new_key_per_attempt")):
+            _, by_service = certify(fault, agent, service_image, tmp_path, agent_log="events", ledger=POSTGRES_LEDGER,
+                                    options=database)
+    assert (by_service.evidence_dir / "service.orders.database.log").read_text()  # its output, kept
 
 
 def test_the_flows_inferred_are_the_ones_the_service_saw(image: str, tmp_path: Path) -> None:
