@@ -233,12 +233,16 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
                 effects = save_run_ledger(live_ledger, evidence_dir)
                 if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
                     host.stop()
+                # a team's containers and their network, never pooled (the reaper takes what cannot go now)
+                left = release_destinations(host, evidence_dir)
+                if left:
+                    context["containers_left"] = left
                 # the very last write: every source (log, journal, ledger, context) is closed and on disk
                 context[COMPLETENESS_KEY] = {"complete": True, "destination_writes_in_progress": busy,
                                              **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
                 _write_json(layout.context, context)
             finally:
-                release_destinations(host, evidence_dir)  # a team's containers and their network, never pooled
+                release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
         timings["teardown"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()

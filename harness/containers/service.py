@@ -363,11 +363,12 @@ class ServiceDestinations:
                 failures[name] = problem + service.not_running()
         return failures, {name: service.describe() for name, service in self.services.items()}
 
-    def release(self, evidence_folder: Path | None) -> None:
+    def release(self, evidence_folder: Path | None) -> list[str]:
         """Save the containers' logs into ``evidence_folder``, remove them and the network (each step tried,
-        whatever the others did), and the ledger file of our own once it is copied."""
+        whatever the others did), and the ledger file of our own once it is copied. Returns what could not be
+        removed (the reaper removes it when this process ends); a second call does nothing."""
         if self.released:
-            return
+            return []
         self.released = True
         problems = []
         for service in self.services.values():
@@ -375,7 +376,7 @@ class ServiceDestinations:
             try:
                 service.remove()
             except Exception as exc:  # noqa: BLE001 - remove the others, then say what could not go
-                problems.append(f"{service.name}: {exc}")
+                problems.append(f"destination {service.name}: {exc}")
         if self.network is not None:
             import docker.errors
 
@@ -387,8 +388,7 @@ class ServiceDestinations:
                 problems.append(f"network {self.network.name}: {exc}")
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
-        if problems:
-            raise ContainerError("cannot remove what the run started: " + "; ".join(problems))
+        return problems
 
 
 def acquire_destinations(pool: Any, specs: Mapping[str, DestinationSpec], *, evidence_folder: Path) -> Any:
@@ -403,10 +403,7 @@ def acquire_destinations(pool: Any, specs: Mapping[str, DestinationSpec], *, evi
     try:
         destinations.start(containers)
     except BaseException:
-        try:
-            destinations.release(evidence_folder)
-        except ContainerError:
-            pass  # the start's error is the one to tell; the reaper removes what is left when the harness ends
+        destinations.release(evidence_folder)  # the start's error is the one to tell
         raise
     return destinations
 
@@ -418,7 +415,8 @@ def final_probe(host: Any, journal: Sequence[Mapping[str, Any]]) -> tuple[dict[s
     return {}, {}
 
 
-def release_destinations(host: Any, evidence_folder: Path | None) -> None:
-    """``ServiceDestinations.release``; a plain fake host stays in its pool."""
+def release_destinations(host: Any, evidence_folder: Path | None) -> list[str]:
+    """``ServiceDestinations.release``: what could not be removed; a plain fake host stays in its pool."""
     if isinstance(host, ServiceDestinations):
-        host.release(evidence_folder)
+        return host.release(evidence_folder)
+    return []
