@@ -205,6 +205,57 @@ class Ledger:
         self.db.close()
 
 
+class EffectWriter:
+    """Appends effect rows that no request row of the ledger committed: a container destination's, listed by
+    its ledger probe (``harness.containers.probe``). Unlike ``Ledger`` it touches nothing else, so it may write
+    into the live ledger of a destination process that is running (SQLite's WAL lets both write)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def add(self, effect: dict[str, Any]) -> int:
+        """One effect row (``request_seq`` null: the harness did not see the request inside the service); its seq."""
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO effects (destination, effect_ref, kind, operation_key, client_reference,"
+                " payload_fingerprint, request_seq, flow_id, replay, committed_at, committed_params)"
+                " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 0, ?, ?)",
+                (effect["destination"], effect["effect_ref"], effect["kind"], effect.get("operation_key"),
+                 effect.get("client_reference"), effect.get("payload_fingerprint"), effect.get("flow_id"),
+                 effect["committed_at"], json.dumps(effect["committed_params"], sort_keys=True, default=str)
+                 if effect.get("committed_params") is not None else None))
+        seq = cur.lastrowid
+        assert seq is not None  # set by every successful INSERT
+        return seq
+
+    def add_read(self, request: dict[str, Any]) -> int:
+        """One read a container destination answered (outcome ``read``, no effect: a read commits nothing); its seq."""
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO requests (destination, method, path, query, idempotency_key, client_reference,"
+                " payload_fingerprint, flow_id, traceparent, status, outcome, effect_ref, received_at, kind, params)"
+                " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'read', NULL, ?, NULL, NULL)",
+                (request["destination"], request["method"], request["path"], request.get("query"),
+                 request.get("idempotency_key"), request.get("client_reference"), request.get("flow_id"),
+                 request.get("traceparent"), request.get("status"), request["received_at"]))
+        seq = cur.lastrowid
+        assert seq is not None
+        return seq
+
+    def set_flow(self, seq: int, flow_id: str) -> None:
+        """The flow that committed effect ``seq``, found after the run (the proxy journal's)."""
+        with self.db:
+            self.db.execute("UPDATE effects SET flow_id = ? WHERE seq = ?", (flow_id, seq))
+
+    def close(self) -> None:
+        self.db.close()
+
+
 def _read(path: str | os.PathLike[str], table: str) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():

@@ -10,6 +10,7 @@ harness writes into the intents file: a typed ``harness.contract.DestinationCont
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -146,6 +147,186 @@ class McpTool(BaseModel):
         return self
 
 
+# -- a team's own service as a destination (docs/containers.md, "A team's own service as a destination") ----------
+
+# the options only a fake destination has: what it does itself (its own faults, delays, comparisons); a
+# container destination is the team's service, which answers as it answers (the proxy's faults still apply)
+FAKE_ONLY_OPTIONS = ("volatile_fields", "processing_delay_seconds", "async_completion_seconds", "put_notifies",
+                     "rate_limit", "failures", "endpoint", "tools")
+# the options of a container destination (image: present); the contract options (api, service, idempotency,
+# lookup, retention_seconds, key_scope, lookup_lag_seconds) describe the service to the agent, as for a fake
+CONTAINER_OPTIONS = ("image", "port", "env", "command", "health", "database", "ledger")
+CONTAINER_CONTRACT_OPTIONS = ("service", "api", "idempotency", "lookup", "retention_seconds", "key_scope",
+                              "lookup_lag_seconds")
+CONTAINER_KEYS = CONTAINER_CONTRACT_OPTIONS + CONTAINER_OPTIONS
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NETWORK_ALIAS = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS label
+# what the ledger probe may fill of one effect row (fake_destinations.ledger's effects table)
+LEDGER_FIELDS = ("effect_ref", "kind", "operation_key", "client_reference", "committed_at", "params", "flow_id")
+
+
+# what a scenario declares at the fault proxy instead of a fake's own behaviour, on a container destination
+_PROXY_INSTEAD = {
+    "failures": " and make the fault at the proxy (faults:, e.g. an error after the commit: action replace_status, "
+                "status 500; before it: action synthetic_status)",
+    "rate_limit": " and make the 429 at the proxy (faults:, action synthetic_status, status 429, retry_after)",
+    "processing_delay_seconds": " and slow the answer at the proxy (faults:, action latency or hold_response)",
+}
+
+
+def _words_or_a_line(schema: dict[str, Any]) -> None:
+    """A command is read as words or as one string split as a shell would: publish both."""
+    schema["anyOf"].insert(1, {"type": "string", "description": "One line, split into words as a shell would."})
+
+
+def _words(value: Any) -> Any:
+    """A command as a list of words, or a string split as a shell would."""
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"the command {value!r} does not split into words: {exc}") from None
+        if not words:
+            raise ValueError("the command is empty; leave `command` out to run the image's own")
+        return words
+    return value
+
+
+class ServiceHealth(BaseModel):
+    """Readiness of a container destination: a GET on its port, directly (not through the proxy)."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field("/", description="Path of the health check; the service is ready once it answers 2xx.")
+    timeout_seconds: float = Field(30.0, gt=0, le=600, description="How long the harness waits for a 2xx before "
+                                   "it gives up (the error names the image, the URL, the last error and the "
+                                   "container's log tail).")
+
+    @field_validator("path")
+    @classmethod
+    def _a_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"a path on the service's port starting with '/' (e.g. /healthz), not {value!r}")
+        return value
+
+
+class ServiceDatabase(BaseModel):
+    """A database container beside the service, on the run's own network under `alias`; never published."""
+
+    model_config = ConfigDict(extra="forbid")
+    image: str = Field(min_length=1, description="A local image (the harness never pulls): docker build or docker "
+                       "load it first.")
+    env: dict[str, str] = Field(default_factory=dict, description="Its environment.")
+    command: list[str] | None = Field(None, description="Its command (words, or one string split as a shell "
+                                      "would); default: the image's own.", json_schema_extra=_words_or_a_line)
+    alias: str = Field("db", description="Its host name on the run's network (the service reaches it as "
+                       "`alias`, e.g. postgresql://db/orders).")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, value: Any) -> Any:
+        return _words(value)
+
+    @field_validator("alias")
+    @classmethod
+    def _alias(cls, value: str) -> str:
+        if not NETWORK_ALIAS.match(value):
+            raise ValueError(f"{value!r} is no host name: 1 to 63 of a-z 0-9 '-', not starting or ending with '-'")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return _env_names(value)
+
+
+def _env_names(value: dict[str, str]) -> dict[str, str]:
+    bad = [name for name in value if not ENV_NAME.match(name)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is no environment variable name: letters, digits and '_', not starting "
+                         "with a digit")
+    return value
+
+
+class HttpLedgerProbe(BaseModel):
+    """The service lists its committed effects on a GET endpoint (asked directly, never through the proxy)."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="Path of the listing on the service's port, e.g. /_effects.")
+    rows: str | None = Field(None, description="Dotted path of the list of rows in the JSON answer (e.g. items); "
+                             "none: the answer is the list.")
+
+    @field_validator("path")
+    @classmethod
+    def _a_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"a path on the service's port starting with '/' (e.g. /_effects), not {value!r}")
+        return value
+
+
+class SqlLedgerProbe(BaseModel):
+    """A query listing the committed effects, run by exec in the service's container or the database's."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, description="One SELECT whose rows are the effects (its column names are "
+                       "what ledger.fields names).")
+    engine: Literal["sqlite", "postgres"] = Field("sqlite", description="sqlite: `sqlite3 -json DATABASE QUERY` "
+                                                  "(the sqlite3 program in that container); postgres: `psql` "
+                                                  "(json_agg of the query's rows).")
+    container: Literal["service", "database"] = Field("service", description="Where the query runs: the service's "
+                                                      "container, or the `database:` one.")
+    database: str = Field(min_length=1, description="sqlite: the database file's path in that container; postgres: "
+                          "the database's name.")
+    user: str | None = Field(None, description="postgres: the role psql connects as (default postgres).")
+
+    @model_validator(mode="after")
+    def _engine_options(self) -> SqlLedgerProbe:
+        if self.user is not None and self.engine != "postgres":
+            raise ValueError(f"user names a postgres role; engine {self.engine!r} has none (leave it out)")
+        if self.engine == "sqlite" and not self.database.startswith("/"):
+            raise ValueError(f"database: for engine sqlite, the absolute path of the file in the container, not "
+                             f"{self.database!r}")
+        return self
+
+
+class LedgerFields(BaseModel):
+    """Which field of a listed row holds each column of the harness's effect ledger. A field named here must
+    be in every row (else the probe fails, and the run is INCOMPLETE); one left out is derived or null."""
+
+    model_config = ConfigDict(extra="forbid")
+    effect_ref: str = Field(description="The effect's id (what the service answered the client, e.g. ord_0001).")
+    kind: str | None = Field(None, description="The effect kind; default: the one the contract's committing "
+                             "route declares (required when it declares several).")
+    operation_key: str | None = Field(None, description="The idempotency key the effect was committed under.")
+    client_reference: str | None = Field(None, description="The client reference the effect was tagged with.")
+    committed_at: str | None = Field(None, description="When it was committed: unix seconds, or an ISO 8601 time "
+                                     "(no zone: UTC). Needed to infer flow_id; default: when the probe first saw it.")
+    params: str | None = Field(None, description="The parameters committed (a JSON object, or a JSON text of one): "
+                               "rule H033 holds them against the intent's.")
+    flow_id: str | None = Field(None, description="The X-Harness-Flow header of the request that committed it, if "
+                                "the service keeps it; default: inferred from the proxy journal (the one forwarded "
+                                "write of that destination, with the same key when keyed, whose time spans "
+                                "committed_at).")
+
+
+class LedgerProbe(BaseModel):
+    """How the harness lists a container destination's committed effects: its ground truth."""
+
+    model_config = ConfigDict(extra="forbid")
+    http: HttpLedgerProbe | None = Field(None, description="A GET endpoint listing the effects.")
+    sql: SqlLedgerProbe | None = Field(None, description="A SQL query listing the effects.")
+    fields: LedgerFields = Field(description="Which field of a row holds each ledger column.")
+    interval_seconds: float = Field(0.2, ge=0.05, le=10, description="How often the probe lists the effects while "
+                                    "the agent runs (restart_agent.after_effects counts them); a last listing is "
+                                    "always made after the agent ended.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LedgerProbe:
+        if (self.http is None) == (self.sql is None):
+            raise ValueError("a ledger probe declares one source: `http: {path: /_effects, rows: items}` or `sql: "
+                             "{query: ..., database: ...}`" + (", not both" if self.http is not None else ""))
+        return self
+
+
 def _api_may_be_a_name(schema: dict[str, Any]) -> None:
     """`api:` is read as a declaration or as the name of one (a profile, a file): publish both."""
     schema["anyOf"].insert(1, {"type": "string", "description": "A bundled profile's name, or a path to a "
@@ -163,6 +344,21 @@ class DestinationSpec(BaseModel):
         None, description="A generic destination: any HTTP API declared route by route (docs/destinations.md, "
         "'Generic destinations'); or the name of a bundled profile (stripe, openai, ...), or a path to a YAML "
         "file holding the declaration, relative to the scenario.", json_schema_extra=_api_may_be_a_name)
+    image: str | None = Field(
+        None, min_length=1, description="A team's own service as the destination (docs/containers.md): the local "
+        "image the harness runs, per scenario, behind the fault proxy; `api:` (or `service:`) is the contract the "
+        "agent is told, and no fake answers are served. The harness never pulls: build or load it first.")
+    port: int | None = Field(None, ge=1, le=65535, description="image: the container port the service listens on; "
+                             "published on 127.0.0.1 at a random host port.")
+    env: dict[str, str] | None = Field(None, description="image: the service's environment.")
+    command: list[str] | None = Field(None, description="image: its command (words, or one string split as a shell "
+                                      "would); default: the image's own.", json_schema_extra=_words_or_a_line)
+    health: ServiceHealth | None = Field(None, description="image: readiness, a GET answered 2xx (default: path /, "
+                                         "30 s).")
+    database: ServiceDatabase | None = Field(None, description="image: a database container beside the service, on "
+                                             "the run's own network, never published.")
+    ledger: LedgerProbe | None = Field(None, description="image: how the harness lists the effects the service "
+                                       "committed (its ground truth), by HTTP or SQL.")
     idempotency: IdempotencyStyle | None = Field(
         None, description="Deduplication contract. none: every write commits; stripe: optional "
         f"{IDEMPOTENCY_HEADER} header, first status and body stored (errors too) and replayed with "
@@ -202,6 +398,40 @@ class DestinationSpec(BaseModel):
         None, description=f"{MCP_SERVICE}: the tools the MCP server offers, by name (docs/destinations.md, "
         "'MCP tool servers'); an intent names a tool as its kind.")
 
+    @property
+    def is_container(self) -> bool:
+        """A team's own service in a container (``image:``), not a fake."""
+        return self.image is not None
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command_words(cls, value: Any) -> Any:
+        return _words(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env_variable_names(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return _env_names(value) if value is not None else None
+
+    @field_validator(*FAKE_ONLY_OPTIONS)
+    @classmethod
+    def _fake_only(cls, value: Any, info: ValidationInfo) -> Any:
+        image = info.data.get("image")
+        name = info.field_name or "?"
+        if image is not None and value != cls.model_fields[name].get_default(call_default_factory=True):
+            raise ValueError(f"{name} is a fake destination's own behaviour; image {image!r} is the team's service, "
+                             f"which answers as it answers: leave {name} out{_PROXY_INSTEAD.get(name, '')}"
+                             f" (valid on a container destination: {', '.join(CONTAINER_KEYS)})")
+        return value
+
+    @field_validator(*CONTAINER_OPTIONS[1:])
+    @classmethod
+    def _container_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("image") is None:
+            raise ValueError(f"{info.field_name} applies to a container destination, one that declares `image:` (the "
+                             "team's service); a fake destination has no container")
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _api_is_a_service(cls, data: Any) -> Any:
@@ -231,6 +461,8 @@ class DestinationSpec(BaseModel):
 
     @model_validator(mode="after")
     def _service_defaults(self) -> DestinationSpec:
+        if self.image is not None:
+            self._container_checks()
         if self.service == MCP_SERVICE:
             return self._mcp_defaults()
         for name in ("tools", "endpoint"):
@@ -260,6 +492,36 @@ class DestinationSpec(BaseModel):
             raise ValueError(f"failures[].headers apply to api destinations; service {self.service!r} answers its "
                              "own errors")
         return self
+
+
+    def _container_checks(self) -> None:
+        """A container destination: an HTTP contract (an api, or a built-in HTTP service's), a port, a ledger
+        probe that can fill the effect rows."""
+        transport = SERVICES[self.service].transport
+        if transport != "http":
+            http = ", ".join(n for n, s in SERVICES.items() if s.transport == "http" and n != API_SERVICE)
+            raise ValueError(f"image: a container destination is an HTTP service behind the fault proxy; service "
+                             f"{self.service!r} is {transport} (valid: an `api:` declaration, or one of {http})")
+        if self.port is None:
+            raise ValueError(f"port: required with image {self.image!r}: the container port the service listens on "
+                             "(e.g. port: 8080)")
+        if self.ledger is None:
+            raise ValueError(f"ledger: required with image {self.image!r}: how the harness lists the effects the "
+                             "service committed, e.g. ledger: {http: {path: /_effects, rows: items}, fields: "
+                             "{effect_ref: id}}; without it no effect could be judged")
+        sql = self.ledger.sql
+        if sql is not None and sql.container == "database" and self.database is None:
+            raise ValueError("ledger.sql.container: 'database' runs the query in the `database:` container, and this "
+                             "destination declares none (valid: service, or declare database: {image: ...})")
+        if self.ledger.fields.kind is None and len(self.effect_kinds()) > 1:
+            raise ValueError(f"ledger.fields.kind: the contract commits {len(self.effect_kinds())} effect kinds "
+                             f"({', '.join(self.effect_kinds())}): name the field of a row that says which")
+
+    def effect_kinds(self) -> list[str]:
+        """The effect kinds this destination's contract commits (an api's routes, a service's operations)."""
+        if self.api is not None:
+            return list(dict.fromkeys(r.commits for r in self.api.commit_routes().values() if r.commits))
+        return list(dict.fromkeys(op.effect_kind for op in SERVICES[self.service].operations))
 
     def _mcp_defaults(self) -> DestinationSpec:
         """An MCP tool server: its style and lookup come from its tools (one truth), as an api

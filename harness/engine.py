@@ -130,7 +130,9 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects, save_run_ledger
     from harness.checker import Verdict, attribute, check
-    from harness.evidence import load_evidence
+    from harness.containers.service import PROBE_KEY, acquire_destinations, final_probe, release_destinations
+    from harness.evidence import PROBE_FAILURES_KEY, load_evidence
+    from harness.journal import read_journal
     from harness.proxy.host import ProxyHost, ProxyHostError
 
     if agent_log is not None and agent_log != scenario.agent_log:
@@ -177,10 +179,13 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     layout.state_dir.mkdir()
 
     t0 = time.perf_counter()
+    host = None
     try:
-        host = (pool or destination_pool()).acquire(scenario.destinations, evidence_folder=evidence_dir)
+        # the fake destinations from the warm pool; a team's own services (image:) started for this run alone
+        host = acquire_destinations(pool or destination_pool(), scenario.destinations, evidence_folder=evidence_dir)
         proxy = proxy or ProxyHost.shared()
-    except (DestinationError, ProxyHostError) as exc:
+    except (DestinationError, ProxyHostError, ContainerError) as exc:
+        release_destinations(host, evidence_dir)
         raise HarnessError(f"scenario {scenario.name}: cannot start the harness: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
     live_ledger = host.ledger_path
@@ -204,7 +209,7 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
             runs.append(start_agent())
         context["destination_restarts"] = restarts
         timings["agent"] = time.perf_counter() - t1
-    except (DestinationError, ProxyHostError) as exc:
+    except (DestinationError, ProxyHostError, ContainerError) as exc:
         raise HarnessError(f"scenario {scenario.name}: the harness failed mid-run: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
     except ContainerError as exc:  # the agent's image is missing, or the engine refused its container
@@ -215,24 +220,36 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         try:
             proxy.finish()
         finally:
-            last = runs[-1] if runs else None
-            context["agent"].update(exit_status=last.exit_status if last else None,
-                                    timed_out=any(r.timed_out for r in runs),
-                                    runs=[r.__dict__ for r in runs])
-            _write_json(layout.context, context)
-            # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
-            # may still be committing a write the agent gave up on: wait for it, as long as one write takes
-            busy = _writes_in_progress(host, within=_longest_write(scenario))
-            # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete
-            record_checkpoint(evidence_dir, layout.agent_log.name,
-                              also={layout.trace.name: layout.trace_checkpoint.name})
-            # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
-            effects = save_run_ledger(live_ledger, evidence_dir)
-            if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
-                host.stop()
-            # the very last write: every source (log, journal, ledger, context) is closed and on disk
-            context[COMPLETENESS_KEY] = {"complete": True, "destination_writes_in_progress": busy}
-            _write_json(layout.context, context)
+            try:
+                last = runs[-1] if runs else None
+                context["agent"].update(exit_status=last.exit_status if last else None,
+                                        timed_out=any(r.timed_out for r in runs),
+                                        runs=[r.__dict__ for r in runs])
+                _write_json(layout.context, context)
+                # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
+                # may still be committing a write the agent gave up on: wait for it, as long as one write takes
+                busy = _writes_in_progress(host, within=_longest_write(scenario))
+                # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete
+                record_checkpoint(evidence_dir, layout.agent_log.name,
+                                  also={layout.trace.name: layout.trace_checkpoint.name})
+                # a team's services: their probes' last listing into the live ledger, flow ids from the closed journal
+                probe_failures, probes = final_probe(host, read_journal(layout.journal))
+                if probes:
+                    context[PROBE_KEY] = probes
+                # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
+                effects = save_run_ledger(live_ledger, evidence_dir)
+                if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
+                    host.stop()
+                # a team's containers and their network, never pooled (the reaper takes what cannot go now)
+                left = release_destinations(host, evidence_dir)
+                if left:
+                    context["containers_left"] = left
+                # the very last write: every source (log, journal, ledger, context) is closed and on disk
+                context[COMPLETENESS_KEY] = {"complete": True, "destination_writes_in_progress": busy,
+                                             **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
+                _write_json(layout.context, context)
+            finally:
+                release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
         timings["teardown"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()

@@ -35,6 +35,10 @@ from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
 from harness.ndjson import numbered_lines, open_text
 
+# the completeness mark's {destination: why} of the container services whose ledger probe failed at the end
+# (harness.containers.service): their ground truth is unknown, so the run is INCOMPLETE
+PROBE_FAILURES_KEY = "ledger_probe_failures"
+
 
 @dataclass
 class Evidence:
@@ -206,6 +210,10 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     for name, keys in (busy or {}).items():
         gaps.append(f"effect ledger: destination {name} was still processing {len(keys)} write(s) ({', '.join(keys)}) "
                     "when the run ended: whether and what they committed is not in the copied ledger")
+    failed = mark.get(PROBE_FAILURES_KEY) if isinstance(mark, dict) else None
+    for name, why in (failed or {}).items():
+        gaps.append(f"effect ledger: destination {name} (a container service): {why}; what it committed is not "
+                    "known, so nothing was judged")
     for what, log, signed in (("agent log", layout.agent_log, layout.checkpoint),
                               ("agent trace", layout.trace, layout.trace_checkpoint)):
         if not signed.exists():

@@ -134,6 +134,8 @@ def destination_options(scenario: Scenario) -> st.SearchStrategy[dict[str, dict[
     """Overrides of each destination's explorable options (only those that apply to it), and its own failures."""
     per_destination = {}
     for name, spec in scenario.destinations.items():
+        if spec.is_container:  # a team's own service does what it does: the proxy's faults and the crashes explore it
+            continue
         fields: dict[str, st.SearchStrategy[Any]] = {option.name: _option_value(option.low, option.high)
                   for option in EXPLORABLE_OPTIONS if option.applies(spec)}
         fields["failures"] = _failures(SERVICES[spec.service].transport)
