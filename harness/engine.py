@@ -189,6 +189,7 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         raise HarnessError(f"scenario {scenario.name}: cannot start the harness: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
     live_ledger = host.ledger_path
+    agent_running = False
     try:
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
@@ -199,6 +200,7 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
+        agent_running = isinstance(chosen, ContainerAgent)  # a ContainerError from here on is the agent's container
         start_agent = _agent_runner(chosen, env, timeout=scenario.agent_timeout_seconds, cwd=workdir,
                                     stdout=layout.agent_stdout, stderr=layout.agent_stderr,
                                     mounts=[evidence_dir, *([routes.ca_cert.parent] if routes.ca_cert else [])])
@@ -209,11 +211,12 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
             runs.append(start_agent())
         context["destination_restarts"] = restarts
         timings["agent"] = time.perf_counter() - t1
-    except (DestinationError, ProxyHostError, ContainerError) as exc:
+    except (DestinationError, ProxyHostError) as exc:
         raise HarnessError(f"scenario {scenario.name}: the harness failed mid-run: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
-    except ContainerError as exc:  # the agent's image is missing, or the engine refused its container
-        raise ContainerError(f"scenario {scenario.name}: cannot run the agent's container: {exc}\n"
+    except ContainerError as exc:  # the agent's image is missing, the engine refused a container, a service failed
+        what = "cannot run the agent's container" if agent_running else "the harness failed mid-run"
+        raise ContainerError(f"scenario {scenario.name}: {what}: {exc}\n"
                              f"evidence so far: {evidence_dir}") from None
     finally:
         t2 = time.perf_counter()
