@@ -335,6 +335,18 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
                                        f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
                                  [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
     live = [e for e in effects if not e.get("replay")]
+    live_by_ref: dict[Any, list[dict[str, Any]]] = {}
+    for effect in live:  # an index, so that each intent's rows are found without reading the ledger again
+        ref = effect.get("effect_ref")
+        live_by_ref.setdefault(ref if isinstance(ref, (str, int, float)) else repr(ref), []).append(effect)
+
+    def live_of(refs: list[Any]) -> list[dict[str, Any]]:
+        """The live effect rows of these refs, in ledger order."""
+        rows = [e for ref in dict.fromkeys(r for r in refs if isinstance(r, (str, int, float)))
+                for e in live_by_ref.get(ref, ())]
+        return sorted(rows, key=lambda e: position[id(e)])
+
+    position = {id(e): n for n, e in enumerate(live)}
     by_intent = {op.intent_id: op for op in verdict.operations}
     # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
     borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
@@ -358,7 +370,7 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
             evidence: list[dict[str, Any]] = [{"source": "log", "line": resolution.get("line"), "event": "resolution",
                                                "state": state}] if resolution else [
                 {"source": "context", "intent_id": intent_id, "state": state, "expected_state": wanted}]
-            evidence += [effect_ref_row(e) for e in live if e.get("effect_ref") in op.effects]
+            evidence += [effect_ref_row(e) for e in live_of(op.effects)]
             held = f"; the destination holds {', '.join(op.effects)} for it" if op.effects else ""
             found.append(finding(op.operation_id, (
                 f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "
