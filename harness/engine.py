@@ -41,6 +41,7 @@ from harness.contract import (
     env_suffix,
 )
 from harness.errors import HarnessError
+from harness.limits import LIMITS_KEY, EvidenceLimits
 from harness.report import render_result
 from harness.scenario import Scenario
 
@@ -113,10 +114,12 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 
 def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
-                 black_box: bool = False, agent_log: str | None = None) -> ScenarioResult:
+                 black_box: bool = False, agent_log: str | None = None,
+                 limits: Mapping[str, int] | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it.
 
     `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
+    `limits`: evidence limits (harness.limits) over the scenario's own `limits`, e.g. `{"operations": 500}`.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
     `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
@@ -168,6 +171,8 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
         "restart_destinations": scenario.restart_destinations.model_dump() if scenario.restart_destinations else None,
         "proxy": scenario.proxy.model_dump(mode="json"),
         "agent_timeout_seconds": scenario.agent_timeout_seconds,
+        # how much of the agent's log is read to judge it; kept, so that `check` judges the folder alike
+        LIMITS_KEY: run_limits(scenario, limits).to_dict(),
     }
     _write_json(layout.context, context)
     _write_json(layout.intents, {"intents": intents, "destinations": contracts})
@@ -254,6 +259,15 @@ def run_scenario(scenario: Scenario, *, agent: str | None = None, evidence_root:
             _write_investigation_page(result, evidence)
         layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
     return result
+
+
+def run_limits(scenario: Scenario, overrides: Mapping[str, int] | None = None) -> EvidenceLimits:
+    """The evidence limits of a run: the harness's defaults, the scenario's `limits`, then `overrides` (a front
+    end's `--limit NAME=N`). A bad override is a HarnessError naming it."""
+    try:
+        return EvidenceLimits.from_dict(scenario.limits.given()).with_values((overrides or {}).items())
+    except ValueError as exc:
+        raise HarnessError(f"scenario {scenario.name}: {exc}") from None
 
 
 def write_trace_events(evidence: Any, path: Path) -> None:
