@@ -189,19 +189,25 @@ def render_rule_counts(findings: list[Finding], what: str = "operation(s)") -> l
     return lines
 
 
-def _chosen(findings: list[Finding], limit: int) -> set[int]:
-    """The findings a summarised report shows in full (their ``id``): the first of each rule, then the first ones
-    in the verdict's order, up to ``limit`` in all (more only when there are more rules than that)."""
-    chosen: dict[int, None] = {}
+def _finding_key(finding: Finding) -> tuple[Any, ...]:
+    """A finding by what it says, not by which object holds it (a verdict read back from JSON holds each
+    finding twice: in its operation and in the run's list)."""
+    return finding.code, finding.operation_id, finding.intent_id, finding.message
+
+
+def _chosen(findings: list[Finding], limit: int) -> set[tuple[Any, ...]]:
+    """The findings a summarised report shows in full (``_finding_key``): the first of each rule, then the
+    first ones in the verdict's order, up to ``limit`` in all (more only when there are more rules than that)."""
+    chosen: dict[tuple[Any, ...], None] = {}
     seen: set[str] = set()
     for finding in findings:
         if finding.code not in seen:
             seen.add(finding.code)
-            chosen[id(finding)] = None
+            chosen[_finding_key(finding)] = None
     for finding in findings:
         if len(chosen) >= limit:
             break
-        chosen.setdefault(id(finding), None)
+        chosen.setdefault(_finding_key(finding), None)
     return set(chosen)
 
 
@@ -233,7 +239,7 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
         lines += render_rule_counts(verdict.findings, what) or ["  none"]
     blocks: list[OperationVerdict | IntentVerdict] = [*verdict.intents] if verdict.black_box else []
     blocks += verdict.operations
-    left_out = [b for b in blocks if summary and not any(id(f) in chosen for f in b.findings)]
+    left_out = [b for b in blocks if summary and not any(_finding_key(f) in chosen for f in b.findings)]
     skipped = {id(b) for b in left_out}
     for block in blocks:
         if id(block) in skipped:
@@ -244,9 +250,9 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
     judged = {i.intent_id for i in verdict.intents}
     loose = [f for f in verdict.findings if (f.operation_id is None or f.operation_id not in shown_ids)
              and (f.intent_id is None or f.intent_id not in judged)]
-    loose_left = [f for f in loose if summary and id(f) not in chosen]
+    loose_left = [f for f in loose if summary and _finding_key(f) not in chosen]
     if loose_left:
-        loose = [f for f in loose if id(f) in chosen]
+        loose = [f for f in loose if _finding_key(f) in chosen]
     if loose:
         lines += ["", "run-wide findings:"]
         for finding in loose:
