@@ -242,6 +242,13 @@ class IntentContext:
     spec: dict[str, Any] | None = None
     attempts: list[WireAttempt] = field(default_factory=list)
     effects: list[dict[str, Any]] = field(default_factory=list)  # ledger effect rows (new effects, not replays)
+    _positions: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def position(self, attempt: WireAttempt) -> int:
+        """The attempt's index in ``attempts`` (the object itself; an index built once the attempts are sorted)."""
+        if len(self._positions) != len(self.attempts) or id(attempt) not in self._positions:
+            self._positions = {id(a): n for n, a in enumerate(self.attempts)}
+        return self._positions[id(attempt)]
 
     @property
     def intent_id(self) -> str:
