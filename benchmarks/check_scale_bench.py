@@ -14,8 +14,8 @@ time:
   and verdict.txt.
 
 Printed per size and mode: operations, seconds, microseconds per operation, the ratio of that to the smallest
-size's, and the child's peak RSS. Goal: the per-operation time flat within 1.5x (the ratio of the largest size's
-to the smallest's), which the last line says met or not.
+size's, and the child's peak RSS (its VmHWM). Goal: the per-operation time flat within 1.5x (the ratio of the
+largest size's to the smallest's), which the last line says met or not.
 """
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ else:
     (folder / "bench-verdict.txt").write_text(render_result(result))
     status = 0 if verdict.passed else 1
 seconds = time.perf_counter() - t0
-print(json.dumps({{"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "status": status}}))
+# VmHWM: this process's own peak (ru_maxrss would carry the parent's over the exec)
+peak = next((int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")),
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(json.dumps({{"seconds": seconds, "rss_mb": peak / 1024, "status": status}}))
 """
 
 
