@@ -26,6 +26,7 @@ from harness.explore import (
     DEFAULT_MAX_FAULTS,
     DEFAULT_MAX_SHRINK_RUNS,
 )
+from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN, parse_limit
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -37,6 +38,12 @@ OTEL_OUT_HELP = ("also append the verdict to FILE as OpenTelemetry spans (OTLP J
 AGENT_IMAGE_HELP = ("run the agent in a container of IMAGE (present on the Docker engine; the harness never pulls), "
                     "host networking, the evidence folder mounted at its own path: --agent is the command run in it "
                     "(default: the image's own); replaces the scenario's agent; docs/containers.md")
+FINDINGS_SHOWN_HELP = ("findings shown in full in the text report (default {default}; 0: all of them): past that, or "
+                       "past {blocks} operations, the findings are counted per rule and the first of each rule, "
+                       "then the first ones, are shown; verdict.json and --format json keep every one")
+LIMIT_HELP = ("read at most N of the agent's log to judge a run, over the scenario's own limits (repeatable; NAME: "
+              "agent_log_bytes, default 256 MiB; line_bytes, default 1 MiB; operations, default 100000); a log "
+              "beyond one is not judged (INCOMPLETE, exit status 3) and stays on disk; docs/checker.md, 'Limits'")
 EXIT_STATUS_HELP = ("exit status: 0 passed / healthy; 1 a verdict failed (the agent is wrong); 2 unusable input "
                     "or usage; 3 incomplete evidence (run, check: the harness lost evidence of a run, e.g. it was "
                     "killed, so the agent is not judged)")
@@ -66,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="what the agent writes, instead of the scenario's agent_log: otel for a trace-only agent "
                           f"(OpenTelemetry spans in ${TRACE_FILE_ENV}, judged by the same rules; docs/otel.md)")
     run.add_argument("--otel-out", type=Path, metavar="FILE", help=OTEL_OUT_HELP)
+    _add_findings_shown(run)
+    _add_limit(run)
 
     audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON, or an "
                                          "OpenTelemetry trace) offline")
@@ -89,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--html", type=Path, metavar="FILE",
                         help="write the HTML report to FILE (one section per operation; pages beside it for a "
                              "large run)")
+    _add_findings_shown(report)
 
     verify = sub.add_parser("verify", help="verify the hash chain of an audit log (or an evidence folder's)",
                             description="What each mode proves: docs/checker.md, 'Tamper evidence'.")
@@ -114,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="judge the folder from its proxy journal and ledger alone, its audit log ignored "
                             "(default: as the run was judged; docs/checker.md, 'Black-box mode')")
     check.add_argument("--otel-out", type=Path, metavar="FILE", help=OTEL_OUT_HELP)
+    _add_findings_shown(check)
+    _add_limit(check)
     check.add_argument("--key-file", type=Path, metavar="K",
                        help="the key of the agent log's checkpoint, when the run used the operator's (default: "
                             f"${CHECKPOINT_KEY_FILE_ENV}); a log changed since its checkpoint is INCOMPLETE")
@@ -231,6 +243,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_findings_shown(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--findings-shown", type=_count, default=FINDINGS_SHOWN, metavar="N",
+                         help=FINDINGS_SHOWN_HELP.format(default=FINDINGS_SHOWN, blocks=BLOCKS_SHOWN))
+
+
+def _add_limit(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--limit", type=_limit, action="append", default=[], metavar="NAME=N", help=LIMIT_HELP)
+
+
+def _limit(value: str) -> tuple[str, int]:
+    """``--limit``'s type: ``NAME=N``, else a usage error naming the limits."""
+    try:
+        return parse_limit(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _positive(kind: type[int] | type[float], expected: str) -> Callable[[str], Any]:
     """An argparse type: a finite number above 0 (whole numbers: at least 1), else a usage error naming it."""
     def parse(value: str) -> Any:
@@ -246,6 +275,17 @@ def _positive(kind: type[int] | type[float], expected: str) -> Callable[[str], A
 
 
 _positive_int = _positive(int, "a whole number of at least 1")
+
+
+def _count(value: str) -> int:
+    """An argparse type: a whole number of 0 or more, else a usage error naming it."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {value!r}")
+    return number
 _positive_float = _positive(float, "a number of seconds above 0")
 
 
@@ -298,7 +338,8 @@ def _run(args: argparse.Namespace) -> int:
     failed = incomplete = 0
     for scenario in scenarios:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
-                              keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log)
+                              keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
+                              limits=dict(args.limit))
         if export is not None and not result.incomplete:
             export(result.verdict, args.otel_out, scenario=result.scenario, agent=result.agent,
                    evidence_dir=str(result.evidence_dir))
@@ -309,7 +350,7 @@ def _run(args: argparse.Namespace) -> int:
                               "incomplete": result.incomplete, "evidence": str(result.evidence_dir),
                               "facts": result.facts}))
         else:
-            print(paint.lines(render_result(result)), end="\n\n")
+            print(paint.lines(render_result(result, shown=args.findings_shown)), end="\n\n")
     return EXIT_FAILED if failed else EXIT_INCOMPLETE if incomplete else EXIT_PASSED
 
 
@@ -442,7 +483,7 @@ def _report(args: argparse.Namespace) -> int:
             raise EvidenceError(f"{layout.verdict_json}: not a verdict file this harness reads ({exc})") from None
         if args.html is not None:
             write_result_report(result, evidence, args.html)
-        print(paint_for(sys.stdout).lines(render_result(result)))
+        print(paint_for(sys.stdout).lines(render_result(result, shown=args.findings_shown)))
         if args.html is not None:
             print(f"html report: {args.html}")
         return EXIT_INCOMPLETE if result.incomplete else EXIT_PASSED if result.passed else EXIT_FAILED
@@ -460,7 +501,7 @@ def _report(args: argparse.Namespace) -> int:
         runs = [AgentRun(**r) for r in evidence.agent.get("runs") or []]
         verdict.add_findings(expectation_findings(evidence.expect, verdict, runs, evidence.effects)
                              if evidence.expect else [])
-        print(paint_for(sys.stdout).lines(render_text(verdict)))
+        print(paint_for(sys.stdout).lines(render_text(verdict, shown=args.findings_shown)))
     if args.html is not None:
         write_html_report(args.html, verdict, evidence=evidence, run=run)
         print(f"html report: {args.html}")
@@ -520,7 +561,7 @@ def _check(args: argparse.Namespace) -> int:
     from harness.report import render_check, render_incomplete
 
     export = _otel_out(args.otel_out)
-    evidence = load_evidence(args.folder, key_file=args.key_file)
+    evidence = load_evidence(args.folder, key_file=args.key_file, limits=dict(args.limit))
     if evidence.incomplete:  # never judge what the harness lost as if it were whole
         if args.format == "json":
             print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": evidence.incomplete}, indent=2))
@@ -543,7 +584,7 @@ def _check(args: argparse.Namespace) -> int:
         print(json.dumps({"outcome": "passed" if passed else "failed", "passed": passed,
                           "expectation_failures": failures, **data}, indent=2, default=str))
     else:
-        print(paint_for(sys.stdout).lines(render_check(verdict, failures)))
+        print(paint_for(sys.stdout).lines(render_check(verdict, failures, shown=args.findings_shown)))
     return EXIT_PASSED if passed else EXIT_FAILED
 
 

@@ -41,6 +41,7 @@ from harness.contract import (
     env_suffix,
 )
 from harness.errors import ContainerError, HarnessError
+from harness.limits import LIMITS_KEY, EvidenceLimits
 from harness.report import render_result
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
@@ -113,11 +114,13 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 
 def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
-                 black_box: bool = False, agent_log: str | None = None) -> ScenarioResult:
+                 black_box: bool = False, agent_log: str | None = None,
+                 limits: Mapping[str, int] | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
     command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
     `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
+    `limits`: evidence limits (harness.limits) over the scenario's own `limits`, e.g. `{"operations": 500}`.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
     `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
@@ -173,6 +176,8 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         "restart_destinations": scenario.restart_destinations.model_dump() if scenario.restart_destinations else None,
         "proxy": scenario.proxy.model_dump(mode="json"),
         "agent_timeout_seconds": scenario.agent_timeout_seconds,
+        # how much of the agent's log is read to judge it; kept, so that `check` judges the folder alike
+        LIMITS_KEY: run_limits(scenario, limits).to_dict(),
     }
     _write_json(layout.context, context)
     _write_json(layout.intents, {"intents": intents, "destinations": contracts})
@@ -304,6 +309,15 @@ def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:
             "cwd": None}  # the image's working folder, not the caller's
 
 
+def run_limits(scenario: Scenario, overrides: Mapping[str, int] | None = None) -> EvidenceLimits:
+    """The evidence limits of a run: the harness's defaults, the scenario's `limits`, then `overrides` (a front
+    end's `--limit NAME=N`). A bad override is a HarnessError naming it."""
+    try:
+        return EvidenceLimits.from_dict(scenario.limits.given()).with_values((overrides or {}).items())
+    except ValueError as exc:
+        raise HarnessError(f"scenario {scenario.name}: {exc}") from None
+
+
 def write_trace_events(evidence: Any, path: Path) -> None:
     """The events read from the agent's trace, line n the item findings call ``agent.trace.events.ndjson:n``
     (a span the reader could not map is a line ``{"problem": ...}``, a line it could not read is kept as it was)."""
@@ -383,6 +397,18 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
                                        f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
                                  [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
     live = [e for e in effects if not e.get("replay")]
+    live_by_ref: dict[Any, list[dict[str, Any]]] = {}
+    for effect in live:  # an index, so that each intent's rows are found without reading the ledger again
+        ref = effect.get("effect_ref")
+        live_by_ref.setdefault(ref if isinstance(ref, (str, int, float)) else repr(ref), []).append(effect)
+
+    def live_of(refs: list[Any]) -> list[dict[str, Any]]:
+        """The live effect rows of these refs, in ledger order."""
+        rows = [e for ref in dict.fromkeys(r for r in refs if isinstance(r, (str, int, float)))
+                for e in live_by_ref.get(ref, ())]
+        return sorted(rows, key=lambda e: position[id(e)])
+
+    position = {id(e): n for n, e in enumerate(live)}
     by_intent = {op.intent_id: op for op in verdict.operations}
     # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
     borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
@@ -406,7 +432,7 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
             evidence: list[dict[str, Any]] = [{"source": "log", "line": resolution.get("line"), "event": "resolution",
                                                "state": state}] if resolution else [
                 {"source": "context", "intent_id": intent_id, "state": state, "expected_state": wanted}]
-            evidence += [effect_ref_row(e) for e in live if e.get("effect_ref") in op.effects]
+            evidence += [effect_ref_row(e) for e in live_of(op.effects)]
             held = f"; the destination holds {', '.join(op.effects)} for it" if op.effects else ""
             found.append(finding(op.operation_id, (
                 f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "

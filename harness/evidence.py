@@ -12,7 +12,7 @@ ledger rows keep their ``seq``. A malformed log line does not stop loading: it b
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from harness.contract import (
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
+from harness.limits import LIMITS_KEY, EvidenceLimits
 from harness.ndjson import numbered_lines, open_text
 
 # the completeness mark's {destination: why} of the container services whose ledger probe failed at the end
@@ -69,19 +70,48 @@ class Evidence:
     mode: str = EVENTS_MODE
 
 
+class LimitHit(Exception):
+    """A log beyond an ``EvidenceLimits`` limit; the message is ``EvidenceLimits.hit``'s sentence."""
+
+
 def load_events(path: Path, evidence: Evidence,
-                read: Callable[[str], tuple[dict[str, Any] | None, str | None]] = parse_line) -> None:
-    """The log's lines into ``evidence``; ``read`` parses one (the offline audit's also reads the article's)."""
-    with open_text(path) as handle:
-        for number, text in numbered_lines(handle):
-            evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
-            evidence.raw_log.append(text)
-            value, error = read(text)
-            if value is None:
-                evidence.log_errors.append({"line": number, "error": error})
-                continue
-            value["_line"] = number
-            evidence.events.append(value)
+                read: Callable[[str], tuple[dict[str, Any] | None, str | None]] = parse_line,
+                limits: EvidenceLimits | None = None) -> None:
+    """The log's lines into ``evidence``; ``read`` parses one (the offline audit's also reads the article's).
+
+    ``limits``: a log over ``agent_log_bytes`` is not read; reading stops at a line over ``line_bytes`` or
+    at the first event of an operation past ``operations``. Either way ``LimitHit`` says which, and
+    ``evidence`` holds nothing of the log (none of it is judged)."""
+    if limits is not None:
+        size = path.stat().st_size
+        if size > limits.agent_log_bytes:
+            raise LimitHit(limits.hit("agent_log_bytes", path.name, size))
+    operations: set[Any] = set()
+    try:
+        with open_text(path) as handle:
+            for number, text in numbered_lines(handle):
+                if limits is not None and len(text) > limits.line_bytes // 4:  # at most 4 UTF-8 bytes a character
+                    size = len(text.encode("utf-8", "surrogateescape"))
+                    if size > limits.line_bytes:
+                        raise LimitHit(limits.hit("line_bytes", f"{path.name}:{number}", size))
+                evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
+                evidence.raw_log.append(text)
+                value, error = read(text)
+                if value is None:
+                    evidence.log_errors.append({"line": number, "error": error})
+                    continue
+                if limits is not None:
+                    operation = value.get("operation_id")
+                    if operation not in operations:
+                        operations.add(operation)
+                        if len(operations) > limits.operations:
+                            raise LimitHit(limits.hit("operations", f"{path.name}:{number} (operation {operation})",
+                                                      len(operations)))
+                value["_line"] = number
+                evidence.events.append(value)
+    except LimitHit:
+        evidence.events, evidence.raw_log, evidence.log_errors = [], [], []  # nothing of it is judged
+        raise
 
 
 def load_trace(path: Path, evidence: Evidence, name: str | None = None) -> None:
@@ -124,21 +154,40 @@ def _load_json(path: Path) -> Any:
         raise EvidenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
 
 
-def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
+def load_evidence(folder: Path, *, key_file: Path | None = None,
+                  limits: Mapping[str, int] | None = None) -> Evidence:
     """Read an evidence folder. Raises ``EvidenceError`` only when the folder itself is unusable.
-    ``key_file``: the key of the agent log's checkpoint, when the operator's (see ``evidence_gaps``)."""
+    ``key_file``: the key of the agent log's checkpoint, when the operator's (see ``evidence_gaps``).
+    How much of the agent's log is read: the limits the run kept in its context.json (else the defaults,
+    ``EvidenceLimits()``), ``limits`` over them (``{"operations": 500_000}``); a log beyond them is not read
+    and the evidence is incomplete, saying which limit and how to raise it."""
     folder = Path(folder)
     if not folder.is_dir():
         raise EvidenceError(f"evidence folder {folder} does not exist or is not a folder")
     evidence = Evidence(folder=folder)
     layout = EvidenceLayout(folder)
     context_data = _load_json(layout.context) if layout.context.exists() else None
-    if isinstance(context_data, dict) and context_data.get("agent_log") == OTEL_AGENT_LOG:
-        evidence.log_name = TRACE_EVENTS_FILE  # the agent's word is its spans (agent_log: otel)
-        if layout.trace.exists():
-            load_trace(layout.trace, evidence)
-    elif layout.agent_log.exists():
-        load_events(layout.agent_log, evidence)
+    try:
+        kept = EvidenceLimits.from_dict(context_data.get(LIMITS_KEY) if isinstance(context_data, dict) else None)
+    except ValueError as exc:
+        raise EvidenceError(f"{layout.context}: {LIMITS_KEY}: {exc}") from None
+    try:
+        read_limits = kept.with_values((limits or {}).items())
+    except ValueError as exc:
+        raise EvidenceError(str(exc)) from None
+    over_limit: list[str] = []
+    try:
+        if isinstance(context_data, dict) and context_data.get("agent_log") == OTEL_AGENT_LOG:
+            evidence.log_name = TRACE_EVENTS_FILE  # the agent's word is its spans (agent_log: otel)
+            if layout.trace.exists():
+                size = layout.trace.stat().st_size
+                if size > read_limits.agent_log_bytes:
+                    raise LimitHit(read_limits.hit("agent_log_bytes", layout.trace.name, size))
+                load_trace(layout.trace, evidence)
+        elif layout.agent_log.exists():
+            load_events(layout.agent_log, evidence, limits=read_limits)
+    except LimitHit as exc:
+        over_limit.append(f"agent log: {exc}")
     try:
         evidence.journal = read_journal(layout.journal)
     except JournalError as exc:
@@ -178,6 +227,7 @@ def load_evidence(folder: Path, *, key_file: Path | None = None) -> Evidence:
         evidence.mode = mode
         _check_contracts(context, evidence.destinations)
         evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file)
+    evidence.incomplete += over_limit  # whatever the folder: a log not read is never judged
     return evidence
 
 

@@ -42,15 +42,18 @@ BLACK_BOX_OPTION = "--harness-black-box"
 AGENT_LOG_OPTION = "--harness-agent-log"
 OTEL_OUT_OPTION = "--harness-otel-out"
 AGENT_IMAGE_OPTION = "--harness-agent-image"
+FINDINGS_SHOWN_OPTION = "--harness-findings-shown"
+LIMIT_OPTION = "--harness-limit"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
            KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed",
            BLACK_BOX_OPTION: "--black-box", AGENT_LOG_OPTION: "--agent-log", OTEL_OUT_OPTION: "--otel-out",
-           AGENT_IMAGE_OPTION: "--agent-image"}
+           AGENT_IMAGE_OPTION: "--agent-image", FINDINGS_SHOWN_OPTION: "--findings-shown", LIMIT_OPTION: "--limit"}
 SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST, BLACK_BOX_DEST = (
     "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
     "harness_explore_seed", "harness_black_box")
 AGENT_LOG_DEST, OTEL_OUT_DEST, AGENT_IMAGE_DEST = "harness_agent_log", "harness_otel_out", "harness_agent_image"
+FINDINGS_SHOWN_DEST, LIMIT_DEST = "harness_findings_shown", "harness_limit"
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -97,6 +100,16 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     OTEL_OUT_OPTION: dict(
         dest=OTEL_OUT_DEST, default=None, metavar="FILE",
         help="also append each run's verdict to FILE as OpenTelemetry spans (OTLP JSON lines; the otel extra)."),
+    FINDINGS_SHOWN_OPTION: dict(
+        dest=FINDINGS_SHOWN_DEST, default=None, type=int, metavar="N",
+        help="findings a failed run's report shows in full (default 20; 0: all of them); past that, or past 100 "
+             "operations, they are counted per rule and the first of each rule, then the first ones, are shown "
+             "(verdict.json keeps every one)."),
+    LIMIT_OPTION: dict(
+        dest=LIMIT_DEST, action="append", default=[], metavar="NAME=N",
+        help="read at most N of the agent's log to judge a run, over each scenario's own limits (repeatable; "
+             "NAME: agent_log_bytes, line_bytes, operations; docs/checker.md, 'Limits'); a log beyond one is not "
+             "judged: the run is INCOMPLETE and its evidence stays on disk."),
 }
 _GROUP = "retry-harness"
 
@@ -257,6 +270,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if examples is not None and examples < 1:
         raise pytest.UsageError(f"{_spelling(config, EXPLORE_OPTION)}: the number of schedules to explore must be at "
                                 f"least 1, got {examples}")
+    findings_shown(config)  # a bad --harness-findings-shown or --harness-limit is a usage error before any run
+    limits_of(config)
     selectors: list[str] = config.getoption(SCENARIO_DEST) or []
     if selectors:
         from harness.errors import ScenarioError
@@ -357,11 +372,12 @@ class ScenarioFailed(Exception):
     """Raised when the checker's verdict or the scenario's expectations do not hold, or when the harness
     lost evidence of the run (INCOMPLETE: the message says which source and why; no rule findings)."""
 
-    def __init__(self, result: ScenarioResult) -> None:
+    def __init__(self, result: ScenarioResult, shown: int | None = None) -> None:
         from harness.report import render_result
 
-        super().__init__(render_result(result))
+        super().__init__(render_result(result, shown=shown))
         self.result = result
+        self.shown = shown  # findings shown in full (--harness-findings-shown)
 
 
 class ScenarioItem(pytest.Item):
@@ -378,7 +394,7 @@ class ScenarioItem(pytest.Item):
         self.stash[_result_key] = json.dumps({**result.to_dict(), "scenario_file": str(self.path.resolve()),
                                               "classname": _classname(self.config, self.path)}, default=str)
         if not result.passed:
-            raise ScenarioFailed(result)
+            raise ScenarioFailed(result, findings_shown(self.config))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         return _harness_failure_repr(self.path, excinfo.value) or super().repr_failure(excinfo, style=style)
@@ -434,7 +450,7 @@ def _harness_failure_repr(path: Path, exc: BaseException) -> TerminalRepr | None
     from harness.report import render_failure_line
 
     if isinstance(exc, ScenarioFailed):
-        return _failure_repr(path, render_failure_line(exc.result), str(exc))
+        return _failure_repr(path, render_failure_line(exc.result, shown=exc.shown), str(exc))
     if isinstance(exc, ExplorationFailed):
         return _failure_repr(path, exc.headline(), str(exc))
     if isinstance(exc, HarnessError):
@@ -546,7 +562,7 @@ class _HarnessSession:
         for data in self.results:
             result = ScenarioResult.from_dict(data)
             if result.passed and full:
-                lines.append((render_result(result) + "\n", True))
+                lines.append((render_result(result, shown=findings_shown(self.config)) + "\n", True))
             elif result.passed and verbosity >= 0:
                 lines.append((render_pass_line(result), True))
             elif not result.passed and verbosity >= 0:  # the whole verdict is in the failure report above
@@ -634,7 +650,7 @@ class HarnessEngine:
         wire_only = bool(config.getoption(BLACK_BOX_DEST)) if black_box is None else black_box
         result = run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
                               pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only,
-                              agent_log=config.getoption(AGENT_LOG_DEST))
+                              agent_log=config.getoption(AGENT_LOG_DEST), limits=limits_of(config))
         otel_out = config.getoption(OTEL_OUT_DEST)
         if otel_out and not result.incomplete:
             from harness.otel.verdict import export_verdict
@@ -665,6 +681,28 @@ class HarnessEngine:
         engine = sys.modules.get("harness.engine")
         if engine is not None:
             engine.close_destination_pool()
+
+
+def findings_shown(config: pytest.Config) -> int | None:
+    """``--harness-findings-shown N`` (None: the report's default); a negative N is a usage error."""
+    shown: int | None = config.getoption(FINDINGS_SHOWN_DEST)
+    if shown is not None and shown < 0:
+        raise pytest.UsageError(f"{FINDINGS_SHOWN_OPTION}: expected a whole number of 0 or more, got {shown}")
+    return shown
+
+
+def limits_of(config: pytest.Config) -> dict[str, int]:
+    """``--harness-limit NAME=N`` (repeatable) as ``{name: n}``; a bad one is a usage error naming the limits."""
+    from harness.limits import parse_limit
+
+    limits: dict[str, int] = {}
+    for text in config.getoption(LIMIT_DEST) or []:
+        try:
+            name, value = parse_limit(text)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{LIMIT_OPTION}: {exc}") from None
+        limits[name] = value
+    return limits
 
 
 def harness_engine_of(config: pytest.Config) -> HarnessEngine:

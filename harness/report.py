@@ -19,6 +19,7 @@ from harness.checker.model import (
     Verdict,
 )
 from harness.colour import PLAIN, Paint
+from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN
 
 if TYPE_CHECKING:
     from harness.audit import AuditSummary
@@ -162,36 +163,112 @@ def render_not_judged(verdict: Verdict) -> list[str]:
             *[f"  - {question}" for question in verdict.not_judged]]
 
 
-def render_text(verdict: Verdict, *, offline: bool = False) -> str:
+def summarised(verdict: Verdict, shown: int | None = None) -> bool:
+    """Whether the report of ``verdict`` summarises (``render_text``): more findings than ``shown``, or more
+    operations or intents than ``BLOCKS_SHOWN``; never with ``shown`` 0 (all)."""
+    limit = FINDINGS_SHOWN if shown is None else shown
+    return limit > 0 and (len(verdict.findings) > limit
+                          or len(verdict.operations) + len(verdict.intents) > max(BLOCKS_SHOWN, limit))
+
+
+def render_rule_counts(findings: list[Finding], what: str = "operation(s)") -> list[str]:
+    """The findings counted per rule, in code order: ``H016 single-effect  800 finding(s) on 800 operation(s)``
+    (``what``: what a finding's subject is; a finding of none is run-wide)."""
+    counts: dict[str, tuple[str, list[Finding]]] = {}
+    for finding in findings:
+        counts.setdefault(finding.code, (finding.rule, []))[1].append(finding)
+    width = max((len(f"{code} {rule}") for code, (rule, _) in counts.items()), default=0)
+    lines = []
+    for code in sorted(counts):
+        rule, found = counts[code]
+        subjects = {f.subject for f in found if f.subject is not None}
+        run_wide = sum(f.subject is None for f in found)
+        where = [f"on {len(subjects):,} {what}"] if subjects else []
+        where += [f"{run_wide:,} run-wide"] if run_wide and subjects else ["run-wide"] if run_wide else []
+        lines.append(f"  {f'{code} {rule}':<{width}}  {len(found):>7,} finding(s) {', '.join(where)}")
+    return lines
+
+
+def _finding_key(finding: Finding) -> tuple[Any, ...]:
+    """A finding by what it says, not by which object holds it (a verdict read back from JSON holds each
+    finding twice: in its operation and in the run's list)."""
+    return finding.code, finding.operation_id, finding.intent_id, finding.message
+
+
+def _chosen(findings: list[Finding], limit: int) -> set[tuple[Any, ...]]:
+    """The findings a summarised report shows in full (``_finding_key``): the first of each rule, then the
+    first ones in the verdict's order, up to ``limit`` in all (more only when there are more rules than that)."""
+    chosen: dict[tuple[Any, ...], None] = {}
+    seen: set[str] = set()
+    for finding in findings:
+        if finding.code not in seen:
+            seen.add(finding.code)
+            chosen[_finding_key(finding)] = None
+    for finding in findings:
+        if len(chosen) >= limit:
+            break
+        chosen.setdefault(_finding_key(finding), None)
+    return set(chosen)
+
+
+def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = None) -> str:
     """Per operation: intent, attempts with dispatch states and what the wire/destination saw, effects,
     the checks that held and the ones that failed with their evidence; then run-wide findings. A black-box
-    verdict: per intent its writes on the wire and its effects, then what that mode cannot judge."""
+    verdict: per intent its writes on the wire and its effects, then what that mode cannot judge.
+
+    A large verdict (``summarised``: more than ``shown`` findings, default ``FINDINGS_SHOWN``, or more than
+    ``BLOCKS_SHOWN`` operations) is summarised: the findings counted per rule, then only the operations of the
+    findings shown in full (the first of each rule, then the first ones, up to ``shown``), and what was left
+    out; verdict.json holds every one. ``shown=0``: everything, however large."""
     unmet = sum(f.code == EXPECTATION_CODE for f in verdict.findings)
     of_which = f", {unmet} of them the scenario's own expectations ({EXPECTATION_CODE})" if unmet else ""
     outcome = "PASSED" if verdict.passed else "FAILED"
+    limit = FINDINGS_SHOWN if shown is None else shown
+    summary = summarised(verdict, shown)
+    chosen = _chosen(verdict.findings, limit) if summary else set()
     if verdict.black_box:
         lines = [f"verdict: {outcome} (black-box: judged from the proxy journal and the effect ledger alone; "
                  f"{len(verdict.intents)} intent(s), {len(verdict.findings)} finding(s){of_which})"]
-        for intent in verdict.intents:
-            lines.append("")
-            lines += render_intent(intent)
     else:
         lines = [f"verdict: {outcome} "
                  f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
-    for op in verdict.operations:
+    what = "intent(s)" if verdict.black_box else "operation(s)"
+    if summary:
+        lines += ["", f"findings per rule (shown in full: the first of each rule, then the first ones up to {limit}; "
+                      "verdict.json has every one; --findings-shown N shows more, 0 all):"]
+        lines += render_rule_counts(verdict.findings, what) or ["  none"]
+    blocks: list[OperationVerdict | IntentVerdict] = [*verdict.intents] if verdict.black_box else []
+    blocks += verdict.operations
+    left_out = [b for b in blocks if summary and not any(_finding_key(f) in chosen for f in b.findings)]
+    skipped = {id(b) for b in left_out}
+    for block in blocks:
+        if id(block) in skipped:
+            continue
         lines.append("")
-        lines += render_operation(op, offline=offline)
-    shown = {o.operation_id for o in verdict.operations}
+        lines += render_intent(block) if isinstance(block, IntentVerdict) else render_operation(block, offline=offline)
+    shown_ids = {o.operation_id for o in verdict.operations}
     judged = {i.intent_id for i in verdict.intents}
-    loose = [f for f in verdict.findings if (f.operation_id is None or f.operation_id not in shown)
+    loose = [f for f in verdict.findings if (f.operation_id is None or f.operation_id not in shown_ids)
              and (f.intent_id is None or f.intent_id not in judged)]
+    loose_left = [f for f in loose if summary and _finding_key(f) not in chosen]
+    if loose_left:
+        loose = [f for f in loose if _finding_key(f) in chosen]
     if loose:
         lines += ["", "run-wide findings:"]
         for finding in loose:
             lines += _finding_lines(finding, "  ")
+    if summary:
+        left = sum(len(b.findings) for b in left_out) + len(loose_left)
+        clean = sum(not b.findings for b in left_out)
+        lines += ["", f"not shown: {left:,} finding(s), {len(left_out):,} {what} ({clean:,} of them held every "
+                      "check); verdict.json has them all (python -m harness check FOLDER --format json)"]
     if verdict.unattributed:
+        unattributed = verdict.unattributed[:limit] if summary else verdict.unattributed
         lines += ["", "on the wire and in the ledger, no intent's (black-box attribution, docs/checker.md):"]
-        lines += [f"  {_unattributed_text(u)}" for u in verdict.unattributed]
+        lines += [f"  {_unattributed_text(u)}" for u in unattributed]
+        if len(unattributed) < len(verdict.unattributed):
+            more = len(verdict.unattributed) - len(unattributed)
+            lines.append(f"  ... and {more:,} more (verdict.json: unattributed)")
     if verdict.black_box:
         lines += ["", *render_not_judged(verdict)]
     return "\n".join(lines) + "\n"
@@ -216,11 +293,11 @@ def render_incomplete(gaps: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_check(verdict: Verdict, expectation_failures: list[str]) -> str:
+def render_check(verdict: Verdict, expectation_failures: list[str], *, shown: int | None = None) -> str:
     """``python -m harness check``: the verdict, the scenario's own expectations among its findings (X001,
     under their operation or run-wide), then a line counting them."""
     said = {f.message for f in verdict.by_code(EXPECTATION_CODE)}
-    lines = [render_text(verdict)] + [f"FAIL {EXPECTATION_CODE} {EXPECTATION_RULE}: {failure}"
+    lines = [render_text(verdict, shown=shown)] + [f"FAIL {EXPECTATION_CODE} {EXPECTATION_RULE}: {failure}"
                                       for failure in expectation_failures if failure not in said]
     if expectation_failures:
         lines.append(f"expectations: FAILED ({len(expectation_failures)} of the scenario's own failed)")
@@ -232,15 +309,15 @@ def render_evidence_line(result: ScenarioResult) -> str:
             else "evidence: not kept (the run passed; --keep-evidence all keeps it)")
 
 
-def render_result(result: ScenarioResult) -> str:
-    """One scenario run: the headline, how each agent run ended, the verdict, the scenario's own
-    expectations that failed, and where the evidence is."""
+def render_result(result: ScenarioResult, *, shown: int | None = None) -> str:
+    """One scenario run: the headline, how each agent run ended, the verdict (summarised past ``shown``
+    findings: ``render_text``), the scenario's own expectations that failed, and where the evidence is."""
     lines = [render_headline(result)]
     lines += [_agent_run_text(run) for run in result.agent_runs]
     if result.incomplete:
         lines.append(render_incomplete(result.incomplete))
     else:
-        lines.append(render_text(result.verdict))  # the scenario's expectations are among its findings (X001)
+        lines.append(render_text(result.verdict, shown=shown))  # X001: the expectations are findings
     page = html_report_path(result)
     if page is not None:
         lines.append(f"report: {page}")
@@ -263,18 +340,25 @@ def render_failure_pointer(result: ScenarioResult) -> str:
     return f"{render_headline(result)} (verdict above) {render_evidence_line(result)}{report}"
 
 
-def render_failure_line(result: ScenarioResult) -> str:
+def render_failure_line(result: ScenarioResult, *, shown: int | None = None) -> str:
     """A failed run in one line (pytest's short summary, JUnit's ``message``): the rule codes per
-    operation, the scenario's own expectations that failed, or why the evidence is incomplete."""
+    operation, the scenario's own expectations that failed, or why the evidence is incomplete. Past ``shown``
+    operations (``FINDINGS_SHOWN``; 0: all), the first ones, then the findings of all counted per rule."""
     from harness.engine import EXPECTATION_CODE
 
     if result.incomplete:
         return f"INCOMPLETE: the harness lost evidence: {result.incomplete[0].splitlines()[0]}"
     by_operation: dict[str | None, dict[str, None]] = {}
+    per_rule: dict[str, int] = {}
     for finding in result.verdict.findings:
         if finding.code != EXPECTATION_CODE:  # the expectations' X001 findings are counted once, below
             by_operation.setdefault(finding.subject, {})[finding.code] = None
+            per_rule[finding.code] = per_rule.get(finding.code, 0) + 1
     parts = [" ".join(codes) + (f" on {op}" if op else " run-wide") for op, codes in by_operation.items()]
+    limit = FINDINGS_SHOWN if shown is None else shown
+    if 0 < limit < len(parts):
+        counted = ", ".join(f"{code} {per_rule[code]:,}" for code in sorted(per_rule))
+        parts = [*parts[:limit], f"and {len(parts) - limit:,} more (findings per rule: {counted})"]
     if result.expectation_failures:
         parts.append(f"{EXPECTATION_CODE} ({len(result.expectation_failures)} of the scenario's expectations)")
     return "; ".join(parts) or render_headline(result)

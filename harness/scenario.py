@@ -219,6 +219,23 @@ class Expectation(BaseModel):
         return {k: [v] if isinstance(v, str) else list(v) for k, v in self.states.items()}
 
 
+class Limits(BaseModel):
+    """How much of the agent's log the harness reads to judge a run (harness.limits; docs/checker.md,
+    "Limits"): a log beyond one is not judged (INCOMPLETE, naming the limit), and stays on disk."""
+
+    model_config = ConfigDict(extra="forbid")
+    agent_log_bytes: int | None = Field(None, ge=1, description="Largest agent log (or trace) read, in bytes "
+                                        "(default 268435456, 256 MiB).")
+    line_bytes: int | None = Field(None, ge=1, description="Longest line of the agent log read, in UTF-8 bytes "
+                                   "(default 1048576, 1 MiB).")
+    operations: int | None = Field(None, ge=1, description="Most operations (distinct operation ids) read from "
+                                   "the agent log (default 100000).")
+
+    def given(self) -> dict[str, int]:
+        """The limits this scenario sets (the others are the harness's defaults)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 def _pattern_as_property_names(schema: dict[str, Any]) -> None:
     """pydantic publishes constrained dict keys as ``patternProperties``, which lets any other key
     through unchecked (and drops their length limit); ``propertyNames`` rejects it, as loading does."""
@@ -262,6 +279,7 @@ class Scenario(BaseModel):
     restart_destinations: DestinationRestart | None = None
     proxy: ProxySettings = Field(default_factory=ProxySettings)
     expect: Expectation = Field(default_factory=Expectation)
+    limits: Limits = Field(default_factory=Limits)
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
 

@@ -143,8 +143,10 @@ def check_black_box(evidence: Evidence) -> Verdict:
     run_findings: list[Finding] = []
     run_rules = RunRules(evidence, run_findings.append, offline=False, black_box=True)
     run_rules.finish(RunContext(evidence, attribution=attribution))
-    intents = [judge_intent(ctx, [f for f in run_findings if f.intent_id == ctx.intent_id])
-               for ctx in attribution.intents.values()]
+    per_intent: dict[str | None, list[Finding]] = {}
+    for finding in run_findings:
+        per_intent.setdefault(finding.intent_id, []).append(finding)
+    intents = [judge_intent(ctx, per_intent.get(ctx.intent_id)) for ctx in attribution.intents.values()]
     findings = [f for f in run_findings if f.intent_id not in attribution.intents]
     for intent in intents:
         findings.extend(intent.findings)

@@ -24,6 +24,7 @@ committed them (``flow_id``, else ``request_seq``).
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from dataclasses import dataclass, field
@@ -241,6 +242,13 @@ class IntentContext:
     spec: dict[str, Any] | None = None
     attempts: list[WireAttempt] = field(default_factory=list)
     effects: list[dict[str, Any]] = field(default_factory=list)  # ledger effect rows (new effects, not replays)
+    _positions: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def position(self, attempt: WireAttempt) -> int:
+        """The attempt's index in ``attempts`` (the object itself; an index built once the attempts are sorted)."""
+        if len(self._positions) != len(self.attempts) or id(attempt) not in self._positions:
+            self._positions = {id(a): n for n, a in enumerate(self.attempts)}
+        return self._positions[id(attempt)]
 
     @property
     def intent_id(self) -> str:
@@ -388,7 +396,9 @@ def summary_key_behaviour(intents: list[IntentContext]) -> str:
 
 def attribute(evidence: Evidence) -> Attribution:
     """Give each write on the wire, each ledger request row and each effect to one of the run's intents
-    (the rule: this module's docstring)."""
+    (the rule: this module's docstring). Linear in intents, writes and rows: intents are indexed by
+    destination and kind (``_Intents``), and step 4 keeps, per body fingerprint and per key, the intents
+    of the flows attributed so far (``_Likeness``)."""
     result = Attribution()
     contracts: dict[str, DestinationContract] = {}
     for name, entry in evidence.destinations.items():
@@ -403,6 +413,7 @@ def attribute(evidence: Evidence) -> Attribution:
         result.intents.setdefault(str(intent["intent_id"]),
                                   IntentContext(intent, contracts.get(destination), spec if isinstance(spec, dict)
                                                 else None))
+    intents = _Intents(result)
     rows_of: dict[str, list[dict[str, Any]]] = {}
     for row in evidence.requests:
         rows_of.setdefault(str(row.get("flow_id") or f"ledger:{row.get('seq')}"), []).append(row)
@@ -411,23 +422,14 @@ def attribute(evidence: Evidence) -> Attribution:
     owner: dict[int, tuple[IntentContext, str]] = {}  # index in writes -> (its intent, how)
     why: dict[int, str] = {}
     for index, entry in enumerate(writes):
-        found = _by_rows(result, rows_of.get(str(entry.get("flow_id")), []))
+        found = _by_rows(intents, rows_of.get(str(entry.get("flow_id")), []))
         if found is None:
-            found = _by_route(result, entry, contracts)
+            found = _by_route(intents, entry, contracts)
         if isinstance(found, str):
             why[index] = found
         else:
             owner[index] = found
-    changed = True
-    while changed:  # a body or a key shared with an attributed flow: that flow's intent
-        changed = False
-        for index, entry in enumerate(writes):
-            if index in owner:
-                continue
-            found = _by_likeness(entry, [(writes[i], ctx) for i, (ctx, _) in owner.items()])
-            if found is not None:
-                owner[index] = found
-                changed = True
+    _attribute_by_likeness(writes, owner)
     lost: dict[str, str] = {}  # flow id -> why its write is no intent's
     for index, entry in enumerate(writes):
         if index in owner:
@@ -454,6 +456,156 @@ def attribute(evidence: Evidence) -> Attribution:
     return result
 
 
+# A reason names at most this many intents ("... and N more"): a run of 100,000 intents of one kind must not
+# write each of them into the reason of every write it cannot attribute.
+NAMED_INTENTS = 10
+
+
+def named_intents(contexts: list[IntentContext]) -> str:
+    """The intents' ids for a sentence, the first ``NAMED_INTENTS`` of them and how many more."""
+    shown = ", ".join(c.intent_id for c in contexts[:NAMED_INTENTS])
+    more = len(contexts) - NAMED_INTENTS
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+class _Intents:
+    """The run's intents by (destination, kind), in the run's order, each with its params flattened once;
+    per group, each intent under its rarest (name, text) param, so that the intents a row's params hold are
+    found among the few that share one of its params (``holding``)."""
+
+    def __init__(self, result: Attribution) -> None:
+        self.groups: dict[tuple[str | None, str | None], list[IntentContext]] = {}
+        for ctx in result.intents.values():
+            self.groups.setdefault((ctx.destination, ctx.kind), []).append(ctx)
+        self.flat: dict[int, dict[str, str]] = {
+            id(ctx): flat_params(ctx.intent.get("params") or {}) for ctx in result.intents.values()}
+        self.order = {id(ctx): n for n, ctx in enumerate(result.intents.values())}
+        self._merged: dict[tuple[str | None, tuple[Any, ...]], list[IntentContext]] = {}
+        self._anchors: dict[tuple[str | None, str | None], tuple[dict[tuple[str, str], list[IntentContext]],
+                                                                 list[IntentContext]]] = {}
+
+    def of(self, destination: Any, kinds: tuple[Any, ...]) -> list[IntentContext]:
+        """The intents of ``destination`` whose kind is one of ``kinds``, in the run's order (an intent's
+        destination and kind are text, or None: nothing else equals them). The list is shared: read it only."""
+        if not (destination is None or isinstance(destination, str)):
+            return []
+        if len(kinds) == 1:
+            return self.groups.get((destination, kinds[0]), []) if isinstance(kinds[0], str) else []
+        key = (destination, kinds)
+        if key not in self._merged:
+            found = [c for kind in kinds if isinstance(kind, str) for c in self.groups.get((destination, kind), ())]
+            self._merged[key] = sorted(found, key=lambda c: self.order[id(c)])
+        return self._merged[key]
+
+    def holding(self, destination: str | None, kind: str | None, have: dict[str, str]) -> list[IntentContext]:
+        """The intents of (destination, kind) whose every param ``have`` holds, in the run's order."""
+        group = (destination, kind)
+        if group not in self._anchors:
+            counts: dict[tuple[str, str], int] = {}
+            for ctx in self.groups.get(group, ()):
+                for pair in self.flat[id(ctx)].items():
+                    counts[pair] = counts.get(pair, 0) + 1
+            anchored: dict[tuple[str, str], list[IntentContext]] = {}
+            always: list[IntentContext] = []
+            for ctx in self.groups.get(group, ()):
+                pairs = self.flat[id(ctx)].items()
+                if not pairs:
+                    always.append(ctx)  # no params: any row holds them
+                    continue
+                anchored.setdefault(min(pairs, key=lambda pair: counts[pair]), []).append(ctx)
+            self._anchors[group] = (anchored, always)
+        anchored, always = self._anchors[group]
+        seen: dict[int, IntentContext] = {id(c): c for c in always}
+        for pair in have.items():
+            for ctx in anchored.get(pair, ()):
+                seen.setdefault(id(ctx), ctx)
+        holding = [c for c in seen.values()
+                   if all(have.get(name) == text for name, text in self.flat[id(c)].items())]
+        holding.sort(key=lambda c: self.order[id(c)])
+        return holding
+
+
+def _attribute_by_likeness(writes: list[dict[str, Any]], owner: dict[int, tuple[IntentContext, str]]) -> None:
+    """Step 4, to its fixed point: a write not yet attributed whose body fingerprint, else key, is that of
+    attributed flows of its destination that name one intent, is that intent's (``_by_likeness``).
+
+    As sweeps over the writes in order until one attributes nothing, each write seeing what the sweep
+    attributed before it; but a write is looked at again only once its fingerprint or its key got its first
+    intent (a write that found none saw none or several there; a second one changes nothing for it), so each
+    write is looked at a bounded number of times."""
+    names = (("body_fingerprint", "fingerprint"), ("idempotency_key", "key"))
+    owners: dict[tuple[str, Any, Any], dict[int, IntentContext]] = {}
+    waiting: dict[tuple[str, Any, Any], list[int]] = {}
+
+    def slots(entry: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+        """Where the write's intents are kept: per set value, (field, destination, value)."""
+        return [(name, _hashable(entry.get("destination")), _hashable(entry.get(name)))
+                for name, _ in names if entry.get(name)]
+
+    def likeness(entry: dict[str, Any]) -> tuple[IntentContext, str] | None:
+        hows = dict(names)
+        for slot in slots(entry):
+            found = owners.get(slot)
+            if found is not None and len(found) == 1:
+                return next(iter(found.values())), hows[slot[0]]
+        return None
+
+    changed_slots: list[tuple[str, Any, Any]] = []
+
+    def own(index: int, ctx: IntentContext) -> None:
+        for slot in slots(writes[index]):
+            held = owners.setdefault(slot, {})
+            if id(ctx) not in held:
+                held[id(ctx)] = ctx
+                if len(held) == 1:  # its first intent: a write waiting on it may now find one
+                    changed_slots.append(slot)
+
+    for index, (ctx, _) in owner.items():
+        own(index, ctx)
+    changed_slots.clear()
+    for index, entry in enumerate(writes):
+        if index not in owner:
+            for slot in slots(entry):
+                waiting.setdefault(slot, []).append(index)
+    pending = [i for i in range(len(writes)) if i not in owner]
+    while pending:  # one sweep
+        heap = list(pending)
+        heapq.heapify(heap)
+        queued = set(pending)
+        later: set[int] = set()
+        changed = False
+        while heap:
+            index = heapq.heappop(heap)
+            if index in owner:
+                continue
+            found = likeness(writes[index])
+            if found is None:
+                continue
+            owner[index] = found
+            changed = True
+            own(index, found[0])
+            for slot in changed_slots:
+                for other in waiting.get(slot, ()):
+                    if other in owner:
+                        continue
+                    if other > index and other not in queued:  # still ahead in this sweep
+                        queued.add(other)
+                        heapq.heappush(heap, other)
+                    elif other < index:
+                        later.add(other)  # the next sweep looks at it again
+            changed_slots.clear()
+        pending = sorted(later) if changed else []
+
+
+def _hashable(value: Any) -> Any:
+    """A journal value as a dict key that compares as the value does (a hand-written journal may hold lists)."""
+    if isinstance(value, dict):
+        return frozenset((k, _hashable(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
 def _is_write(entry: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> bool:
     """A request that may act: not a read, or one a destination served as an operation kind. A JSON-RPC
     message the checker routes as a read (protocol, a tool without effect: ``mcp_route``) never is."""
@@ -464,30 +616,30 @@ def _is_write(entry: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -
     return any(r.get("kind") for r in rows_of.get(str(entry.get("flow_id")), []))
 
 
-def _by_rows(result: Attribution, rows: list[dict[str, Any]]) -> tuple[IntentContext, str] | str | None:
+def _by_rows(intents: _Intents, rows: list[dict[str, Any]]) -> tuple[IntentContext, str] | str | None:
     """The intent of a flow's ledger rows (steps 1-2), a reason it has none, or None: no row says."""
     for row in rows:
         kind = row.get("kind")
         if not kind:
             continue
-        candidates = [c for c in result.intents.values() if c.destination == row.get("destination") and c.kind == kind]
+        candidates = intents.of(row.get("destination"), (kind,))
         if not candidates:
             return f"no intent asks for {kind} on {row.get('destination')}"
         if len(candidates) == 1:
             return candidates[0], "only intent"
         params = row_params(row)
-        holding = [c for c in candidates if holds_params(params, c.intent.get("params") or {})]
+        holding = intents.holding(row.get("destination"), kind, flat_params(params)) if params is not None else []
         if holding:
-            most = max(len(flat_params(c.intent.get("params") or {})) for c in holding)
-            best = [c for c in holding if len(flat_params(c.intent.get("params") or {})) == most]
+            most = max(len(intents.flat[id(c)]) for c in holding)
+            best = [c for c in holding if len(intents.flat[id(c)]) == most]
             if len(best) == 1:
                 return best[0], "kind and params"
-            return f"its params hold those of intents {', '.join(c.intent_id for c in best)} alike"
-        return f"its params hold those of none of the intents {', '.join(c.intent_id for c in candidates)}"
+            return f"its params hold those of intents {named_intents(best)} alike"
+        return f"its params hold those of none of the intents {named_intents(candidates)}"
     return None
 
 
-def _by_route(result: Attribution, entry: dict[str, Any],
+def _by_route(intents: _Intents, entry: dict[str, Any],
               contracts: dict[str, DestinationContract]) -> tuple[IntentContext, str] | str:
     """A flow the ledger has no routed row of (step 3): the one intent whose operation has its method and path."""
     destination, method, path = entry.get("destination"), str(entry.get("method") or "").upper(), bare_path(
@@ -497,24 +649,9 @@ def _by_route(result: Attribution, entry: dict[str, Any],
              if op.method.upper() == method and op.path and path and route_pattern(op.path).match(path)}
     if not kinds:
         return f"{method} {path} is no operation of {destination}"
-    candidates = [c for c in result.intents.values() if c.destination == destination and c.kind in kinds]
+    candidates = intents.of(destination, tuple(sorted(kinds)))
     if len(candidates) == 1:
         return candidates[0], "route"
     if not candidates:
         return f"no intent asks for {', '.join(sorted(kinds))} on {destination}"
-    return f"{method} {path} serves intents {', '.join(c.intent_id for c in candidates)} alike"
-
-
-def _by_likeness(entry: dict[str, Any],
-                 attributed: list[tuple[dict[str, Any], IntentContext]]) -> tuple[IntentContext, str] | None:
-    """Step 4: the intent of the attributed flows with this flow's body fingerprint, else its key (same
-    destination), when that names one intent."""
-    for name, how in (("body_fingerprint", "fingerprint"), ("idempotency_key", "key")):
-        value = entry.get(name)
-        if not value:
-            continue
-        owners = {id(ctx): ctx for other, ctx in attributed
-                  if other.get(name) == value and other.get("destination") == entry.get("destination")}
-        if len(owners) == 1:
-            return next(iter(owners.values())), how
-    return None
+    return f"{method} {path} serves intents {named_intents(candidates)} alike"

@@ -49,6 +49,12 @@ def _effects_said(ctx: IntentContext) -> str:
             f"for intent {ctx.intent_id}")
 
 
+def _position(ctx: IntentContext, attempt: WireAttempt) -> int:
+    """The attempt's index among the intent's (``IntentContext.position``: by identity, from an index; ``list.index``
+    compared every field of every attempt before it, quadratic in a retry storm)."""
+    return ctx.position(attempt)
+
+
 def _named(attempt: WireAttempt, index: int) -> str:
     key = f"key {attempt.key}" if attempt.key else "no key"
     return f"attempt {index + 1} [flow {attempt.flow_id}, {key}]"
@@ -64,7 +70,7 @@ def wire_single_effect(ctx: IntentContext) -> IntentFindings:
     if len(refs) > 1 and len(flows) > 1:
         committed = [a for a in ctx.attempts if a.flow_id in flows]
         yield (f"{_effects_said(ctx)}, by {len(flows)} of its {len(ctx.attempts)} write(s) on the wire: "
-               f"{', '.join(_named(a, ctx.attempts.index(a)) for a in committed)}; one intended effect, "
+               f"{', '.join(_named(a, _position(ctx, a)) for a in committed)}; one intended effect, "
                f"{len(refs)} real ones", [effect_ref_row(r) for r in ctx.effects] + _refs(committed))
 
 
@@ -83,7 +89,7 @@ def wire_unknown_retry_keyed(ctx: IntentContext) -> IntentFindings:
         if unknown is not None and not attempt.idempotent_method:
             said = _unsafe_retry(ctx, attempt, unknown, dedup, duplicate)
             if said is not None:
-                after = (f"{_named(attempt, index)} retried {_named(unknown, ctx.attempts.index(unknown))}, whose "
+                after = (f"{_named(attempt, index)} retried {_named(unknown, _position(ctx, unknown))}, whose "
                          f"outcome the program could not know ({unknown.unknown()})")
                 yield f"{after}, {said}; {_effects_said(ctx)}", _refs([unknown, attempt]) + (
                     [effect_ref_row(r) for r in ctx.effects] if not dedup else [])
@@ -155,7 +161,7 @@ def wire_key_payload_stable(ctx: IntentContext) -> IntentFindings:
         prints = list(dict.fromkeys(p for p in each if p))
         changed = [a for a, p in zip(group, each, strict=True) if p and p != prints[0]]
         yield (f"key {key} of intent {ctx.intent_id} was sent over {len(prints)} payloads: "
-               f"{', '.join(_named(a, ctx.attempts.index(a)) for a in changed)} carried another body than flow "
+               f"{', '.join(_named(a, _position(ctx, a)) for a in changed)} carried another body than flow "
                f"{group[0].flow_id} (the destination saw: {'; '.join(a.saw() for a in group)})", _refs(group))
 
 

@@ -114,55 +114,135 @@ def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str,
 def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
               requests: list[dict[str, Any]], destinations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Match each logged attempt to one wire record (``op.wire``); returns the wire records no attempt
-    explains."""
+    explains.
+
+    Greedy, in this order: sent attempts before ``not_sent`` ones; within each group the four passes
+    (traceparent, key, fingerprint, route); within a pass the attempts in time order, each taking the
+    first wire record (in journal order) not yet taken that its pass accepts. The records are indexed
+    per pass (``_WireIndex``), so this is linear in attempts and records, but for the sorts."""
     journal = wire_records(journal_entries, requests, destinations)
-    used: set[int] = set()
+    used = bytearray(len(journal))
     pairs = [(op, a) for op in ops.values() for a in op.attempts]
     pairs.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
     sent = [p for p in pairs if p[1].get("dispatch_state") != "not_sent"]
     not_sent = [p for p in pairs if p[1].get("dispatch_state") == "not_sent"]
-
-    def same_route(attempt: dict[str, Any], entry: dict[str, Any]) -> bool:
-        method, path = attempt.get("method"), bare_path(attempt.get("path"))
-        return ((not method or method.upper() == str(entry.get("method", "")).upper())
-                and (not path or path == bare_path(entry.get("path"))))
-
-    def by_trace(a: dict[str, Any], e: dict[str, Any]) -> bool:
-        return bool(a.get("traceparent")) and a.get("traceparent") == e.get("traceparent")
-
-    def by_key(a: dict[str, Any], e: dict[str, Any]) -> bool:
-        return (bool(a.get("idempotency_key")) and a.get("idempotency_key") == e.get("idempotency_key")
-                and same_route(a, e))
-
-    def by_fingerprint(a: dict[str, Any], e: dict[str, Any]) -> bool:
-        return (bool(a.get("request_fingerprint")) and a.get("request_fingerprint") == e.get("body_fingerprint")
-                and same_route(a, e))
-
-    def by_route(a: dict[str, Any], e: dict[str, Any]) -> bool:
-        if not (a.get("method") and a.get("path")) or not same_route(a, e):
-            return False
-        for mine, theirs in (("idempotency_key", "idempotency_key"), ("request_fingerprint", "body_fingerprint"),
-                             ("traceparent", "traceparent")):
-            if a.get(mine) and e.get(theirs) and a.get(mine) != e.get(theirs):
-                return False
-        return True
-
+    passes = [_WireIndex(journal, used, name) for name in _PASSES]
     for group in (sent, not_sent):
-        for predicate in (by_trace, by_key, by_fingerprint, by_route):
+        for index in passes:
             for op, attempt in group:
                 if attempt["attempt_id"] in op.wire:
                     continue
-                destination = attempt.get("destination") or op.destination
-                for index, entry in enumerate(journal):
-                    if index in used:
-                        continue
-                    if destination and entry.get("destination") and entry.get("destination") != destination:
-                        continue
-                    if predicate(attempt, entry):
-                        used.add(index)
-                        op.wire[attempt["attempt_id"]] = entry
-                        break
-    return [e for i, e in enumerate(journal) if i not in used]
+                found = index.take(attempt, attempt.get("destination") or op.destination)
+                if found is not None:
+                    op.wire[attempt["attempt_id"]] = journal[found]
+    return [e for i, e in enumerate(journal) if not used[i]]
+
+
+# The passes of ``correlate``, each as the dimensions a wire record is compared on, with how:
+#   "equal": the attempt's value must be set, and the record's equal to it (traceparent, key, fingerprint);
+#   "route": the attempt's method / path, when it has one, must be the record's (``same_route``);
+#   "open": the attempt's value, when set, must be the record's unless the record has none (the destination,
+#           and the last pass's key, fingerprint and traceparent: nothing may contradict).
+# Each dimension: (attempt field, record field, how).
+_Dim = tuple[str, str, str]
+_ROUTE: tuple[_Dim, ...] = (("method", "method", "route"), ("path", "path", "route"))
+_PASSES: dict[str, tuple[_Dim, ...]] = {
+    "trace": (("traceparent", "traceparent", "equal"),),
+    "key": (("idempotency_key", "idempotency_key", "equal"), *_ROUTE),
+    "fingerprint": (("request_fingerprint", "body_fingerprint", "equal"), *_ROUTE),
+    "route": (*_ROUTE, ("idempotency_key", "idempotency_key", "open"),
+              ("request_fingerprint", "body_fingerprint", "open"), ("traceparent", "traceparent", "open")),
+}
+_ANY = object()  # a record without a value on an "open" dimension: it contradicts no attempt
+_WILD = object()  # an attempt without a value on a "route" or "open" dimension: any record's value will do
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a JSON value that compares as the value does (a journal is hand-writable)."""
+    if isinstance(value, dict):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+class _WireIndex:
+    """One pass of ``correlate``: the wire records bucketed on the dimensions the pass compares, so that the
+    first record not yet taken that accepts an attempt is found without scanning the journal.
+
+    An attempt leaves some dimensions open (no method, no destination...): the records are bucketed once per
+    such shape of attempt, when the first one comes. A bucket lists its records in journal order, with a head
+    that only moves forward past taken ones (a record, once taken, is never given back)."""
+
+    def __init__(self, journal: list[dict[str, Any]], used: bytearray, name: str) -> None:
+        self.journal, self.used = journal, used
+        self.dims: tuple[_Dim, ...] = (("destination", "destination", "open"), *_PASSES[name])
+        self.route_required = name == "route"  # the last pass needs the attempt's method and path
+        self.shapes: dict[tuple[bool, ...], dict[tuple[Any, ...], list[int]]] = {}
+        self.heads: dict[tuple[tuple[bool, ...], tuple[Any, ...]], int] = {}
+        self.entry_values = [tuple(self._entry_value(e, d) for d in self.dims) for e in journal]
+
+    @staticmethod
+    def _entry_value(entry: dict[str, Any], dim: _Dim) -> Any:
+        _, field, how = dim
+        if field == "method":
+            return str(entry.get("method", "")).upper()
+        if field == "path":
+            return bare_path(entry.get("path"))
+        value = entry.get(field)
+        if how == "open" and not value:
+            return _ANY
+        return _frozen(value)
+
+    def _attempt_value(self, attempt: dict[str, Any], destination: Any, dim: _Dim) -> Any:
+        field, _, how = dim
+        if field == "destination":
+            value = destination
+        elif field == "method":
+            value = attempt.get("method")
+            value = value.upper() if value else None
+        elif field == "path":
+            value = bare_path(attempt.get("path"))
+        else:
+            value = attempt.get(field)
+        if how == "equal":
+            return _frozen(value) if value else None  # None: the pass cannot match this attempt
+        return _frozen(value) if value else _WILD
+
+    def take(self, attempt: dict[str, Any], destination: Any) -> int | None:
+        """The first record not yet taken that this pass accepts for ``attempt``, now taken; None if none."""
+        if self.route_required and not (attempt.get("method") and attempt.get("path")):
+            return None
+        wanted = [self._attempt_value(attempt, destination, d) for d in self.dims]
+        if any(w is None for w in wanted):
+            return None
+        shape = tuple(w is not _WILD for w in wanted)
+        buckets = self.shapes.get(shape)
+        if buckets is None:
+            buckets = self.shapes[shape] = {}
+            for i, values in enumerate(self.entry_values):
+                buckets.setdefault(tuple(v for v, kept in zip(values, shape, strict=True) if kept), []).append(i)
+        keys: list[tuple[Any, ...]] = [()]
+        for w, (_, _, how) in zip(wanted, self.dims, strict=True):
+            if w is _WILD:
+                continue
+            options = (w, _ANY) if how == "open" else (w,)
+            keys = [k + (o,) for k in keys for o in options]
+        best: tuple[int, tuple[tuple[bool, ...], tuple[Any, ...]]] | None = None
+        for key in keys:
+            bucket = buckets.get(key)
+            if not bucket:
+                continue
+            head = self.heads.get((shape, key), 0)
+            while head < len(bucket) and self.used[bucket[head]]:
+                head += 1
+            self.heads[(shape, key)] = head
+            if head < len(bucket) and (best is None or bucket[head] < best[0]):
+                best = (bucket[head], (shape, key))
+        if best is None:
+            return None
+        self.used[best[0]] = 1
+        return best[0]
 
 
 def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]],

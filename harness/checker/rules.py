@@ -141,16 +141,30 @@ def idempotency_key_reused(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H003
+def _first_id_in(key: str, ids: list[str]) -> str | None:
+    """The first of ``ids`` (in their order) that ``key`` contains, or None. A retry storm logs thousands of
+    attempts under one operation: when the key is short, its substrings are looked up instead of every id
+    tried against it, so the cost is the smaller of the two."""
+    if len(key) * (len(key) + 1) // 2 >= len(ids):
+        return next((i for i in ids if i and i in key), None)
+    inside = {key[a:b] for a in range(len(key)) for b in range(a + 1, len(key) + 1)}
+    return next((i for i in ids if i in inside), None)
+
+
 @rule("H003", "idempotency-key-from-operation")
 def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
     """The idempotency key is derived from the operation: never the attempt id, never minted per attempt."""
     attempt_ids = [a["attempt_id"] for a in op.attempts]
+    first_hit: dict[str, str | None] = {}  # per distinct key: the first attempt id it contains
     for attempt in op.attempts:
         key = attempt.get("idempotency_key")
         if not key:
             continue
-        hits = [i for i in attempt_ids if i and i in key]
-        if hits:
+        if key not in first_hit:
+            first_hit[key] = _first_id_in(key, attempt_ids)
+        hit = first_hit[key]
+        if hit is not None:
+            hits = [hit]
             yield (f"idempotency key {key} of {attempt['attempt_id']} ({op.operation_id}) contains attempt id "
                    f"{hits[0]}: the key must come from the operation, not the attempt", [log_ref(attempt)])
     keyed = [a for a in op.attempts if a.get("idempotency_key")]

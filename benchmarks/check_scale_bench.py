@@ -1,0 +1,136 @@
+"""Benchmark checking at scale: check time per operation at 1k, 10k and 100k operations, which must stay flat.
+
+    python benchmarks/check_scale_bench.py [--operations 1000 10000 100000] [--mode check scenario] [--keep]
+
+Each size is a synthetic evidence folder (tests/browser/synthetic.py: the stories a run holds, a clean
+create, a lost response reconciled by a lookup, a dedup retry, a blind retry that makes two tickets, a retry
+under one key with another payload, one after another; agent log, proxy journal, ledger and context), judged
+in a child process of its own (so that one size's memory is not the next one's), the imports left out of the
+time:
+
+- ``check``: ``python -m harness check FOLDER`` (text report to /dev/null): load, correlate, judge, render;
+- ``scenario``: what the engine does once the agent has exited (``harness.engine.run_scenario``): load, check,
+  the black-box facts, the scenario's expectations (every intent ``succeeded``, one ticket each), verdict.json
+  and verdict.txt.
+
+Printed per size and mode: operations, seconds, microseconds per operation, the ratio of that to the smallest
+size's, and the child's peak RSS (its VmHWM). Sizes up to 10,000 operations are judged ``--repeat`` times (3) and
+the median run counts, since a shared machine's noise at 1,000 operations is as large as the run itself. Goal: the
+per-operation time flat within 1.5x (the ratio of the largest size's to the smallest's), which the last line says
+met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GOAL_RATIO = 1.5
+REPEAT_UP_TO = 10_000  # sizes up to this are judged --repeat times (the median counts); larger ones once
+
+CHILD = r"""
+import contextlib, io, json, os, resource, sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+folder, mode, operations = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+from harness.cli import main
+from harness.engine import ScenarioResult, expectation_findings
+from harness.evidence import load_evidence
+from harness.checker import attribute, check
+from harness.report import render_result
+out = Path(os.devnull)
+t0 = time.perf_counter()
+if mode == "check":
+    with open(out, "w") as sink, contextlib.redirect_stdout(sink):
+        status = main(["check", str(folder)])
+else:
+    evidence = load_evidence(folder)
+    verdict = check(evidence)
+    facts = attribute(evidence).facts(evidence)
+    expect = {{"states": {{i["intent_id"]: ["succeeded"] for i in evidence.intents}},
+              "effects": {{"tickets": operations}}}}
+    unmet = expectation_findings(expect, verdict, [], evidence.effects)
+    verdict.add_findings(unmet)
+    result = ScenarioResult(evidence.scenario or "-", "-", verdict.passed, verdict, folder, [], {{}},
+                            [f.message for f in unmet], facts=facts)
+    (folder / "bench-verdict.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    (folder / "bench-verdict.txt").write_text(render_result(result))
+    status = 0 if verdict.passed else 1
+seconds = time.perf_counter() - t0
+# VmHWM: this process's own peak (ru_maxrss would carry the parent's over the exec)
+peak = next((int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")),
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(json.dumps({{"seconds": seconds, "rss_mb": peak / 1024, "status": status}}))
+"""
+
+
+def build(folder: Path, operations: int) -> float:
+    from tests.browser.synthetic import build as build_folder
+
+    t0 = time.perf_counter()
+    build_folder(folder, operations)
+    return time.perf_counter() - t0
+
+
+def measure(folder: Path, mode: str, operations: int) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), str(folder), mode, str(operations)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} of {folder} failed (exit {done.returncode}):\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--operations", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--mode", nargs="+", choices=("check", "scenario"), default=["check", "scenario"])
+    parser.add_argument("--repeat", type=int, default=3,
+                        help=f"judge each size up to {REPEAT_UP_TO:,} operations this many times and keep the median "
+                             "run (a shared machine's noise is seconds; default 3)")
+    parser.add_argument("--keep", action="store_true", help="keep the evidence folders (printed)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="check-scale-"))
+    met = True
+    try:
+        folders = {}
+        for n in args.operations:
+            folders[n] = root / f"ops-{n}"
+            seconds = build(folders[n], n)
+            size = sum(p.stat().st_size for p in folders[n].iterdir()) / 1e6
+            print(f"built {n:,} operations in {seconds:.1f} s ({size:.0f} MB)", flush=True)
+        print(f"{'mode':<9} {'operations':>10} {'seconds':>8} {'us/op':>7} {'ratio':>6} {'peak RSS':>9}", flush=True)
+        for mode in args.mode:
+            first = None
+            for n in args.operations:
+                runs = [measure(folders[n], mode, n) for _ in range(args.repeat if n <= REPEAT_UP_TO else 1)]
+                m = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]  # the median run: the fastest of a
+                # short run catches a quiet moment of a shared machine that a 100,000-operation run never has
+                per_op = m["seconds"] / n * 1e6
+                first = first or per_op
+                print(f"{mode:<9} {n:>10,} {m['seconds']:>8.2f} {per_op:>7.0f} {per_op / first:>5.2f}x "
+                      f"{m['rss_mb']:>6.0f} MB", flush=True)
+            ratio = per_op / first if first else 0.0
+            ok = ratio <= GOAL_RATIO
+            met = met and ok
+            print(f"{mode}: per-operation time at {args.operations[-1]:,} is {ratio:.2f}x that at "
+                  f"{args.operations[0]:,} -> {'flat (met)' if ok else 'NOT flat'} (goal <= {GOAL_RATIO}x)",
+                  flush=True)
+    finally:
+        if args.keep:
+            print(f"kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
