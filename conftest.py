@@ -17,3 +17,73 @@ def run_plugin(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFacto
         return result
 
     return run
+
+
+# ------------------------------------------------------------------------------------ containers left behind
+# After the whole suite, nothing of ours may remain on the Docker engine: a container, network or volume (by our
+# labels, harness.containers.engine) that appeared during the session and whose owner process is gone was left
+# behind. Each container test already checks its own process's; this catches what a process left at its end
+# (the reaper would take it eventually: the suite must not need it). The controller alone checks, at the end.
+_CONTAINERS_BEFORE: set[tuple[str, str]] | None = None
+
+
+def _our_objects() -> list[tuple[str, dict[str, str]]] | None:
+    """(kind, row) of every container, network and volume of ours; None when no engine answers (then the
+    container tests fail or skip on their own, saying so)."""
+    import os
+
+    if os.environ.get("HARNESS_NO_DOCKER") == "1":
+        return None
+    from harness.containers import engine
+    from harness.errors import ContainerError
+
+    try:
+        return [(kind, row) for kind, rows in engine.listing().items() for row in rows]
+    except ContainerError:
+        return None
+
+
+def _owner_gone(owner: str) -> bool:
+    """Whether the process an owner label names (``host-pid-token``, engine.OWNER) ended; another host's: no."""
+    import os
+    import socket
+
+    host, pid, _token = (owner.rsplit("-", 2) + ["", "", ""])[:3]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _CONTAINERS_BEFORE
+    if hasattr(session.config, "workerinput"):
+        return
+    found = _our_objects()
+    _CONTAINERS_BEFORE = None if found is None else {(kind, row["name"]) for kind, row in found}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput") or _CONTAINERS_BEFORE is None:
+        return
+    found = _our_objects() or []
+    left = [(kind, row) for kind, row in found
+            if (kind, row["name"]) not in _CONTAINERS_BEFORE and _owner_gone(row.get("owner", ""))]
+    if not left:
+        return
+    from harness.containers import engine
+
+    for owner in sorted({row["owner"] for _, row in left}):
+        engine.remove_ours(owner)
+    listed = ", ".join(f"{kind[:-1]} {row['name']} (owner {row['owner']}, role {row['role']})" for kind, row in left)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    reporter.ensure_newline()
+    reporter.write_line(
+        f"FAILED: the suite left {len(left)} container(s)/network(s)/volume(s) of ours behind (now removed): {listed}",
+        red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
