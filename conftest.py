@@ -41,6 +41,9 @@ def _our_objects() -> list[tuple[str, dict[str, str]]] | None:
         return [(kind, row) for kind, rows in engine.listing().items() for row in rows]
     except ContainerError:
         return None
+    except Exception as exc:  # noqa: BLE001 - an engine failing mid-listing: say so, never an internal error
+        print(f"the check for containers left behind could not list them: {exc}")
+        return None
 
 
 def _owner_gone(owner: str) -> bool:
@@ -82,7 +85,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         engine.remove_ours(owner)
     listed = ", ".join(f"{kind[:-1]} {row['name']} (owner {row['owner']}, role {row['role']})" for kind, row in left)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    reporter.ensure_newline()
+    reporter.write_sep("=", "containers left behind", red=True)
     reporter.write_line(
         f"FAILED: the suite left {len(left)} container(s)/network(s)/volume(s) of ours behind (now removed): {listed}",
         red=True)
