@@ -85,6 +85,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         engine.remove_ours(owner)
     listed = ", ".join(f"{kind[:-1]} {row['name']} (owner {row['owner']}, role {row['role']})" for kind, row in left)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    reporter.write("\n")  # after the progress line, which has no newline yet
     reporter.write_sep("=", "containers left behind", red=True)
     reporter.write_line(
         f"FAILED: the suite left {len(left)} container(s)/network(s)/volume(s) of ours behind (now removed): {listed}",
