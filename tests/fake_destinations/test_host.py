@@ -163,7 +163,8 @@ def test_destination_process_stops_when_its_parent_dies(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         deadline = time.monotonic() + 20
-        while not pidfile.exists() and time.monotonic() < deadline:
+        # write_text creates the file before it writes the pid: wait for the pid, not the file
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
         child = int(pidfile.read_text())
         os.kill(parent.pid, signal.SIGKILL)
