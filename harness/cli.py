@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON, or an "
                                          "OpenTelemetry trace) offline")
-    audit.add_argument("file", type=Path)
+    audit.add_argument("file", type=Path, help="the log, or a glob of logs (quoted: 'logs/2026-12-01/*.ndjson'), "
+                                               "audited as one in name order")
     audit.add_argument("--format", choices=("text", "json", "otlp"), default="text",
                        help="the report's format; otlp: FILE is an OpenTelemetry trace (OTLP JSON), reported as text "
                             "(--input otlp --format json for JSON)")
@@ -87,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "events: docs/otel.md)")
     audit.add_argument("-q", "--quiet", action="store_true", help="no progress line (a large file shows one on a "
                                                                   "terminal)")
+    audit.add_argument("--engine", choices=("duckdb", "spark", "stream"), default="duckdb",
+                       help="where it runs: duckdb (embedded, in parallel; the default), spark (a Spark session: "
+                            "--master; docs/spark.md) or stream (line by line, this process alone); same verdicts")
+    audit.add_argument("--master", metavar="URL", default=None,
+                       help="with --engine spark: the Spark master (local[2] by default, spark://host:7077, yarn, ...)")
     audit.add_argument("--html", type=Path, metavar="FILE",
                        help="also write the investigation report as HTML to FILE (pages beside it for a large log)")
 
@@ -362,8 +368,9 @@ AUDIT_EXIT_STATUS = {"healthy": EXIT_PASSED, "unhealthy": EXIT_FAILED, "unusable
 AUDIT_PROGRESS_MIN_BYTES = 8_000_000
 
 
-def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
-              window: int = 10_000, workers: int | None = None, quiet: bool = True, input: str | None = None) -> int:
+def run_audit(path: Path | str, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
+              window: int = 10_000, engine: str = "duckdb", master: str | None = None, quiet: bool = True,
+              input: str | None = None) -> int:
     """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
     (default: the streams of the moment, so that redirect_stdout works), and the exit status. ``quiet=False``:
     a file of ``AUDIT_PROGRESS_MIN_BYTES`` or more shows a progress line on a terminal's stderr."""
@@ -371,6 +378,7 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, er
     from harness.colour import paint_for
     from harness.progress import progress_line
 
+    path = Path(path)
     try:
         size = path.stat().st_size if path.is_file() else 0
     except OSError:
@@ -384,7 +392,7 @@ def run_audit(path: Path, *, format: str = "text", out: TextIO | None = None, er
             out = out or sys.stdout  # inside: on a terminal, what goes to stdout goes above the line
             paint = paint_for(out) if format == "text" else None
             shown = cast(TextIO, _Painted(out, paint)) if paint is not None and paint.enabled else out
-            summary = audit_file(path, format=format, out=shown, window=window, workers=workers,
+            summary = audit_file(path, format=format, out=shown, window=window, engine=engine, master=master,
                                  progress=None if quiet else update)
     except (EvidenceError, ValueError) as exc:
         print(f"audit: {exc}", file=err)
@@ -439,7 +447,11 @@ def _audit(args: argparse.Namespace) -> int:
     if args.html is not None:
         _writable(args.html)
     otlp = args.format == "otlp" or args.input == "otlp"
-    status = run_audit(args.file, format=args.format, quiet=args.quiet, input=args.input)
+    if args.master is not None and args.engine != "spark":
+        raise HarnessError(f"--master {args.master}: a Spark master is for --engine spark "
+                           f"(the engine is {args.engine})")
+    status = run_audit(args.file, format=args.format, quiet=args.quiet, input=args.input, engine=args.engine,
+                       master=args.master)
     if args.html is not None and status != EXIT_USAGE:
         from harness.audit import load_log
         from harness.audit.otlp import load_trace_log

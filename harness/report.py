@@ -582,6 +582,10 @@ def render_catalogue(scenarios: Iterable[Scenario]) -> str:
 def render_audit_summary(summary: AuditSummary) -> str:
     """The text audit's last lines: the run-wide findings, then one line of counts."""
     lines = [line for finding in summary.run_findings for line in _finding_lines(finding, "")]
+    first = 1
+    for name, count in summary.files:  # a glob: its lines are numbered through its files
+        lines.append(f"lines {first}-{first + count - 1}: {name}")
+        first += count
     counts = ", ".join(f"{n} {c}" for c, n in summary.classifications.items()) or "no operations"
     lines.append(f"{summary.file}: {summary.events} events, {summary.operations} operations ({counts}); "
                  f"{summary.findings} finding(s), {summary.malformed_lines} malformed line(s)")

@@ -1,80 +1,78 @@
-"""Offline audit of one log file, streaming: ``python -m harness audit FILE [--format json|text]``.
+"""Offline audit of a log file, or of a day of them: ``python -m harness audit FILE|GLOB [--format json|text]
+[--engine duckdb|spark|stream]``.
 
-Reads, line by line, either our audit events (``event``: operation, attempt, observation,
-resolution, approval) or the second article's effect-ledger NDJSON (``type``: attempt | effect, with
-``operationId``, ``attemptId``, ``idempotencyKey``, ``payloadHash``, ``result``, ``effectRef``,
-``observedAt``); both may be mixed. There is no wire and no ledger here, so the rules that need them
-are skipped and effects are counted from the log.
+Reads our audit events (``event``: operation, attempt, observation, resolution, approval) or the second
+article's effect-ledger NDJSON (``type``: attempt | effect, with ``operationId``, ``attemptId``,
+``idempotencyKey``, ``payloadHash``, ``result``, ``effectRef``, ``observedAt``); both may be mixed. There is
+no wire and no ledger here, so the rules that need them are skipped and effects are counted from the log.
+A glob is audited as one log: its files in name order, their lines numbered through.
 
-Memory grows with open operations, not with the file: an operation is judged once it is resolved
-and ``window`` more operations have been resolved after it (reconciliation may append a second
-resolution), or at the end of the file. Exit status: 0 every operation healthy and no finding,
-1 otherwise, 2 when the file cannot be read or holds no usable line.
-
-Speed (docs/checker.md, "Offline audit"): lines are parsed by orjson and vouched for field by field
-before pydantic sees them, clean operations skip the rule loop, and a large file is split across
-worker processes by operation id; each of these gives exactly what the plain path gives.
+Engines (``harness.audit.engine``): ``duckdb`` (the default) reads the file in SQL, in parallel, and writes
+the verdicts of the operations no rule can fire on from SQL (``harness.audit.triage``); the rules judge the
+rest. ``spark`` does the same on a Spark session (``--master URL``; docs/spark.md), with the same output.
+``stream`` reads line by line in this process alone, memory growing with open operations, not with the
+file: an operation is judged once it is resolved and ``window`` more operations have been resolved after
+it (reconciliation may append a second resolution), or at the end of the file. A file the embedded engine
+cannot read exactly as Python does (a carriage return, a byte-order mark, bytes that are not UTF-8) is
+streamed. Exit status: 0 every operation healthy and no finding, 1 otherwise, 2 when the file cannot be
+read or holds no usable line.
 
 The package, one concern a module: ``article.py`` (the article's lines as events), ``lines.py`` (one
 line as the audit reads it; ``load_log``, a bare log's ``Evidence``), ``stream.py`` (``StreamingAudit``:
-lines in, operations judged), ``fast_path.py`` (clean operations without the rule loop), ``shards.py``
-(the file split across processes), ``output.py`` (JSON and text out). The rules are the checker's:
-``check(load_log(path), offline=True)`` finds what the audit finds (tests/audit/test_parity.py).
+lines in, operations judged), ``fast_path.py`` (clean operations without the rule loop), ``triage.py``
+(the SQL), ``engine.py`` (the engines and what drives them), ``output.py`` (JSON and text out). The rules
+are the checker's: ``check(load_log(path), offline=True)`` finds what the audit finds
+(tests/audit/test_parity.py).
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from harness.audit.article import article_record
+from harness.audit.engine import ENGINES, EngineUnsuitable, audit_with, expand, open_engine
 from harness.audit.fast_path import clean_summary
 from harness.audit.lines import load_log
 from harness.audit.output import AuditSummary, write_summary
-from harness.audit.shards import SHARD_MIN_BYTES, _audit_sharded, _cores
 from harness.audit.stream import AuditProgress, StreamingAudit, _audit_alone
-from harness.contract import AGENT_LOG_FILE
 from harness.errors import EvidenceError
 from harness.ndjson import open_text
 
-__all__ = ["SHARD_MIN_BYTES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary",
-           "load_log"]
+__all__ = ["ENGINES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary", "load_log"]
 FORMATS = ("json", "text")
 
 
-def _open(path: Path) -> TextIO:
+def _open(path: str) -> TextIO:
     try:
         return open_text(path)
     except OSError as exc:
         raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def audit_file(path: Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
-               workers: int | None = None, progress: AuditProgress | None = None) -> AuditSummary:
-    """Audit one file, writing each judged operation to ``out`` as it goes (JSON or text), then the
-    run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when the file
+def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
+               engine: str = "duckdb", master: str | None = None,
+               progress: AuditProgress | None = None) -> AuditSummary:
+    """Audit a file (or a glob of them, as one log), writing each judged operation to ``out`` (JSON or text),
+    then the run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when a file
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
-    ``workers``: processes sharing the operations (None: one per core, up to 4, for files of at least
-    ``SHARD_MIN_BYTES``; 1: this process alone). The output is the same either way. ``progress(bytes read,
-    unhealthy operations so far)`` is called as the file is read (once a megabyte or a few times a second).
+    ``engine``: ``duckdb`` (embedded, the default), ``spark`` (``master``: a Spark master URL, default
+    ``local[2]``) or ``stream``. The verdicts are the same; ``stream`` lists operations as they are judged, the
+    others in the order of their first line. ``progress(bytes read, unhealthy operations so far)`` is called as
+    the file is read.
     """
     if format not in FORMATS:
         raise ValueError(f"format {format!r} is not known; valid: {', '.join(FORMATS)}")
-    path = Path(path)
-    if path.is_dir():
-        raise EvidenceError(f"{path} is a folder; give the audit log file (e.g. {path / AGENT_LOG_FILE})")
-    handle = _open(path)
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not known; valid: {', '.join(ENGINES)}")
+    local = engine != "spark" or "://" not in str(path)
+    paths = expand(path) if local else [str(path)]
     name = str(path)
-    if workers is None:
-        try:
-            big = path.stat().st_size >= SHARD_MIN_BYTES
-        except OSError:
-            big = False
-        workers = min(4, _cores()) if big else 1
+    size = sum(os.path.getsize(p) for p in paths) if local else 0
     first = [True]
 
     def write(piece: str) -> None:
@@ -87,14 +85,26 @@ def audit_file(path: Path, *, format: str = "text", out: TextIO = sys.stdout, wi
     if format == "json":
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
     result = None
-    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-        handle.close()
-        result = _audit_sharded(path, name, format, window, workers, write, progress)
-        if result is None:  # something only one process can judge: start again alone
-            handle = _open(path)
-    if result is None:
-        result = _audit_alone(handle, name, format, window, write, progress)
+    files = [(p, 0) for p in paths]
+    if engine != "stream":
+        try:
+            chosen = open_engine(engine, master=master)
+        except ImportError as exc:
+            raise EvidenceError(f"engine {engine} needs {exc.name or 'a package that is not installed'}: "
+                                f"pip install 'retry-harness[{engine}]'") from None
+        try:
+            stats, run_findings, files = audit_with(chosen, paths, name, format, window, write, progress, size)
+            result = stats, run_findings
+        except EngineUnsuitable:
+            if engine != "duckdb":
+                raise
+        finally:
+            chosen.close()
+    if result is None:  # the stream engine, or a file the embedded engine cannot read as Python does
+        result = _audit_alone((_open(p) for p in paths), name, format, window, write, progress)
     stats, run_findings = result
     summary = AuditSummary.from_stats(name, stats, run_findings)
+    if len(files) > 1:
+        summary.files = files
     write_summary(summary, format, out)
     return summary

@@ -24,6 +24,7 @@ class AuditSummary:
     findings: int  # every finding, the operations' and the run-wide ones
     unhealthy: int  # operations not healthy or with a finding
     run_findings: list[Finding] = field(default_factory=list)
+    files: list[tuple[str, int]] = field(default_factory=list)  # a glob's files and their lines, in order
 
     @classmethod
     def from_stats(cls, name: str, stats: dict[str, Any], run_findings: list[Finding]) -> AuditSummary:
@@ -42,8 +43,11 @@ class AuditSummary:
         return "unhealthy" if self.unhealthy or self.run_findings else "healthy"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"events": self.events, "malformed_lines": self.malformed_lines, "operations": self.operations,
+        data = {"events": self.events, "malformed_lines": self.malformed_lines, "operations": self.operations,
                 "classifications": self.classifications, "findings": self.findings, "outcome": self.outcome}
+        if self.files:
+            data["files"] = [{"file": name, "lines": lines} for name, lines in self.files]
+        return data
 
 
 def write_summary(summary: AuditSummary, format: str, out: TextIO) -> None:

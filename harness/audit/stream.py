@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 import orjson
@@ -23,16 +23,15 @@ from harness.evidence import Evidence
 from harness.report import render_operation
 
 
-def _blocks(handle: TextIO, might_find: Callable[[str], bool] | None) -> Iterator[tuple[list[str], bool]]:
+def _blocks(handle: TextIO, might_find: Callable[[str], bool]) -> Iterator[tuple[list[str], bool]]:
     """The file's lines about a megabyte at a time, each block with whether the run rules that read a
     line's text (H019) might find anything in it: one ``might_find`` of the block instead of one per
-    line, a line read on its own only in a block that might. ``might_find=None`` (a shard worker, which
-    audits only some of the lines): every line is read on its own."""
+    line, a line read on its own only in a block that might."""
     while True:
         lines = handle.readlines(1 << 20)
         if not lines:
             return
-        yield lines, (might_find("".join(lines)) if might_find is not None else True)
+        yield lines, might_find("".join(lines))
 
 
 class _KnownOperations:
@@ -45,10 +44,6 @@ class _KnownOperations:
         return op_id in self.open_ops or op_id in self.closed
 
 
-class ShardBail(Exception):
-    """Raised inside a shard worker when the log holds something one shard cannot judge alone."""
-
-
 class StreamingAudit:
     """Feeds lines in, calls ``sink(op, piece)`` for each judged operation with its output (JSON text, or
     the text report, "" for a healthy operation in text); run-wide findings are kept.
@@ -57,19 +52,13 @@ class StreamingAudit:
     every line as it is read and each operation as the window judges it; what they find about an
     operation still open goes into its verdict, the rest is run-wide.
 
-    ``sharded=True`` (a worker of ``_audit_sharded``, fed only its share of the operations) raises
-    ``ShardBail`` on anything whose verdict could depend on operations of another shard or on when the
-    operation was judged: a line after an operation's resolution, a superseded, delegated or
-    corrected operation, an empty operation id.
+    The triaged engines (``harness.audit.engine``) feed it only the lines SQL could not judge, in file order.
     """
 
-    def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000,
-                 sharded: bool = False) -> None:
+    def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000) -> None:
         self.name = name
         self.sink = sink
         self.format = format
-        self.sharded = sharded
-        self.expected_operation: str | int | None = None  # sharded: the id the worker read from the text
         self.window = window
         self.open: dict[str, OperationContext] = {}
         self.resolved: OrderedDict[str, None] = OrderedDict()
@@ -124,8 +113,6 @@ class StreamingAudit:
         record["_line"] = line
         op_id = record["operation_id"]
         op = self.open.get(op_id)
-        if self.sharded:
-            self._stays_in_shard(op, op_id, record)
         if op is None:
             if op_id in self.closed:
                 if read_line is not None:
@@ -153,17 +140,6 @@ class StreamingAudit:
             if len(self.resolved) > self.window:
                 oldest, _ = self.resolved.popitem(last=False)
                 self._judge(oldest)
-
-    def _stays_in_shard(self, op: OperationContext | None, op_id: str, record: dict[str, Any]) -> None:
-        if op_id != self.expected_operation:  # the id read from the text was a nested one
-            raise ShardBail(f"line {record['_line']} belongs to {op_id}, not {self.expected_operation}")
-        if (op is not None and op.resolutions) or op_id in self.closed:
-            raise ShardBail(f"line {record['_line']} comes after {op_id} was resolved")
-        if not op_id or record.get("supersedes_operation_id") or record.get("parent_operation_id") \
-                or record.get("correction_operation_id"):
-            raise ShardBail(f"line {record['_line']} refers to another operation")
-        if record.get("event") == "approval" and record.get("scope") == "session":  # H037: it covers every
-            raise ShardBail(f"line {record['_line']} is a session approval (it covers other operations' attempts)")
 
     def _judge(self, op_id: str, *, drop: bool = True) -> None:
         """Judge an open operation; ``drop=False`` leaves it among the open ones (``peers``) for the rest."""
@@ -213,31 +189,34 @@ def position(handle: TextIO) -> int:
 AuditProgress = Callable[[int, int], None]  # (bytes read, unhealthy operations so far)
 
 
-def _audit_alone(handle: TextIO, name: str, format: str, window: int,
+def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
                  write: Any, progress: AuditProgress | None = None) -> tuple[dict[str, Any], list[Finding]]:
-    """One process, one pass: ``write(piece)`` for each operation's output in order; returns (stats, run
-    findings). ``progress`` hears, once a block (about a megabyte), the bytes read and the unhealthy
-    operations so far."""
+    """One process, one pass over the files in turn (their lines numbered through): ``write(piece)`` for each
+    operation's output in order; returns (stats, run findings). ``progress`` hears, once a block (about a
+    megabyte), the bytes read and the unhealthy operations so far."""
     audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
     # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
     # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
     # so reference counting frees it all and the collector is paused for the run.
     collecting = gc.isenabled()
     gc.disable()
+    done = 0  # bytes of the files already read
     try:
-        with handle:
-            feed = audit.feed
-            number = 0
-            for lines, read_text in _blocks(handle, audit.run_rules.might_find):
-                for text in lines:
-                    number += 1
-                    if text[0] == "{" or text.strip():
-                        feed(number, text.rstrip("\r\n"), read_text)  # parse errors point into the line
-                if progress is not None:
-                    progress(position(handle), audit.unhealthy)
-            audit.finish()
-            if progress is not None:  # operations still open at the end are judged only now
-                progress(position(handle), audit.unhealthy)
+        feed = audit.feed
+        number = 0
+        for handle in handles:
+            with handle:  # closed as soon as it is read
+                for lines, read_text in _blocks(handle, audit.run_rules.might_find):
+                    for text in lines:
+                        number += 1
+                        if text[0] == "{" or text.strip():
+                            feed(number, text.rstrip("\r\n"), read_text)  # parse errors point into the line
+                    if progress is not None:
+                        progress(done + position(handle), audit.unhealthy)
+                done += position(handle)  # still open here
+        audit.finish()
+        if progress is not None:  # operations still open at the end are judged only now
+            progress(done, audit.unhealthy)
     finally:
         if collecting:
             gc.enable()

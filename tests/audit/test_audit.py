@@ -143,13 +143,20 @@ def test_a_worker_operation_is_judged_beside_its_owner_at_the_end_of_the_file(tm
 
 def test_streaming_judges_early_and_reports_a_too_late_event(tmp_path):
     log = late_observation_log(tmp_path / "agent.ndjson", operations=5)
-    status, out, _ = audit(log, window=2)
+    status, out, _ = audit(log, window=2, engine="stream")
     data = json.loads(out)
     assert [o["operation_id"] for o in data["operations"]][:2] == ["op_0", "op_1"]
     assert "comes after that operation was resolved and 2 more were" in data["findings"][0]["message"]
     assert status == 1
-    status, out, _ = audit(log, window=100)  # a wide enough window sees the late observation in place
+    status, out, _ = audit(log, window=100, engine="stream")  # a wide enough window sees it in place
     assert status == 0, out
+
+
+def test_the_embedded_engine_judges_a_late_line_in_place(tmp_path):
+    """The triaged engines group each operation's lines whatever their distance: no window to fall out of."""
+    log = late_observation_log(tmp_path / "agent.ndjson", operations=5)
+    status, out, _ = audit(log, window=2)
+    assert status == 0 and json.loads(out)["findings"] == [], out
 
 
 @pytest.mark.parametrize("mutation, code", [

@@ -21,10 +21,9 @@ import harness.audit
 from harness.audit.lines import load_log
 from harness.checker import RULES, check
 from harness.cli import run_audit
-from tests.audit.test_shards import write_log
 from tests.checker.test_rules import STORIES
 from tests.common.evidence_builder import EvidenceBuilder
-from tests.common.logs import late_observation_log
+from tests.common.logs import late_observation_log, write_log
 
 HERE = Path(__file__).parent
 FILES = sorted((HERE / "fixtures").glob("*.ndjson")) + sorted((HERE / "errors").glob("*.ndjson"))
@@ -33,7 +32,7 @@ WIRE_RULES = {code for code, r in RULES.items() if "wire" in r.requires}
 
 def audited(path: Path, **kwargs) -> dict:
     out = io.StringIO()
-    run_audit(path, format="json", out=out, err=io.StringIO(), workers=1, **kwargs)
+    run_audit(path, format="json", out=out, err=io.StringIO(), **kwargs)
     return json.loads(out.getvalue())
 
 
@@ -44,6 +43,11 @@ def findings_of(data: dict) -> Counter:
     return Counter(json.dumps(f, sort_keys=True) for f in findings)
 
 
+def sorted_ops(data: dict) -> list[dict]:
+    """The operations by id: the stream lists them as it judges them, the others by their first line."""
+    return sorted(data["operations"], key=lambda op: op["operation_id"])
+
+
 def checked(path: Path) -> dict:
     verdict = json.loads(json.dumps(check(load_log(path), offline=True).to_dict()))
     for op in verdict["operations"]:
@@ -52,10 +56,13 @@ def checked(path: Path) -> dict:
 
 
 def assert_same_judgement(path: Path) -> None:
-    audit, verdict = audited(path), checked(path)
-    assert audit["operations"] == verdict["operations"], path
-    assert findings_of(audit) == findings_of(verdict), path
-    assert not {json.loads(f)["code"] for f in findings_of(audit)} & WIRE_RULES
+    """Both engines (the stream, and DuckDB's triage with the rules for the rest) judge as check() does."""
+    verdict = checked(path)
+    for engine in ("stream", "duckdb"):
+        audit = audited(path, engine=engine)
+        assert sorted_ops(audit) == sorted_ops(verdict), (path, engine)
+        assert findings_of(audit) == findings_of(verdict), (path, engine)
+        assert not {json.loads(f)["code"] for f in findings_of(audit)} & WIRE_RULES
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -94,7 +101,7 @@ def test_the_window_is_the_one_difference(tmp_path):
     """A line for an operation the window already judged: the audit reports it (H000) and judged the
     operation without it; check(), which holds the whole log, judges it in place."""
     log = late_observation_log(tmp_path / "agent.ndjson", operations=4)
-    audit, verdict = audited(log, window=2), checked(log)
+    audit, verdict = audited(log, window=2, engine="stream"), checked(log)
     extra = findings_of(audit) - findings_of(verdict)
     assert [json.loads(f)["message"] for f in extra] == [
         (f"{log}:13: observation for op_0 comes after that operation was resolved and 2 more were; it was judged "
@@ -102,4 +109,5 @@ def test_the_window_is_the_one_difference(tmp_path):
     assert not findings_of(verdict) - findings_of(audit)
     assert audit["operations"][1:] == verdict["operations"][1:]
     assert verdict["operations"][0]["observations"] and not audit["operations"][0]["observations"]
-    assert audited(log)["operations"] == verdict["operations"]  # a wide enough window sees it in place
+    assert audited(log, engine="stream")["operations"] == verdict["operations"]  # a wide window sees it in place
+    assert audited(log, window=2)["operations"] == verdict["operations"]  # the embedded engine has no window

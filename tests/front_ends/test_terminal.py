@@ -133,10 +133,10 @@ def test_a_quiet_progress_line_is_a_no_op_and_a_bad_unit_an_error(capsys):
         pass
 
 
-def shardable_log(path: Path, count: int) -> Path:
-    """Operations the audit can split across processes (tests/audit/test_shards.py's stories), a third blind
-    retries (unhealthy)."""
-    from tests.audit.test_shards import story
+def mixed_log(path: Path, count: int) -> Path:
+    """Clean operations, dedup retries and blind retries (tests/common/logs.py's stories), a third of them
+    blind retries (unhealthy)."""
+    from tests.common.logs import story
 
     kinds = ("clean", "retry", "blind")
     with path.open("w", encoding="utf-8") as out:
@@ -145,19 +145,15 @@ def shardable_log(path: Path, count: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_the_audit_tells_its_progress_alone_and_sharded(tmp_path, monkeypatch, workers):
-    from harness.audit import audit_file, shards
+@pytest.mark.parametrize("engine", ["stream", "duckdb"])
+def test_the_audit_tells_its_progress_on_either_engine(tmp_path, engine):
+    from harness.audit import audit_file
 
-    calls = []
-    sharded = shards._audit_sharded
-    monkeypatch.setattr("harness.audit._audit_sharded", lambda *a: calls.append(sharded(*a)) or calls[-1])
-    path = shardable_log(tmp_path / "big.ndjson", 3000)
+    path = mixed_log(tmp_path / "big.ndjson", 3000)
     heard: list[tuple[int, int]] = []
-    summary = audit_file(path, format="json", out=io.StringIO(), workers=workers,
+    summary = audit_file(path, format="json", out=io.StringIO(), engine=engine,
                          progress=lambda done, bad: heard.append((done, bad)))
     assert summary.operations == 3000 and summary.unhealthy == 1000
-    assert (workers > 1) == bool(calls) and all(r is not None for r in calls)  # sharded, no bail
     assert len(heard) >= 2, heard
     assert [d for d, _ in heard] == sorted(d for d, _ in heard)  # bytes read only grow
     assert [b for _, b in heard] == sorted(b for _, b in heard)  # so do the unhealthy operations found
@@ -208,7 +204,7 @@ def run_with_stderr_on_a_pty(args: list[str], env: dict[str, str] | None = None)
 
 
 def test_a_large_audit_shows_progress_on_a_terminal_and_none_in_a_pipe_or_quiet(tmp_path):
-    path = shardable_log(tmp_path / "big.ndjson", 3000)
+    path = mixed_log(tmp_path / "big.ndjson", 3000)
     status, stdout, terminal = run_with_stderr_on_a_pty(["-c", PTY_AUDIT, "audit", str(path), "--format", "json"])
     assert status == 1
     assert "audit big.ndjson" in terminal and "unhealthy" in terminal and ANSI.search(terminal), terminal[-2000:]
