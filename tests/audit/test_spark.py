@@ -1,7 +1,7 @@
 """The audit's Spark engine (harness/audit/spark_engine.py) on a real local Spark (local[2]): the ``lines`` view
 against Python's text-mode reading, ``features`` (mapInArrow + DuckDB in the workers) against DuckDB run
-directly, ``register`` + ``query`` order, and ``close()``: no JVM, no Python worker, no temporary folder left,
-nothing on stdout."""
+directly, ``register`` + ``query`` order, ``close()``: no JVM, no Python worker, no temporary folder left,
+nothing on stdout; and a cluster master (local-cluster: executors in JVMs of their own) running the same code."""
 
 from __future__ import annotations
 
@@ -242,3 +242,37 @@ def _command(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+CLUSTER_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    from harness.audit.spark_engine import SparkEngine, descendants
+    conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    with SparkEngine("local-cluster[1,1,1024]", conf=conf) as engine:
+        loaded = engine.load([sys.argv[1], sys.argv[2]])
+        engine.features()
+        rows = list(engine.query("SELECT line, text FROM features ORDER BY line"))
+    print(json.dumps({"loaded": loaded, "rows": rows, "left": descendants(os.getpid())}))
+""")
+
+
+def test_a_cluster_master_runs_the_same_code_in_executors_of_their_own(tmp_path: Path) -> None:
+    # local-cluster: a Spark master, a worker and its executor, each a JVM of its own, as on a real cluster
+    # (the non-local path: no local settings; the executors' Python from PYSPARK_PYTHON)
+    first, second = tmp_path / "a.ndjson", tmp_path / "b.ndjson"
+    first.write_bytes(b'{"a": 1}\r\n\rtwo')
+    second.write_bytes(b"three\n")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.Popen([sys.executable, "-c", CLUSTER_SCRIPT, str(first), str(second)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    report = json.loads(stdout)
+    assert report["loaded"] == [[str(first), 3], [str(second), 1]]
+    assert [row[:2] for row in report["rows"]] == [[1, '{"a": 1}'], [2, None], [3, "two"], [4, "three"]]
+    assert report["left"] == []
