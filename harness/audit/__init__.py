@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TextIO
 
 from harness.audit.article import article_record
-from harness.audit.engine import ENGINES, EngineUnsuitable, audit_with, expand, open_engine
+from harness.audit.engine import ENGINES, AuditEngine, EngineUnsuitable, audit_with, expand, open_engine
 from harness.audit.fast_path import clean_summary
 from harness.audit.lines import load_log
 from harness.audit.output import AuditSummary, write_summary
@@ -54,22 +54,24 @@ def _open(path: str) -> TextIO:
 
 
 def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
-               engine: str = "duckdb", master: str | None = None,
+               engine: str | AuditEngine = "duckdb", master: str | None = None,
                progress: AuditProgress | None = None) -> AuditSummary:
     """Audit a file (or a glob of them, as one log), writing each judged operation to ``out`` (JSON or text),
     then the run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when a file
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
     ``engine``: ``duckdb`` (embedded, the default), ``spark`` (``master``: a Spark master URL, default
-    ``local[2]``) or ``stream``. The verdicts are the same; ``stream`` lists operations as they are judged, the
+    ``local[2]``) or ``stream``; or an open engine (``harness.audit.engine``), which the caller closes. The verdicts are the same; ``stream`` lists operations as they are judged, the
     others in the order of their first line. ``progress(bytes read, unhealthy operations so far)`` is called as
     the file is read.
     """
     if format not in FORMATS:
         raise ValueError(f"format {format!r} is not known; valid: {', '.join(FORMATS)}")
-    if engine not in ENGINES:
-        raise ValueError(f"engine {engine!r} is not known; valid: {', '.join(ENGINES)}")
-    local = engine != "spark" or "://" not in str(path)
+    given = None if isinstance(engine, str) else engine
+    name_of_engine = engine if isinstance(engine, str) else engine.name
+    if name_of_engine not in ENGINES:
+        raise ValueError(f"engine {name_of_engine!r} is not known; valid: {', '.join(ENGINES)}")
+    local = name_of_engine != "spark" or "://" not in str(path)
     paths = expand(path) if local else [str(path)]
     name = str(path)
     size = sum(os.path.getsize(p) for p in paths) if local else 0
@@ -86,20 +88,21 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
     result = None
     files = [(p, 0) for p in paths]
-    if engine != "stream":
+    if name_of_engine != "stream":
         try:
-            chosen = open_engine(engine, master=master)
+            chosen = given or open_engine(name_of_engine, master=master)
         except ImportError as exc:
-            raise EvidenceError(f"engine {engine} needs {exc.name or 'a package that is not installed'}: "
-                                f"pip install 'retry-harness[{engine}]'") from None
+            raise EvidenceError(f"engine {name_of_engine} needs {exc.name or 'a package that is not installed'}: "
+                                f"pip install 'retry-harness[{name_of_engine}]'") from None
         try:
             stats, run_findings, files = audit_with(chosen, paths, name, format, window, write, progress, size)
             result = stats, run_findings
         except EngineUnsuitable:
-            if engine != "duckdb":
+            if name_of_engine != "duckdb":
                 raise
         finally:
-            chosen.close()
+            if given is None:
+                chosen.close()
     if result is None:  # the stream engine, or a file the embedded engine cannot read as Python does
         result = _audit_alone((_open(p) for p in paths), name, format, window, write, progress)
     stats, run_findings = result

@@ -282,20 +282,29 @@ def prepare(connection: Any) -> None:
     connection.execute(PLAIN_OBJECT_MACRO)
 
 
+def features_schema() -> Any:
+    """FEATURES_COLUMNS as an Arrow schema (pyarrow is imported only by the Spark engine's executors)."""
+    import pyarrow as pa
+
+    kinds = {"BIGINT": pa.int64(), "VARCHAR": pa.string(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64()}
+    return pa.schema([(name, kinds[kind]) for name, kind in FEATURES_COLUMNS])
+
+
 def features_of_batch(batches: Iterator[Any]) -> Iterator[Any]:
     """Spark's ``mapInArrow``: Arrow batches of ``lines`` in, batches of features out, by FEATURES_SQL run in
-    DuckDB inside the executor (the same statement as the embedded engine runs)."""
+    DuckDB inside the executor (the same statement as the embedded engine runs); one connection a partition."""
     import duckdb
     import pyarrow as pa
 
+    schema = features_schema()
     connection = duckdb.connect()
     try:
         prepare(connection)
         query = features_sql()
         for batch in batches:
-            lines = pa.Table.from_batches([batch])  # noqa: F841 -- read by name in the SQL below
-            connection.register("lines", lines)
-            yield from connection.execute(query).to_arrow_table().to_batches()
+            connection.register("lines", pa.Table.from_batches([batch]))
+            for out in connection.sql(query).to_arrow_reader():  # DuckDB 2: a relation's reader
+                yield out.cast(schema)
             connection.unregister("lines")
     finally:
         connection.close()
