@@ -61,9 +61,9 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
     ``engine``: ``duckdb`` (embedded, the default), ``spark`` (``master``: a Spark master URL, default
-    ``local[2]``) or ``stream``; or an open engine (``harness.audit.engine``), which the caller closes. The verdicts are the same; ``stream`` lists operations as they are judged, the
-    others in the order of their first line. ``progress(bytes read, unhealthy operations so far)`` is called as
-    the file is read.
+    ``local[2]``) or ``stream``; or an open engine (``harness.audit.engine``), which the caller closes. The
+    verdicts are the same; ``stream`` lists operations as they are judged, the others in the order of their
+    first line. ``progress(bytes read, unhealthy operations so far)`` is called as the file is read.
     """
     if format not in FORMATS:
         raise ValueError(f"format {format!r} is not known; valid: {', '.join(FORMATS)}")
@@ -104,7 +104,9 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
             if given is None:
                 chosen.close()
     if result is None:  # the stream engine, or a file the embedded engine cannot read as Python does
-        result = _audit_alone((_open(p) for p in paths), name, format, window, write, progress)
+        counts: list[int] = []
+        result = _audit_alone((_open(p) for p in paths), name, format, window, write, progress, counts)
+        files = list(zip(paths, counts, strict=True))
     stats, run_findings = result
     summary = AuditSummary.from_stats(name, stats, run_findings)
     if len(files) > 1:

@@ -190,10 +190,11 @@ AuditProgress = Callable[[int, int], None]  # (bytes read, unhealthy operations 
 
 
 def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
-                 write: Any, progress: AuditProgress | None = None) -> tuple[dict[str, Any], list[Finding]]:
+                 write: Any, progress: AuditProgress | None = None,
+                 counts: list[int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """One process, one pass over the files in turn (their lines numbered through): ``write(piece)`` for each
     operation's output in order; returns (stats, run findings). ``progress`` hears, once a block (about a
-    megabyte), the bytes read and the unhealthy operations so far."""
+    megabyte), the bytes read and the unhealthy operations so far; ``counts`` gets each file's line count."""
     audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
     # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
     # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
@@ -205,6 +206,7 @@ def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
         feed = audit.feed
         number = 0
         for handle in handles:
+            before = number
             with handle:  # closed as soon as it is read
                 for lines, read_text in _blocks(handle, audit.run_rules.might_find):
                     for text in lines:
@@ -214,6 +216,8 @@ def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
                     if progress is not None:
                         progress(done + position(handle), audit.unhealthy)
                 done += position(handle)  # still open here
+            if counts is not None:
+                counts.append(number - before)
         audit.finish()
         if progress is not None:  # operations still open at the end are judged only now
             progress(done, audit.unhealthy)

@@ -143,10 +143,10 @@ def test_features_are_the_triage_sql_run_by_duckdb(engine: SparkEngine, tmp_path
         triage.prepare(con)
         con.register("lines", table)
         want = [tuple(row) for row in con.sql(f"SELECT * FROM ({triage.features_sql()}) ORDER BY line").fetchall()]
-    assert len(got) == len(lines)
+    assert len(got) == sum(1 for _, text in lines if text)  # a blank line has no features
     assert got == want
     # cached: a second query reads the same rows
-    assert list(engine.query("SELECT count(*) FROM features")) == [(len(lines),)]
+    assert list(engine.query("SELECT count(*) FROM features")) == [(len(got),)]
 
 
 def test_register_and_query_keep_the_order_by(engine: SparkEngine, tmp_path: Path) -> None:
@@ -219,7 +219,7 @@ def test_nothing_but_the_callers_output_reaches_stdout(closed_run: dict[str, Any
     report = json.loads(lines[0])
     assert report["loaded"] == [[closed_run["log"], 3]]
     assert report["rows"] == [[1, '{"a": 1}'], [2, None], [3, '{"b": 22}']]
-    assert report["features"] == [[3]]
+    assert report["features"] == [[2]]  # the blank line has none
 
 
 def test_close_leaves_no_jvm_no_worker_no_temporary_folder(closed_run: dict[str, Any]) -> None:
@@ -252,7 +252,7 @@ CLUSTER_SCRIPT = textwrap.dedent("""
     with SparkEngine("local-cluster[1,1,1024]", conf=conf) as engine:
         loaded = engine.load([sys.argv[1], sys.argv[2]])
         engine.features()
-        rows = list(engine.query("SELECT line, text FROM features ORDER BY line"))
+        rows = list(engine.query("SELECT line, kind, ok FROM features ORDER BY line"))
     print(json.dumps({"loaded": loaded, "rows": rows, "left": descendants(os.getpid())}))
 """)
 
@@ -275,5 +275,30 @@ def test_a_cluster_master_runs_the_same_code_in_executors_of_their_own(tmp_path:
     assert proc.returncode == 0, stderr
     report = json.loads(stdout)
     assert report["loaded"] == [[str(first), 3], [str(second), 1]]
-    assert [row[:2] for row in report["rows"]] == [[1, '{"a": 1}'], [2, None], [3, "two"], [4, "three"]]
+    # the features of the lines that are not blank, computed by DuckDB in the cluster's executor
+    assert report["rows"] == [[1, "loose", False], [3, "loose", False], [4, "loose", False]]
     assert report["left"] == []
+
+
+def test_the_audit_on_spark_writes_what_the_embedded_engine_writes(engine: SparkEngine, tmp_path: Path) -> None:
+    """The whole audit, byte for byte, on Spark and on DuckDB: random logs of every kind of story (malformed and
+    blank lines, secrets, blind retries), the article's format, and a glob of two files read as one log."""
+    import io
+
+    from harness.audit import audit_file
+    from tests.common.logs import write_log
+
+    article = Path(__file__).parent / "fixtures" / "article_four_operations.ndjson"
+    logs = [write_log(tmp_path / f"log{seed}.ndjson", seed, count=80) for seed in range(2)]
+    (tmp_path / "day").mkdir()
+    (tmp_path / "day" / "a.ndjson").write_text(logs[0].read_text())
+    (tmp_path / "day" / "b.ndjson").write_text(article.read_text())
+    for target in [*logs, article, tmp_path / "day" / "*.ndjson"]:
+        outputs = []
+        for chosen in ("duckdb", engine):
+            for fmt in ("json", "text"):
+                out = io.StringIO()
+                audit_file(str(target), format=fmt, out=out, engine=chosen)
+                outputs.append(out.getvalue())
+        assert outputs[:2] == outputs[2:], target
+        assert '"operations": [' in outputs[0] and outputs[0].count('"operation_id"') > 3
