@@ -60,6 +60,28 @@ class _Ready:
         self.event.set()
 
 
+CA_LOCK_FILE = ".retry-harness-ca.lock"  # in the confdir: held while its CA is looked for and made
+
+
+def ensure_ca(confdir: Path) -> None:
+    """Make mitmproxy's CA in ``confdir`` unless it is there, under a file lock. Proxies of several harness
+    processes (pytest-xdist workers, CI jobs on one machine) share the confdir: left to mitmproxy, each one
+    started before the CA exists makes its own and writes it over the others', so a proxy signs with a CA
+    that the file handed to agents (``SSL_CERT_FILE``) no longer holds, or reads a file half written."""
+    import fcntl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # as for mitmproxy's other imports (see _run)
+        from mitmproxy.certs import CertStore
+        from mitmproxy.options import CONF_BASENAME, KEY_SIZE
+
+    confdir.mkdir(parents=True, exist_ok=True)
+    with open(confdir / CA_LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (confdir / f"{CONF_BASENAME}-ca.pem").exists():
+            CertStore.create_store(confdir, CONF_BASENAME, KEY_SIZE)
+
+
 class ProxyServer:
     """mitmproxy and its fault injector, embedded in this process."""
 
@@ -83,6 +105,10 @@ class ProxyServer:
     def start(self) -> None:
         if self.running:
             return
+        try:
+            ensure_ca(self.confdir)
+        except OSError as exc:
+            raise ProxyHostError(f"mitmproxy's CA could not be made in {self.confdir}: {exc}") from None
         ready = _Ready()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="harness-proxy", daemon=True)
         self._thread.start()
