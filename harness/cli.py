@@ -446,6 +446,9 @@ class _Painted:
 def _audit(args: argparse.Namespace) -> int:
     if args.html is not None:
         _writable(args.html)
+        if any(c in str(args.file) for c in "*?["):
+            raise HarnessError(f"--html {args.html}: the investigation report is written for one log, not a glob "
+                               f"({args.file}); give one file")
     otlp = args.format == "otlp" or args.input == "otlp"
     if args.master is not None and args.engine != "spark":
         raise HarnessError(f"--master {args.master}: a Spark master is for --engine spark "

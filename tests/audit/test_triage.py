@@ -303,3 +303,22 @@ def test_the_twists_are_lines_the_schema_knows_or_refuses(tmp_path):
             continue
         results.add("valid" if isinstance(value, dict) and validate_event(value)[1] is None else "invalid")
     assert results == {"valid", "invalid", "not JSON to the standard library"}
+
+
+def test_the_command_line_takes_an_engine_and_refuses_a_master_without_spark(tmp_path, capsys):
+    from harness import cli
+
+    (tmp_path / "a.ndjson").write_text(ARTICLE.read_text())
+    (tmp_path / "b.ndjson").write_text(ARTICLE.read_text().replace("op_", "op_b_"))
+    pattern = str(tmp_path / "*.ndjson")
+    outputs = {}
+    for name in ("duckdb", "stream"):
+        assert cli.main(["audit", pattern, "--format", "json", "--engine", name]) == 1
+        outputs[name] = json.loads(capsys.readouterr().out)
+    assert outputs["duckdb"]["summary"] == outputs["stream"]["summary"]
+    assert outputs["duckdb"]["summary"]["operations"] == 8
+    assert cli.main(["audit", pattern, "--master", "spark://h:7077"]) == 2
+    assert "--master spark://h:7077: a Spark master is for --engine spark (the engine is duckdb)" in \
+        capsys.readouterr().err
+    assert cli.main(["audit", pattern, "--html", str(tmp_path / "r.html")]) == 2
+    assert "not a glob" in capsys.readouterr().err
