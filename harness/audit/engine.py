@@ -105,8 +105,9 @@ class DuckDBEngine:
         import duckdb
 
         self._scratch = tempfile.TemporaryDirectory(prefix="retry-harness-duckdb-")
-        config: dict[str, str | bool | int] = {"threads": threads or max(1, os.cpu_count() or 1), "temp_directory": self._scratch.name,
-                  "preserve_insertion_order": True}
+        config: dict[str, str | bool | int | float | list[str]] = {
+            "threads": threads or max(1, os.cpu_count() or 1), "temp_directory": self._scratch.name,
+            "preserve_insertion_order": True}
         if memory_limit is not None:
             config["memory_limit"] = memory_limit
         self.connection = duckdb.connect(config=config)
