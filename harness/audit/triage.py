@@ -12,7 +12,8 @@ Two statements, run by either engine (``harness.audit.engine``):
   and keeps the clean ones: every line ``ok``, one of the clean stories of ``harness.audit.fast_path``
   (ours) or the article's clean story, and nothing that ties the operation to another one (a key or an
   intent another operation uses, a reference to or from it, a line that may hold a secret). ``CLEAN_SQL``
-  gives their verdicts, written in SQL; ``ROUTED_SQL`` every other line, in file order, for the rules.
+  gives their verdicts, written in SQL; ``ROUTED_SQL`` the numbers of every other line, in file order, for
+the rules (the engine reads their text: ``lines_at``).
 
 A line SQL cannot read for certain (``kind = 'loose'``: not JSON to DuckDB, duplicate keys, an escaped
 operation id) is read first by the audit itself (``harness.audit.engine``), and whatever it names is
@@ -228,7 +229,9 @@ SELECT line,
        {_s('retry_of_attempt_id')} AS retry_of,
        {_s('retry_reason')} AS retry_reason,
        {_i('attempt_budget_remaining')} AS budget,
-       coalesce(upper({_s('method')}) IN {_in_list(SAFE_METHODS)}, false) AS safe_method,
+       -- a method outside ASCII counts as safe (not clean): Python's upper() may make GET of it, SQL's not
+       coalesce(upper({_s('method')}) IN {_in_list(SAFE_METHODS)}
+                OR NOT regexp_full_match({_s('method')}, '[ -~]*'), false) AS safe_method,
        {_s('observation_id')} AS observation_id,
        {_s('source')} AS source,
        {_b('found')} AS found,
@@ -406,6 +409,9 @@ _EVENTS_PIECE = _concat(
 _EVENTS_CLEAN = f"""
   n_events = n_lines AND n_operation = 1 AND n_resolution = 1 AND n_approval = 0 AND n_attempt IN (1, 2)
   AND n_attempt_ids = n_attempt AND n_observation <= 1 AND n_observation_ids = n_observation
+  -- a cited id is an attempt's before it is an observation's (op.evidence_ids): none may be both
+  AND (o1_observation_id IS NULL OR (o1_observation_id <> a1_attempt_id
+                                     AND o1_observation_id <> COALESCE(a2_attempt_id, '')))
   AND r_state = 'succeeded' AND a1_retry_of IS NULL AND a1_retry_reason IS NULL
   AND (n_attempt = 1 OR (a2_idem_key = a1_idem_key OR (a2_idem_key IS NULL AND a1_idem_key IS NULL)))
   AND COALESCE(a1_budget, 0) >= 0 AND COALESCE(a2_budget, 0) >= 0

@@ -322,3 +322,27 @@ def test_the_command_line_takes_an_engine_and_refuses_a_master_without_spark(tmp
         capsys.readouterr().err
     assert cli.main(["audit", pattern, "--html", str(tmp_path / "r.html")]) == 2
     assert "not a glob" in capsys.readouterr().err
+
+
+def test_an_observation_named_like_an_attempt_is_cited_as_the_attempt(tmp_path):
+    """The fast path reads a cited id as an attempt's first: an observation that found the effect, named like
+    the attempt whose response was lost, proves nothing there; SQL must not take it for the proof."""
+    events = renamed(STORIES["lookup"](), 1)
+    events[2]["observation_id"] = events[1]["attempt_id"]
+    events[3]["evidence"] = [events[1]["attempt_id"]]
+    path = tmp_path / "agent.ndjson"
+    path.write_text("\n".join(json.dumps({k: v for k, v in e.items() if k != "_line"}) for e in events) + "\n")
+    assert_engines_agree(path)
+    assert clean_operations(path) == set()
+
+
+def test_a_method_python_upper_cases_to_a_safe_one_is_left_to_the_rules(tmp_path):
+    """"optıons" (a dotless ı) is OPTIONS to Python's str.upper(): a read, never a clean write."""
+    assert "optıons".upper() == "OPTIONS"
+    events = renamed(STORIES["clean"](), 1)
+    events[1]["method"] = "optıons"
+    path = tmp_path / "agent.ndjson"
+    path.write_text("\n".join(json.dumps({k: v for k, v in e.items() if k != "_line"}, ensure_ascii=False)
+                              for e in events) + "\n", encoding="utf-8")
+    assert_engines_agree(path)
+    assert clean_operations(path) == set()
