@@ -14,7 +14,7 @@ operation as the wire shows it; a black-box run rule's ``finish`` gets a ``RunCo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -75,9 +75,9 @@ class RunRule:
     - ``finish(run)``: the end of the log (``run`` is the ``RunContext``, None in the streaming audit).
 
     The audit keeps a rule for the whole of a long log: its state must stay small (an id or a key
-    per operation at most, never the records). ``shared_values()`` is what the rule compares across
-    operations, for the audit's workers to check that no two of them saw one value. Findings are
-    reported with ``found``; ``code`` and ``name`` are the registry's.
+    per operation at most, never the records). Findings are reported with ``found``; ``code`` and ``name`` are
+    the registry's. A run rule the offline audit applies must also be known to its SQL triage
+    (tests/audit/test_triage.py holds the list), which sends whatever it could concern to the rules.
     """
 
     code: ClassVar[str] = ""
@@ -115,9 +115,6 @@ class RunRule:
 
     def finish(self, run: RunContext | None) -> None:
         pass
-
-    def shared_values(self) -> Iterable[Hashable]:
-        return ()
 
 
 def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str, ...] = ()) -> Callable[[Any], Any]:

@@ -89,9 +89,6 @@ class OperationIdStable(RunRule):
                                         f"declared by an operation event (an id minted after the intent was "
                                         f"committed?)", [log_ref(first)])
 
-    def shared_values(self) -> dict[str, list[str]]:
-        return self.intent_ops
-
 
 # --------------------------------------------------------------------------------------------- H002
 @rule("H002", "idempotency-key-reused")
@@ -199,9 +196,6 @@ class IdempotencyKeyNotShared(RunRule):
                                         f"already used by operation {owner}: a key names one operation, so the "
                                         f"destination will replay one operation's result for another",
                        [log_ref(record)])
-
-    def shared_values(self) -> dict[tuple[str | None, str], str]:
-        return self.owners
 
 
 # --------------------------------------------------------------------------------------------- H004

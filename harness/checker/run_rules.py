@@ -7,7 +7,7 @@ operation. Either way a rule hears the same calls in the same order, so it finds
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.checker.model import Finding
@@ -67,10 +67,6 @@ class RunRules:
     def finish(self, run: RunContext | None) -> None:
         for r in self.rules:
             r.finish(run)
-
-    def shared_values(self) -> dict[str, Iterable[Hashable]]:
-        """code -> the values that rule compares across operations (see ``RunRule.shared_values``)."""
-        return {r.code: r.shared_values() for r in self.rules}
 
     def feed_evidence(self, evidence: Evidence, add: Callable[[dict[str, Any]], OperationContext]) -> None:
         """The evidence's log in line order, as the audit reads it: each event once ``add`` has put it into

@@ -81,7 +81,7 @@ def test_every_rules_story(tmp_path, code, flawed):
 @pytest.mark.parametrize("seed", range(6))
 def test_random_logs_of_every_kind_of_story(tmp_path, seed):
     """Clean, retried, blind, open, undeclared operations and secrets, interleaved, with malformed and blank
-    lines (tests/audit/test_shards.py); the article's lines mixed with ours for one of them."""
+    lines (tests/common/logs.py); the article's lines mixed with ours for one of them."""
     log = write_log(tmp_path / "agent.ndjson", seed, count=40)
     if seed == 0:
         log.write_text((HERE / "fixtures" / "article_four_operations.ndjson").read_text() + log.read_text())

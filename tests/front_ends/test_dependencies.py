@@ -24,6 +24,8 @@ OPTIONAL_IMPORTERS = {
     "instrument": ("harness/instrument.py", "harness/agents/instrumented/tenacity_retry.py"),
     "otel": ("harness/otel/*", "harness/agents/otel/*"),
     "frameworks": ("harness/agents/frameworks/*",),
+    # the Spark engine; triage.py imports pyarrow only in features_of_batch, which Spark's executors run
+    "spark": ("harness/audit/spark_engine.py", "harness/audit/triage.py"),
 }
 
 
