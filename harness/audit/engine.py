@@ -54,11 +54,19 @@ class AuditEngine(Protocol):
     def close(self) -> None: ...
 
 
+def matching(pattern: str) -> list[str] | None:
+    """The local files a glob names, in name order (``**`` crossing folders); None when ``pattern`` is no glob,
+    or is the name of a file itself (a file may be called ``a[1].ndjson``: it is read, not matched)."""
+    if not glob.has_magic(pattern) or os.path.isfile(pattern):
+        return None
+    return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+
+
 def expand(pattern: str | Path) -> list[str]:
     """The files a path or a glob names, in name order; an error names the pattern when there is none."""
     text = str(pattern)
-    if any(c in text for c in "*?["):
-        files = sorted(p for p in glob.glob(text, recursive=True) if os.path.isfile(p))
+    files = matching(text)
+    if files is not None:
         if not files:
             raise EvidenceError(f"{text}: no file matches this pattern")
         return files

@@ -33,7 +33,6 @@ is sent to stderr, the progress bar is off, and Spark logs warnings and worse, t
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import signal
 import subprocess
@@ -45,6 +44,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from harness.audit.engine import matching
 from harness.errors import EvidenceError, HarnessError
 
 LINES_DDL = "line BIGINT, text STRING"
@@ -330,9 +330,9 @@ class SparkEngine:
 
 
 def _local(pattern: str) -> list[tuple[str, str]]:
-    """A local path or glob (Python's glob, in name order), each file with its absolute file: URI for Spark."""
-    if glob.has_magic(pattern):
-        names = sorted(name for name in glob.glob(pattern) if os.path.isfile(name))
+    """A local path or glob (the embedded engine's matching), each file with its absolute file: URI for Spark."""
+    names = matching(pattern)
+    if names is not None:
         if not names:
             raise EvidenceError(f"no file matches {pattern}")
     else:

@@ -340,8 +340,10 @@ _JOINS = " ".join(f"LEFT JOIN {alias} ON {alias}.{alias}_op = c.op" for alias in
 _ROLE_COLUMNS = ", ".join(f"{alias}.*" for alias in _ROLES)
 
 # One cited evidence id (c) of the resolution: which record it is, whether it proves the success
-_PROVES = {"a": "({p}_dispatch_state = 'response_received' AND (({p}_no_status AND {p}_exit_zero) "
-                "OR ({p}_http_status >= 200 AND {p}_http_status < 300 AND {p}_http_status <> 202)))"}
+def _attempt_proves(p: str) -> str:
+    """SQL: attempt ``p`` (a1, a2) got its answer, a 2xx other than 202 or an exit 0 (fast_path's ``proven``)."""
+    return (f"({p}_dispatch_state = 'response_received' AND (({p}_no_status AND {p}_exit_zero) "
+            f"OR ({p}_http_status >= 200 AND {p}_http_status < 300 AND {p}_http_status <> 202)))")
 
 
 def _cited(c: str) -> str:
@@ -357,13 +359,8 @@ def _line_of(c: str) -> str:
 
 
 def _proves(c: str) -> str:
-    a1, a2 = _PROVES["a"].format(p="a1"), _PROVES["a"].format(p="a2")
-    return (f"(({c} = a1_attempt_id AND {a1}) OR ({c} = a2_attempt_id AND {a2}) "
+    return (f"(({c} = a1_attempt_id AND {_attempt_proves('a1')}) OR ({c} = a2_attempt_id AND {_attempt_proves('a2')}) "
             f"OR ({c} = o1_observation_id AND o1_found = 'true'))")
-
-
-def _lit(text: str) -> str:
-    return _quote(text)
 
 
 def _j(value: str) -> str:
@@ -381,29 +378,29 @@ def _concat(*parts: str) -> str:
 
 
 def _attempt_piece(p: str) -> str:
-    return _concat(_lit('{"attempt_id":'), _j(f"{p}_attempt_id"), _lit(',"dispatch_state":'),
-                   _j(f"{p}_dispatch_state"), _lit(',"key":'), _j(f"{p}_idem_key"), _lit(',"line":'),
-                   _n(f"{p}_line"), _lit(',"retry_of_attempt_id":'), _j(f"{p}_retry_of"),
-                   _lit(',"retry_reason":'), _j(f"{p}_retry_reason"), _lit(',"wire":null,"destination_saw":[]}'))
+    return _concat(_quote('{"attempt_id":'), _j(f"{p}_attempt_id"), _quote(',"dispatch_state":'),
+                   _j(f"{p}_dispatch_state"), _quote(',"key":'), _j(f"{p}_idem_key"), _quote(',"line":'),
+                   _n(f"{p}_line"), _quote(',"retry_of_attempt_id":'), _j(f"{p}_retry_of"),
+                   _quote(',"retry_reason":'), _j(f"{p}_retry_reason"), _quote(',"wire":null,"destination_saw":[]}'))
 
 
 _ATTEMPTS = _concat("'['", _attempt_piece("a1"),
                     f"CASE WHEN n_attempt = 2 THEN concat(',', {_attempt_piece('a2')}) ELSE '' END", "']'")
 _OBSERVATIONS = ("CASE WHEN n_observation = 1 THEN " + _concat(
-    _lit('[{"observation_id":'), _j("o1_observation_id"), _lit(',"source":'), _j("o1_source"), _lit(',"found":'),
-    "COALESCE(o1_found, 'null')", _lit(',"effect_refs":'), "COALESCE(o1_ef_json, 'null')",
-    _lit(',"lag_possible":'), "COALESCE(o1_lag_possible, 'null')", _lit(',"line":'), _n("o1_line"), "'}]'")
+    _quote('[{"observation_id":'), _j("o1_observation_id"), _quote(',"source":'), _j("o1_source"), _quote(',"found":'),
+    "COALESCE(o1_found, 'null')", _quote(',"effect_refs":'), "COALESCE(o1_ef_json, 'null')",
+    _quote(',"lag_possible":'), "COALESCE(o1_lag_possible, 'null')", _quote(',"line":'), _n("o1_line"), "'}]'")
                  + " ELSE '[]' END")
-_ARTICLE_PIECE = _concat(_lit('{"operation_id":'), _j("op"), _lit(
+_ARTICLE_PIECE = _concat(_quote('{"operation_id":'), _j("op"), _quote(
     ',"intent_id":null,"intent":null,"classification":"healthy","state":"open","attempts":'), _ATTEMPTS,
-    _lit(',"effects":["'), "the_ref", _lit('"],"findings":[],"observations":[],"resolution":null}'))
+    _quote(',"effects":["'), "the_ref", _quote('"],"findings":[],"observations":[],"resolution":null}'))
 _EVENTS_PIECE = _concat(
-    _lit('{"operation_id":'), _j("op"), _lit(',"intent_id":'), _j("d_intent_id"), _lit(',"intent":'),
-    "COALESCE(d_intent_json, 'null')", _lit(',"classification":"healthy","state":"succeeded","attempts":'),
-    _ATTEMPTS, _lit(',"effects":["'), "the_ref", _lit('"],"findings":[],"observations":'), _OBSERVATIONS,
-    _lit(',"resolution":{"state":"succeeded","evidence":'), "r_ev_json", _lit(',"effect_refs":'), "r_ef_json",
-    _lit(',"reason":'), _j("r_reason"), _lit(',"correction_operation_id":'), _j("r_correction_id"),
-    _lit(',"line":'), _n("r_line"), "'}}'")
+    _quote('{"operation_id":'), _j("op"), _quote(',"intent_id":'), _j("d_intent_id"), _quote(',"intent":'),
+    "COALESCE(d_intent_json, 'null')", _quote(',"classification":"healthy","state":"succeeded","attempts":'),
+    _ATTEMPTS, _quote(',"effects":["'), "the_ref", _quote('"],"findings":[],"observations":'), _OBSERVATIONS,
+    _quote(',"resolution":{"state":"succeeded","evidence":'), "r_ev_json", _quote(',"effect_refs":'), "r_ef_json",
+    _quote(',"reason":'), _j("r_reason"), _quote(',"correction_operation_id":'), _j("r_correction_id"),
+    _quote(',"line":'), _n("r_line"), "'}}'")
 
 # The clean stories of harness.audit.fast_path.clean_summary, condition by condition
 _EVENTS_CLEAN = f"""

@@ -367,3 +367,12 @@ def test_the_triage_knows_every_run_rule_the_audit_applies():
 
     offline_run_rules = {code for code, r in RULES.items() if r.scope == "run" and applicable(r, offline=True)}
     assert offline_run_rules == set(TRIAGE_KNOWS)
+
+
+def test_a_file_named_like_a_glob_is_read_as_itself(tmp_path):
+    """a[1].ndjson exists: it is the log, not a pattern for a1.ndjson (which holds something else)."""
+    (tmp_path / "a[1].ndjson").write_text(ARTICLE.read_text())
+    (tmp_path / "a1.ndjson").write_text("{oops\n")
+    for name in ("duckdb", "stream"):
+        summary = audit_file(str(tmp_path / "a[1].ndjson"), format="json", out=io.StringIO(), engine=name)
+        assert summary.operations == 4 and summary.malformed_lines == 0, name
