@@ -9,9 +9,9 @@ in a child process of its own (so that one size's memory is not the next one's),
 time:
 
 - ``check``: ``python -m harness check FOLDER`` (text report to /dev/null): load, correlate, judge, render;
-- ``scenario``: what the engine does once the agent has exited (``harness.engine.run_scenario``): load, check,
-  the black-box facts, the scenario's expectations (every intent ``succeeded``, one ticket each), verdict.json
-  and verdict.txt.
+- ``scenario``: what the engine does once the agent has exited (``harness.engine.judge_run``, which
+  ``run_scenario`` calls): load, check, the black-box facts, the scenario's expectations (every intent
+  ``succeeded``, one ticket each), verdict.json, verdict.txt and, the run having failed, its HTML pages.
 
 Printed per size and mode: operations, seconds, microseconds per operation, the ratio of that to the smallest
 size's, and the child's peak RSS (its VmHWM). Sizes up to 10,000 operations are judged ``--repeat`` times (3) and
@@ -43,28 +43,19 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 folder, mode, operations = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 from harness.cli import main
-from harness.engine import ScenarioResult, expectation_findings
-from harness.evidence import load_evidence
-from harness.checker import attribute, check
-from harness.report import render_result
+from harness.engine import judge_run
 out = Path(os.devnull)
+context = json.loads((folder / "context.json").read_text())
+intents = context["intents"]
+effects = json.loads((folder / "ledger.json").read_text())["effects"]  # as save_run_ledger returns them
 t0 = time.perf_counter()
 if mode == "check":
     with open(out, "w") as sink, contextlib.redirect_stdout(sink):
         status = main(["check", str(folder)])
-else:
-    evidence = load_evidence(folder)
-    verdict = check(evidence)
-    facts = attribute(evidence).facts(evidence)
-    expect = {{"states": {{i["intent_id"]: ["succeeded"] for i in evidence.intents}},
-              "effects": {{"tickets": operations}}}}
-    unmet = expectation_findings(expect, verdict, [], evidence.effects)
-    verdict.add_findings(unmet)
-    result = ScenarioResult(evidence.scenario or "-", "-", verdict.passed, verdict, folder, [], {{}},
-                            [f.message for f in unmet], facts=facts)
-    (folder / "bench-verdict.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
-    (folder / "bench-verdict.txt").write_text(render_result(result))
-    status = 0 if verdict.passed else 1
+else:  # as harness.engine.run_scenario judges a run once its agent has exited
+    expect = {{"states": {{i["intent_id"]: ["succeeded"] for i in intents}}, "effects": {{"tickets": operations}}}}
+    result = judge_run(folder, scenario="-", label="-", expect=expect, runs=[], effects=effects)
+    status = 0 if result.passed else 1
 seconds = time.perf_counter() - t0
 # VmHWM: this process's own peak (ru_maxrss would carry the parent's over the exec)
 peak = next((int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")),

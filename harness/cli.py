@@ -26,7 +26,7 @@ from harness.explore import (
     DEFAULT_MAX_FAULTS,
     DEFAULT_MAX_SHRINK_RUNS,
 )
-from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN, parse_limit
+from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN, collector_paused, parse_limit
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -567,6 +567,21 @@ def _otel_out(target: Path | None) -> Callable[..., None] | None:
     return export_verdict
 
 
+def _print_document(value: Any) -> None:
+    """A large JSON document to stdout as the bytes ``json_document`` makes, with no text copy of them."""
+    from harness.ndjson import json_document
+
+    data = json_document(value)
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:  # a text-only stream (a StringIO)
+        sys.stdout.write(data.decode("utf-8"))
+    else:
+        sys.stdout.flush()
+        binary.write(data)
+        binary.flush()
+
+
+@collector_paused()  # the report and its JSON too: a large verdict is millions of objects
 def _check(args: argparse.Namespace) -> int:
     from harness.agent_process import AgentRun
     from harness.checker import check
@@ -596,8 +611,8 @@ def _check(args: argparse.Namespace) -> int:
         data = verdict.to_dict()
         data["verdict_passed"] = data.pop("passed")  # == passed: X001 findings are the verdict's
         data["rules_passed"] = verdict.rules_passed  # the checker's rules alone
-        print(json.dumps({"outcome": "passed" if passed else "failed", "passed": passed,
-                          "expectation_failures": failures, **data}, indent=2, default=str))
+        _print_document({"outcome": "passed" if passed else "failed", "passed": passed,
+                         "expectation_failures": failures, **data})
     else:
         print(paint_for(sys.stdout).lines(render_check(verdict, failures, shown=args.findings_shown)))
     return EXIT_PASSED if passed else EXIT_FAILED

@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import json
 import secrets as secrets_module
 import shutil
 import threading
@@ -41,7 +40,8 @@ from harness.contract import (
     env_suffix,
 )
 from harness.errors import ContainerError, HarnessError
-from harness.limits import LIMITS_KEY, EvidenceLimits
+from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
+from harness.ndjson import json_document
 from harness.report import render_result
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
@@ -132,9 +132,8 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     """
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects, save_run_ledger
-    from harness.checker import Verdict, attribute, check
     from harness.containers.service import PROBE_KEY, acquire_destinations, final_probe, release_destinations
-    from harness.evidence import PROBE_FAILURES_KEY, load_evidence
+    from harness.evidence import PROBE_FAILURES_KEY
     from harness.journal import read_journal
     from harness.proxy.host import ProxyHost, ProxyHostError
 
@@ -260,9 +259,26 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
                 release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
         timings["teardown"] = time.perf_counter() - t2
 
+    return judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
+                     effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log)
+
+
+@collector_paused()  # judged and written: a large run's verdict is millions of objects
+def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[str, Any], runs: list[AgentRun],
+              effects: list[dict[str, Any]], timings: dict[str, float] | None = None, keep_evidence: str = "all",
+              agent_log: str | None = None) -> ScenarioResult:
+    """What the engine does once the agent has exited and every source is on disk: read the evidence folder,
+    judge it by the rules and the scenario's expectations (``expect``, with the agent's ``runs`` and the ledger's
+    ``effects``), and write verdict.json, verdict.txt and a failed run's investigation page. A run whose evidence
+    is incomplete is not judged."""
+    from harness.checker import Verdict, attribute, check
+    from harness.evidence import load_evidence
+
+    timings = {} if timings is None else timings
+    layout = EvidenceLayout(evidence_dir)
     t3 = time.perf_counter()
     evidence = load_evidence(evidence_dir)
-    if scenario.agent_log == OTEL_AGENT_LOG:  # what the checker judged, readable beside the trace it came from
+    if agent_log == OTEL_AGENT_LOG:  # what the checker judged, readable beside the trace it came from
         write_trace_events(evidence, layout.trace_events)
     facts: dict[str, Any] = {}
     if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
@@ -270,12 +286,12 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     else:
         verdict = check(evidence)  # in the run's mode (context.json)
         facts = attribute(evidence).facts(evidence)
-        unmet = expectation_findings(context["expect"], verdict, runs, effects)
+        unmet = expectation_findings(expect, verdict, runs, effects)
         verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
         failures = [f.message for f in unmet]
     timings["check"] = time.perf_counter() - t3
     passed = verdict.passed and not evidence.incomplete
-    result = ScenarioResult(scenario.name, label, passed, verdict, evidence_dir, runs, timings, failures,
+    result = ScenarioResult(scenario, label, passed, verdict, evidence_dir, runs, timings, failures,
                             incomplete=list(evidence.incomplete), facts=facts)
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
@@ -507,5 +523,5 @@ def _writes_in_progress(host: Any, *, within: float = 0.0) -> dict[str, list[str
 
 def _write_json(path: Path, value: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.write_bytes(json_document(value))
     tmp.replace(path)

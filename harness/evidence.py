@@ -33,7 +33,7 @@ from harness.contract import (
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
-from harness.limits import LIMITS_KEY, EvidenceLimits
+from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
 from harness.ndjson import numbered_lines, open_text
 
 # the completeness mark's {destination: why} of the container services whose ledger probe failed at the end
@@ -154,6 +154,7 @@ def _load_json(path: Path) -> Any:
         raise EvidenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
 
 
+@collector_paused()
 def load_evidence(folder: Path, *, key_file: Path | None = None,
                   limits: Mapping[str, int] | None = None) -> Evidence:
     """Read an evidence folder. Raises ``EvidenceError`` only when the folder itself is unusable.

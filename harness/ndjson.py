@@ -23,6 +23,23 @@ from pathlib import Path
 from typing import Any, TextIO
 
 
+def json_document(value: Any) -> bytes:
+    """``value`` as an indented JSON document ending in a newline (verdict.json, ``check --format json``); what
+    JSON cannot hold is written as its ``str``.
+
+    orjson writes a 100,000-operation verdict (800 MB) in a fraction of the stdlib's time (whose indenting encoder
+    is pure Python) and in one buffer, not a list of tens of millions of chunks. A value orjson refuses (an
+    integer beyond 64 bits, a lone surrogate from a log byte that is not UTF-8) goes through ``json`` instead,
+    non-ASCII escaped."""
+    import orjson  # here: the proxy's own environment reads journals with this module, and has no orjson
+
+    try:
+        return orjson.dumps(value, default=str,
+                            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except (TypeError, orjson.JSONEncodeError):
+        return (json.dumps(value, indent=2, default=str) + "\n").encode("utf-8")
+
+
 class NdjsonError(ValueError):
     """Raised by :func:`read_objects` when a line is not a JSON object; the message names file and line."""
 

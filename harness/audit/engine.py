@@ -26,6 +26,7 @@ from harness.audit.lines import read_line
 from harness.audit.stream import StreamingAudit
 from harness.checker import Finding, OperationContext
 from harness.errors import EvidenceError
+from harness.limits import collector_paused
 from harness.ndjson import open_text
 
 ENGINES = ("duckdb", "spark", "stream")
@@ -232,6 +233,7 @@ def first_line(op: OperationContext) -> int:
     return min(lines) if lines else 0
 
 
+@collector_paused()  # the rules' operations and the pieces kept for the merge are long-lived
 def audit_with(engine: AuditEngine, paths: list[str], name: str, format: str, window: int,
                write: Callable[[str], None], progress: Callable[[int, int], None] | None = None,
                size: int = 0) -> tuple[dict[str, Any], list[Finding], list[tuple[str, int]]]:

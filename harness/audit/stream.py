@@ -7,7 +7,6 @@ resolution), or at the end of the file.
 
 from __future__ import annotations
 
-import gc
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
@@ -20,6 +19,7 @@ from harness.audit.output import _json_text, _op_json
 from harness.checker import Finding, OperationContext, RunRules, judge_operation
 from harness.events import _vouch, parse_line_pydantic
 from harness.evidence import Evidence
+from harness.limits import collector_paused
 from harness.report import render_operation
 
 
@@ -196,13 +196,8 @@ def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
     operation's output in order; returns (stats, run findings). ``progress`` hears, once a block (about a
     megabyte), the bytes read and the unhealthy operations so far; ``counts`` gets each file's line count."""
     audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
-    # The cyclic GC rescans the whole live heap (the window of resolved operations, the id sets) ever
-    # more often on a long log; nothing the audit allocates outlives its operation through a cycle,
-    # so reference counting frees it all and the collector is paused for the run.
-    collecting = gc.isenabled()
-    gc.disable()
     done = 0  # bytes of the files already read
-    try:
+    with collector_paused():  # the window of resolved operations and the id sets are long-lived
         feed = audit.feed
         number = 0
         for handle in handles:
@@ -221,9 +216,6 @@ def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
         audit.finish()
         if progress is not None:  # operations still open at the end are judged only now
             progress(done, audit.unhealthy)
-    finally:
-        if collecting:
-            gc.enable()
     return _stats(audit), audit.run_findings
 
 

@@ -31,6 +31,7 @@ from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, ap
 from harness.checker.run_rules import RunRules
 from harness.contract import BLACK_BOX_MODE
 from harness.evidence import Evidence
+from harness.limits import collector_paused
 
 __all__ = [
     "AttemptVerdict",
@@ -159,6 +160,7 @@ def check_black_box(evidence: Evidence) -> Verdict:
                    unattributed=[u.to_dict() for u in attribution.unattributed])
 
 
+@collector_paused()
 def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None = None) -> Verdict:
     """Judge one run. ``Verdict.passed`` is True only when no rule found anything.
 
