@@ -1,5 +1,6 @@
-"""The cyclic garbage collector is paused while a run is read and judged (harness.limits.collector_paused), so
-that checking stays linear in the run's size (benchmarks/check_scale_bench.py), and it always comes back after.
+"""What keeps judging a large run linear (benchmarks/check_scale_bench.py): the cyclic garbage collector is paused
+while a run is read and judged (harness.limits.collector_paused) and always comes back after; verdict.json is
+written by orjson (harness.ndjson.json_document), with the stdlib's meaning for what orjson refuses.
 """
 
 from __future__ import annotations
@@ -90,3 +91,19 @@ def test_reading_and_judging_a_run_trigger_no_full_collection(collecting: None, 
     # unpaused, about 230 (two full ones); paused, one young collection at most as each of the two pauses ends
     assert len(collections) <= 2 and 2 not in collections, collections
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("value", [
+    {"operations": [{"id": "op_1", "params": {"title": "é ✓"}, "n": 3, "ok": True, "none": None}]},
+    {"big": 2**70, "text": "x"},  # beyond 64 bits: orjson refuses, json writes it
+    {"byte": "\udcff"},  # a lone surrogate (a log byte that is not UTF-8): orjson refuses, json escapes it
+    {1: "a non-string key", "path": Path("/tmp/x")},  # as json.dumps(default=str) writes them
+])
+def test_a_json_document_reads_back_as_the_stdlib_writes_it(value: dict[str, object]) -> None:
+    import json
+
+    from harness.ndjson import json_document
+
+    data = json_document(value)
+    assert data.endswith(b"}\n") and b'\n  "' in data  # indented, newline-ended
+    assert json.loads(data) == json.loads(json.dumps(value, default=str))
