@@ -16,9 +16,12 @@ here by hand so the first pass also gives each file's line count; never ``monoto
 whose order is not the file's.
 
 Bytes that are not UTF-8: Hadoop's ``Text`` decodes each line with Java's REPLACE action, so each bad
-sequence becomes U+FFFD (as Python's ``errors="replace"`` does, one U+FFFD per maximal invalid subpart). The
-streaming audit instead keeps the bad bytes (``errors="surrogateescape"``) and names the line "not UTF-8
-text (byte 0x.. at byte N)"; under Spark such a line reaches the rules with U+FFFD in place of its bad bytes.
+sequence becomes U+FFFD in ``lines`` (as Python's ``errors="replace"`` does, one U+FFFD per maximal invalid
+subpart). The streaming audit instead keeps the bad bytes (``errors="surrogateescape"``) and names the line
+"not UTF-8 text (byte 0x.. at byte N)". So a line holding U+FFFD is never triaged in SQL (FEATURES_SQL: not
+plain), and ``lines_at`` gives the rules the file's own line, read again by the driver as the other engines read
+it: the output is theirs. A file given by URI (``hdfs://``, ``s3a://``) is not read by the driver: there such a
+line reaches the rules with U+FFFD in place of its bad bytes.
 
 ``features()`` runs ``harness.audit.triage.features_of_batch`` in the executors (``mapInArrow``: DuckDB over
 each Arrow batch of lines) into the cached view ``features``; ``query(sql)`` streams a query's rows to
@@ -42,10 +45,11 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 from harness.audit.engine import matching
 from harness.errors import EvidenceError, HarnessError
+from harness.ndjson import open_text
 
 LINES_DDL = "line BIGINT, text STRING"
 # glob characters Hadoop would expand again in a file name Python's glob already matched
@@ -157,6 +161,7 @@ class SparkEngine:
         self.min_partitions = min_partitions
         self._closed = False
         self._lines: Any = None
+        self._spans: list[tuple[int, int, str | None]] = []  # (first line, lines, local path or None) a file
         self._features: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="retry-harness-spark-")
@@ -224,10 +229,14 @@ class SparkEngine:
         schema = StructType([StructField("line", LongType(), False), StructField("text", StringType(), True)])
         self._lines = self.spark.createDataFrame(numbered, schema, verifySchema=False)
         self._lines.createOrReplaceTempView("lines")
-        result, first = [], 0
-        for (name, _), parts in zip(files, per_file, strict=True):
-            result.append((name, sum(counts[first:first + parts])))
+        result, first, number = [], 0, 1
+        self._spans = []
+        for (name, spark_path), parts in zip(files, per_file, strict=True):
+            lines = sum(counts[first:first + parts])
+            result.append((name, lines))
+            self._spans.append((number, lines, name if spark_path.startswith("file://") else None))
             first += parts
+            number += lines
         return result
 
     def features(self) -> None:
@@ -267,9 +276,11 @@ class SparkEngine:
 
     def lines_at(self, sql: str) -> Iterator[tuple[int, str]]:
         """The lines (number, text) whose numbers ``sql`` gives, in order: from ``lines``, read by the executors."""
-        for line, text in self.query(f"SELECT l.line, l.text FROM lines l JOIN ({sql}) w ON l.line = w.line "
-                                     f"ORDER BY l.line"):
-            yield line, text or ""
+        with contextlib.closing(_FileLines(self._spans)) as files:
+            for line, text in self.query(f"SELECT l.line, l.text FROM lines l JOIN ({sql}) w ON l.line = w.line "
+                                         f"ORDER BY l.line"):
+                # U+FFFD: perhaps a byte Hadoop could not decode; the rules name it from the file's own line
+                yield line, files.line(line, text) if text and "\ufffd" in text else text or ""
 
     def close(self) -> None:
         """Stop the session, the JVM and its Python workers; remove the temporary folder. Idempotent."""
@@ -352,6 +363,37 @@ def _local(pattern: str) -> list[tuple[str, str]]:
 def _hadoop_escape(path: str) -> str:
     """A file name for ``textFile``, which expands glob characters in it: those escaped."""
     return "".join("\\" + char if char in _HADOOP_GLOB else char for char in path)
+
+
+class _FileLines:
+    """Lines of the local files read again by number, as the embedded engine and the stream read them
+    (``open_text``: bad bytes kept); the numbers asked for only grow, so each file is read once, forward."""
+
+    def __init__(self, spans: list[tuple[int, int, str | None]]) -> None:
+        self.spans = spans
+        self.handle: TextIO | None = None
+        self.path: str | None = None
+        self.at = 0  # the number of the line last read from ``handle``
+
+    def line(self, number: int, text: str) -> str:
+        """Line ``number``'s text in its file; ``text`` (as Spark read it) for a file the driver cannot read."""
+        first, path = next(((s[0], s[2]) for s in self.spans if s[0] <= number < s[0] + s[1]), (0, None))
+        if path is None:
+            return text
+        if path != self.path or number <= self.at:
+            self.close()
+            self.handle, self.path, self.at = open_text(path), path, first - 1
+        assert self.handle is not None
+        for read in self.handle:
+            self.at += 1
+            if self.at == number:
+                return read.rstrip("\r\n")
+        return text  # the file is shorter than when Spark read it
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        self.handle, self.path = None, None
 
 
 def _count(texts: Iterable[str]) -> Iterator[int]:

@@ -173,8 +173,9 @@ def _loose_row() -> str:
 FEATURES_SQL = f"""
 WITH given AS MATERIALIZED (
   SELECT line, text, ({_HINT}) AS hint,
-         -- what a plain line is: no escape (so SQL reads its strings as Python does), no byte-order mark
-         instr(text, '\\') = 0 AND instr(text, chr(65279)) = 0 AS plain,
+         -- what a plain line is: no escape (so SQL reads its strings as Python does), no byte-order mark, no
+         -- U+FFFD (what Spark's reader makes of a byte that is not UTF-8: the rules read the file's own line)
+         instr(text, '\\') = 0 AND instr(text, chr(65279)) = 0 AND instr(text, chr(65533)) = 0 AS plain,
          CASE WHEN starts_with(text, '{{') THEN try(json_transform(text, '{_STRUCT}')) END AS j
   FROM lines
   -- a blank line (as Python's str.strip() sees one, or less) is no line at all

@@ -302,3 +302,37 @@ def test_the_audit_on_spark_writes_what_the_embedded_engine_writes(engine: Spark
                 outputs.append(out.getvalue())
         assert outputs[:2] == outputs[2:], target
         assert '"operations": [' in outputs[0] and outputs[0].count('"operation_id"') > 3
+
+
+def test_a_byte_that_is_not_utf8_is_judged_as_the_embedded_engine_judges_it(engine: SparkEngine,
+                                                                             tmp_path: Path) -> None:
+    """Hadoop decodes a bad byte as U+FFFD; the rules still read the file's own line, so a line that is not
+    UTF-8 is malformed on Spark too (not a line naming an operation "op_\ufffd16"). And a line that truly holds
+    U+FFFD is judged by the rules on every engine, alike."""
+    import io
+
+    from harness.audit import audit_file
+    from tests.common.logs import write_log
+
+    bad = write_log(tmp_path / "bad.ndjson", 3, count=20)
+    lines = bad.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b'"op_', b'"op_\x80', 1)  # a bad byte in an operation id
+    lines.insert(5, b'\xff\xfe{"event":"operation"}\n')  # a line that starts with two
+    lines.append(lines[7].replace(b'"op_', b'"op_\xe2\x82', 1))  # a truncated sequence, last
+    bad.write_bytes(b"".join(lines))
+    literal = write_log(tmp_path / "literal.ndjson", 4, count=20)
+    text = literal.read_text().splitlines(keepends=True)
+    text[1] = text[1].replace('"op_', '"op_\ufffd', 1)  # valid UTF-8: U+FFFD itself
+    literal.write_text("".join(text))
+    for log in (bad, literal):
+        outputs = {}
+        for chosen in ("stream", "duckdb", engine):
+            out = io.StringIO()
+            audit_file(str(log), format="text", out=out, engine=chosen)
+            outputs[getattr(chosen, "name", chosen)] = out.getvalue()
+        assert outputs["spark"] == outputs["duckdb"] == outputs["stream"], log.name
+        if log is bad:
+            assert outputs["spark"].count("not UTF-8 text (byte 0x") == 3
+            assert "op_\ufffd" not in outputs["spark"]
+        else:
+            assert "op_\ufffd" in outputs["spark"]
