@@ -13,13 +13,15 @@ a one-column table; ``materialize(name, sql)`` a table from a query; ``query(sql
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import glob
 import heapq
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from harness.audit import triage
 from harness.audit.lines import read_line
@@ -79,6 +81,53 @@ def expand(pattern: str | Path) -> list[str]:
     return [text]
 
 
+class FileLines:
+    """Lines of local files read again by their numbers through the files, as the stream reads them
+    (``open_text``: bad bytes kept). ``spans``: (first line, lines, path or None: a file this process cannot
+    read) a file, in order. The numbers asked for only grow, so each file is read once, forward."""
+
+    def __init__(self, spans: list[tuple[int, int, str | None]]) -> None:
+        self.spans = spans
+        self.firsts = [first for first, _, _ in spans]
+        self.handle: TextIO | None = None
+        self.path: str | None = None
+        self.at = 0  # the number of the line last read from ``handle``
+
+    def line(self, number: int, text: str = "") -> str:
+        """Line ``number``'s text in its file; ``text`` (what another reader made of it) where there is none."""
+        index = bisect.bisect_right(self.firsts, number) - 1
+        if index < 0:
+            return text
+        first, lines, path = self.spans[index]
+        if path is None or number >= first + lines:
+            return text
+        if path != self.path or number <= self.at:
+            self.close()
+            self.handle, self.path, self.at = open_text(path), path, first - 1
+        assert self.handle is not None
+        for read in self.handle:
+            self.at += 1
+            if self.at == number:
+                return read.rstrip("\r\n")
+        return text  # the file is shorter than when it was counted
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        self.handle, self.path = None, None
+
+
+def spans(files: list[tuple[str | None, int]]) -> list[tuple[int, int, str | None]]:
+    """(first line, lines, path) of each (path, lines) in turn, for ``FileLines``: lines are numbered through
+    the files."""
+    out: list[tuple[int, int, str | None]] = []
+    number = 1
+    for path, lines in files:
+        out.append((number, lines, path))
+        number += lines
+    return out
+
+
 def _prescan(path: str) -> int:
     """The number of lines of the file as Python's text mode counts them; ``EngineUnsuitable`` when DuckDB's CSV
     reader would split or strip them otherwise (a carriage return anywhere, a byte-order mark)."""
@@ -122,11 +171,11 @@ class DuckDBEngine:
         self.connection = duckdb.connect(config=config)
         self.connection.execute("SET enable_progress_bar = false")  # stdout is the audit's output
         triage.prepare(self.connection)
-        self.paths: list[str] = []
+        self.spans: list[tuple[int, int, str | None]] = []
 
     def load(self, paths: list[str]) -> list[tuple[str, int]]:
         counts = [_prescan(path) for path in paths]
-        self.paths, self.total = list(paths), sum(counts)
+        self.spans, self.total = spans(list(zip(paths, counts, strict=True))), sum(counts)
         files = "[" + ", ".join(triage._quote(p) for p in paths) + "]"
         # one VARCHAR column, no quoting, no header: each line as it stands, in file order (read in parallel;
         # numbering rows in the read itself, row_number() OVER (), would make everything after it one thread)
@@ -176,20 +225,9 @@ class DuckDBEngine:
 
     def lines_at(self, sql: str) -> Iterator[tuple[int, str]]:
         """The lines whose numbers ``sql`` gives (in order), read again from the files as the audit reads them."""
-        wanted = (row[0] for row in self.query(sql))
-        target = next(wanted, None)
-        if target is None:
-            return
-        number = 0
-        for path in self.paths:
-            with open_text(path) as handle:
-                for text in handle:
-                    number += 1
-                    if number == target:
-                        yield number, text.rstrip("\r\n")
-                        target = next(wanted, None)
-                        if target is None:
-                            return
+        with contextlib.closing(FileLines(self.spans)) as files:
+            for (number, *_) in self.query(sql):
+                yield number, files.line(number)
 
     def close(self) -> None:
         try:

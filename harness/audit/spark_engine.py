@@ -45,11 +45,10 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any
 
-from harness.audit.engine import matching
+from harness.audit.engine import FileLines, matching, spans
 from harness.errors import EvidenceError, HarnessError
-from harness.ndjson import open_text
 
 LINES_DDL = "line BIGINT, text STRING"
 # glob characters Hadoop would expand again in a file name Python's glob already matched
@@ -229,14 +228,13 @@ class SparkEngine:
         schema = StructType([StructField("line", LongType(), False), StructField("text", StringType(), True)])
         self._lines = self.spark.createDataFrame(numbered, schema, verifySchema=False)
         self._lines.createOrReplaceTempView("lines")
-        result, first, number = [], 0, 1
-        self._spans = []
-        for (name, spark_path), parts in zip(files, per_file, strict=True):
-            lines = sum(counts[first:first + parts])
-            result.append((name, lines))
-            self._spans.append((number, lines, name if spark_path.startswith("file://") else None))
+        result, first = [], 0
+        for (name, _), parts in zip(files, per_file, strict=True):
+            result.append((name, sum(counts[first:first + parts])))
             first += parts
-            number += lines
+        # the driver reads a local file again (lines_at); one given by URI only through Spark
+        self._spans = spans([(name if spark_path.startswith("file://") else None, lines)
+                             for (name, spark_path), (_, lines) in zip(files, result, strict=True)])
         return result
 
     def features(self) -> None:
@@ -276,7 +274,7 @@ class SparkEngine:
 
     def lines_at(self, sql: str) -> Iterator[tuple[int, str]]:
         """The lines (number, text) whose numbers ``sql`` gives, in order: from ``lines``, read by the executors."""
-        with contextlib.closing(_FileLines(self._spans)) as files:
+        with contextlib.closing(FileLines(self._spans)) as files:
             for line, text in self.query(f"SELECT l.line, l.text FROM lines l JOIN ({sql}) w ON l.line = w.line "
                                          f"ORDER BY l.line"):
                 # U+FFFD: perhaps a byte Hadoop could not decode; the rules name it from the file's own line
@@ -363,37 +361,6 @@ def _local(pattern: str) -> list[tuple[str, str]]:
 def _hadoop_escape(path: str) -> str:
     """A file name for ``textFile``, which expands glob characters in it: those escaped."""
     return "".join("\\" + char if char in _HADOOP_GLOB else char for char in path)
-
-
-class _FileLines:
-    """Lines of the local files read again by number, as the embedded engine and the stream read them
-    (``open_text``: bad bytes kept); the numbers asked for only grow, so each file is read once, forward."""
-
-    def __init__(self, spans: list[tuple[int, int, str | None]]) -> None:
-        self.spans = spans
-        self.handle: TextIO | None = None
-        self.path: str | None = None
-        self.at = 0  # the number of the line last read from ``handle``
-
-    def line(self, number: int, text: str) -> str:
-        """Line ``number``'s text in its file; ``text`` (as Spark read it) for a file the driver cannot read."""
-        first, path = next(((s[0], s[2]) for s in self.spans if s[0] <= number < s[0] + s[1]), (0, None))
-        if path is None:
-            return text
-        if path != self.path or number <= self.at:
-            self.close()
-            self.handle, self.path, self.at = open_text(path), path, first - 1
-        assert self.handle is not None
-        for read in self.handle:
-            self.at += 1
-            if self.at == number:
-                return read.rstrip("\r\n")
-        return text  # the file is shorter than when Spark read it
-
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-        self.handle, self.path = None, None
 
 
 def _count(texts: Iterable[str]) -> Iterator[int]:
