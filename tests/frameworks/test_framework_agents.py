@@ -79,3 +79,40 @@ def test_the_trace_only_agent_is_judged_from_its_spans(tmp_path: Path) -> None:
     assert correct.passed, f"{codes(correct)} ({correct.evidence_dir})"
     wrong = run("pydantic_ai_agent", "server_error_after_commit", tmp_path, "--trace", "--wrong", agent_log="otel")
     assert not wrong.passed and BLIND_RETRY <= codes(wrong), f"{codes(wrong)} ({wrong.evidence_dir})"
+
+
+def test_the_scripted_model_streams_the_turns_it_gives(tmp_path: Path) -> None:
+    """``Runner.run_streamed`` on the Agents SDK's scripted model: the same tool calls, retry included, and the
+    same final output as ``Runner.run``."""
+    import asyncio
+
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+
+    from harness.agents.frameworks.openai_agents_agent import ScriptedModel
+    from harness.agents.frameworks.tools import ToolSpec, typed_function
+
+    set_tracing_disabled(True)
+    intent = {"intent_id": "int_1", "params": {"title": "t"}}
+    spec = ToolSpec(name="create_ticket", kind="create_ticket", destination="tickets", contract={}, params=("title",))
+
+    def run(streamed: bool) -> tuple[list[dict[str, object]], str]:
+        calls: list[dict[str, object]] = []
+
+        def body(tool: ToolSpec, params: dict[str, object]) -> str:
+            calls.append(params)
+            return "timed out. Please try again." if len(calls) == 1 else "created tkt_1"
+
+        agent = Agent(name="operator", tools=[function_tool(typed_function(spec, intent["params"], body))],
+                      model=ScriptedModel(intent, spec))
+
+        async def go() -> str:
+            if not streamed:
+                return str((await Runner.run(agent, "carry out int_1", max_turns=8)).final_output)
+            result = Runner.run_streamed(agent, "carry out int_1", max_turns=8)
+            async for _ in result.stream_events():
+                pass
+            return str(result.final_output)
+
+        return calls, asyncio.run(go())
+
+    assert run(streamed=True) == run(streamed=False) == ([{"title": "t"}, {"title": "t"}], "created tkt_1")

@@ -32,7 +32,13 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 from harness.agents.frameworks.tools import (
     MAX_EXECUTIONS,
@@ -81,8 +87,18 @@ class ScriptedModel(Model):
                                         content=[ResponseOutputText(type="output_text", text=last, annotations=[])])
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("the scripted model does not stream")
+    async def stream_response(self, system_instructions: str | None, input: str | list[Any],
+                              model_settings: ModelSettings, tools: list[Tool], output_schema: Any,
+                              handoffs: list[Any], tracing: Any, *, previous_response_id: str | None = None,
+                              conversation_id: str | None = None, prompt: Any = None) -> AsyncIterator[Any]:
+        """``Runner.run_streamed``'s turn: the same answer as ``get_response``, as one completed response."""
+        answer = await self.get_response(system_instructions, input, model_settings, tools, output_schema, handoffs,
+                                         tracing, previous_response_id=previous_response_id,
+                                         conversation_id=conversation_id, prompt=prompt)
+        response = Response(id=f"resp_{self.intent['intent_id']}_{self.calls}", created_at=0, model="scripted",
+                            object="response", output=answer.output, parallel_tool_calls=False, tool_choice="auto",
+                            tools=[])
+        yield ResponseCompletedEvent(type="response.completed", sequence_number=0, response=response)
 
 
 def _json(value: Any) -> str:
