@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import json
 import logging
 import os
 import re
-import secrets
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -52,6 +50,8 @@ from harness.contract import (
     destination_env_name,
 )
 from harness.fingerprint import fingerprint, fingerprint_body
+from harness.model.agent import decide_resolution, derive_key, may_have_acted, retry_reason_after, succeeded
+from harness.model.agent import traceparent as new_traceparent
 from harness.recorder import Recorder, logged_records, new_id
 
 __all__ = [
@@ -72,9 +72,6 @@ STATE_FILE = "harness-instrument.json"  # in HARNESS_STATE_DIR: the operations, 
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_BODY = 1 << 20  # bytes of an answer kept to read its effect ref; past it the body is not parsed
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# An answer that proves the destination did not act: a 4xx other than these (408 timeout, 409 still processing
-# under this key, 425 too early, 429 rate limited: the request may be done later, or the first one still runs).
-NOT_PROOF_4XX = frozenset({408, 409, 425, 429})
 
 _ACTIVE: Instrumentation | None = None
 _ACTIVE_LOCK = threading.Lock()
@@ -109,18 +106,18 @@ class AttemptRecord:
     logged: bool = False
 
     @property
+    def tool_error(self) -> bool:
+        """Always False: harness.instrument logs HTTP requests, never an MCP tool result."""
+        return False
+
+    @property
     def uncertain(self) -> bool:
-        """True when this attempt may have acted without the client learning it did: a lost answer, a 5xx,
-        an answer that says the first request may still act (409, 408, 425), an accepted 202."""
-        if self.dispatch_state in ("sent_no_response", "execution_error"):
-            return True
-        status = self.http_status or 0
-        return self.dispatch_state == "response_received" and (status >= 500 or status in (202, 408, 409, 425))
+        """True when this attempt may have acted without the client learning it did (harness.model)."""
+        return may_have_acted(self.dispatch_state, self.http_status)
 
     @property
     def succeeded(self) -> bool:
-        status = self.http_status or 0
-        return self.dispatch_state == "response_received" and 200 <= status < 300 and status != 202
+        return succeeded(self.dispatch_state, self.http_status)
 
 
 @dataclass
@@ -376,7 +373,7 @@ class Operation:
         saved = inst.state.get(self.intent_id)
         if saved is None:
             self.operation_id = new_id("op")
-            self.idempotency_key = idempotency_key or _derive_key(self.operation_id)
+            self.idempotency_key = idempotency_key or derive_key(self.operation_id)
             self.opened_at = time.time()
             self.owner = inst.recorder.session_id
             self._save()  # persisted before anything is logged or dispatched
@@ -402,7 +399,7 @@ class Operation:
     @property
     def effect_refs(self) -> list[str]:
         """The effect refs the evidence names so far: the last 2xx answer's, or a lookup that found them."""
-        return _decide(self)[1]
+        return decide_resolution(self.records).effect_refs
 
     @property
     def effect_ref(self) -> str | None:
@@ -459,7 +456,7 @@ class Operation:
         support for that state. The scope then writes no resolution of its own, unless more happens after."""
         with self._lock:
             self._close_exchanges()
-            auto_state, refs, cited, why = _decide(self)
+            auto_state, refs, cited, why = decide_resolution(self.records)
             if effect_refs is None:
                 effect_refs = refs if state in ("succeeded", "duplicate_effect_confirmed") else []
             if evidence is None:
@@ -489,7 +486,7 @@ class Operation:
                 _CURRENT.reset(self._token)
 
     def _auto_resolve(self, exc: BaseException | None) -> None:
-        state, refs, evidence, why = _decide(self)
+        state, refs, evidence, why = decide_resolution(self.records)
         if state is None:
             log.warning("operation %s (intent %s) ended with no attempt and no evidence: no resolution logged",
                         self.operation_id, self.intent_id)
@@ -522,8 +519,7 @@ class Operation:
                 if traceparent in self.inst._injected:  # a request object sent again: a fresh one per attempt
                     traceparent = None
                 if traceparent is None and self.inst.traceparent:
-                    trace = hashlib.sha256(self.operation_id.encode()).hexdigest()[:32]
-                    traceparent = added[TRACEPARENT_HEADER] = f"00-{trace}-{secrets.token_hex(8)}-01"
+                    traceparent = added[TRACEPARENT_HEADER] = new_traceparent(self.operation_id)
                     self.inst._injected.add(traceparent)
                 ex.attempt = self._new_attempt(method, path, headers, body, traceparent, ex.sent_at)
                 self.records.append(ex.attempt)
@@ -555,7 +551,7 @@ class Operation:
             traceparent, number, max(0, self.max_attempts - number))
         if previous is not None:
             record.retry_of_attempt_id = previous.attempt_id
-            record.retry_reason = self._note_reason or _reason_after(previous)
+            record.retry_reason = self._note_reason or retry_reason_after(previous.dispatch_state, previous.http_status)
             record.prior_request_fingerprint = previous.request_fingerprint
             record.retry_decision = self._decision(previous, record)
         self._note_reason = self._note_decision = None
@@ -754,94 +750,10 @@ class Operation:
         self._save()
 
 
-# -- deciding the resolution from the records ------------------------------------------------------
-
-def _decide(op: Operation) -> tuple[str | None, list[str], list[str], str]:
-    """(state, effect refs, evidence ids, reason) the records support. The state is None when there is
-    nothing to resolve on (no attempt, no observation)."""
-    attempts = op.attempts
-    if not op.records:
-        return None, [], [], "nothing was attempted"
-    last = attempts[-1] if attempts else None
-    after = op.records[op.records.index(last) + 1:] if last is not None else op.records
-    found = [o for o in after if isinstance(o, ObservationRecord) and o.found and o.effect_refs]
-    lookups = [o for o in found if o.source in ("lookup", "read_after_write")]
-    refs: list[str] = sorted({r for o in lookups for r in o.effect_refs})
-    if last is not None and last.succeeded:
-        refs = sorted(set(refs) | set(last.effect_refs))
-    if len(refs) > 1:  # a success does not prove a single effect: the read back found more
-        return ("duplicate_effect_confirmed", refs, [lookups[-1].observation_id],
-                f"reconciliation found {len(refs)} records for one intent: {', '.join(refs)}")
-    if lookups:
-        return "succeeded", refs, [lookups[-1].observation_id], "lookup by client reference found the effect"
-    if last is not None and last.succeeded:
-        return "succeeded", refs, [last.attempt_id], f"destination answered {last.http_status}"
-    polls = [o for o in after if isinstance(o, ObservationRecord) and o.source == "status_poll" and o.found is not None]
-    if last is not None and last.http_status == 202 and polls:
-        poll = polls[-1]
-        if poll.found:
-            return ("succeeded", poll.effect_refs, [last.attempt_id, poll.observation_id],
-                    "the accepted operation reported succeeded")
-        if poll.status == "failed":
-            return "failed", [], [last.attempt_id, poll.observation_id], "the accepted operation reported failed"
-    if not attempts:
-        if found:
-            return "succeeded", sorted({r for o in found for r in o.effect_refs}), [found[-1].observation_id], \
-                "an observation found the effect"
-        return None, [], [], "nothing was attempted"
-    assert last is not None
-    # the last attempt proved nothing was done: was an earlier one (or this one) left unknown?
-    uncertain = [a for a in attempts if a.uncertain]
-    absent = None
-    if uncertain:
-        since = op.records[op.records.index(uncertain[-1]) + 1:]
-        absent = next((o for o in reversed(since) if isinstance(o, ObservationRecord) and o.source == "lookup"
-                       and o.found is False and o.lag_possible is False), None)
-    if not uncertain or absent is not None:
-        cited = [absent.observation_id] if absent is not None else []
-        if last.dispatch_state == "response_received" and 400 <= (last.http_status or 0) < 500 and \
-                last.http_status not in NOT_PROOF_4XX:
-            return "failed", [], [last.attempt_id, *cited], f"destination refused the request: {last.http_status}"
-        if last.dispatch_state == "not_sent" or last.http_status == 429:
-            why = "no attempt left the machine" if all(a.dispatch_state == "not_sent" for a in attempts) else \
-                "no attempt was done by the destination"
-            return "failed", [], [a.attempt_id for a in attempts] + cited, why
-        if absent is not None:
-            return ("failed", [], [absent.observation_id],
-                    "a lookup after the index lag found no effect of the unknown attempt(s)")
-    return "unknown", [], _all_ids(op), _unknown_reason(last)
-
-
-def _unknown_reason(last: AttemptRecord) -> str:
-    if last.dispatch_state == "sent_no_response":
-        what = f"the answer to {last.attempt_id} was lost ({last.error})"
-    elif last.dispatch_state == "not_sent" or last.http_status in NOT_PROOF_4XX or (last.http_status or 0) < 500:
-        what = f"{last.attempt_id} proved nothing about an earlier attempt that may have acted"
-    else:
-        what = f"{last.attempt_id} got {last.http_status}, which may follow a commit"
-    return f"{what}; nothing resolved it: the effect may exist, escalating to an operator"
-
+# -- the records' ids ----------------------------------------------------------------------------------
 
 def _all_ids(op: Operation) -> list[str]:
     return [r.attempt_id if isinstance(r, AttemptRecord) else r.observation_id for r in op.records]
-
-
-def _reason_after(previous: AttemptRecord) -> str | None:
-    """The retry reason, from what the previous attempt saw on the wire (the closed vocabulary)."""
-    if previous.dispatch_state == "not_sent":
-        return "connection_not_established"
-    if previous.dispatch_state != "response_received":
-        return "response_lost_after_dispatch"
-    status = previous.http_status or 0
-    if status == 429:
-        return "rate_limited"
-    if status >= 500:
-        return "destination_5xx"
-    if status in (408, 409, 425):  # the first request may still be processed under this key
-        return "response_lost_after_dispatch"
-    if status in (401, 403):
-        return "credential_refreshed"
-    return None  # a 2xx or a definitive refusal: no retry reason applies, and H008 will say so
 
 
 # -- hooks for retry libraries ---------------------------------------------------------------------
@@ -1106,11 +1018,6 @@ def _patch_httpx() -> list[Callable[[], None]]:
 
 
 # -- small helpers ---------------------------------------------------------------------------------
-
-def _derive_key(operation_id: str) -> str:
-    """The idempotency key of an operation: a hash of its id (the reference agent's derivation)."""
-    return "idem_" + hashlib.sha256(operation_id.encode()).hexdigest()[:24]
-
 
 def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
     scheme = (scheme or "http").lower()

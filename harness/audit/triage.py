@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.audit.article import _NOT_SENT, _UNKNOWN
 from harness.checker.context import SAFE_METHODS
-from harness.checker.rules import SECRET_HINTS
+from harness.checker.secrets import SECRET_HINTS
 from harness.events import (
     _BOOL_OR_NONE,
     _DICT_OR_NONE,

@@ -8,7 +8,6 @@ report with ``self.found(operation_id, message, evidence)``.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,9 +24,11 @@ from harness.checker.context import (
     tool_error,
     wire_ref,
 )
+from harness.checker.history import replay
 from harness.checker.correlation import RPC_TOOL_CALL, bare_path, crashed_between, tool_annotations, ts_value
 from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
+from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
 
@@ -61,7 +62,8 @@ class LogWellFormed(RunRule):
 
 
 # --------------------------------------------------------------------------------------------- H001
-@rule("H001", "operation-id-stable", scope="run", requires=("events",))
+@rule("H001", "operation-id-stable", scope="run", requires=("events",),
+       exercised=("restart", "hand_off", "retry", "retry_in_doubt", "supersede"))
 class OperationIdStable(RunRule):
     """One intent keeps one operation id across attempts and agent restarts, unless superseded."""
 
@@ -91,7 +93,7 @@ class OperationIdStable(RunRule):
 
 
 # --------------------------------------------------------------------------------------------- H002
-@rule("H002", "idempotency-key-reused")
+@rule("H002", "idempotency-key-reused", exercised=("retry", "retry_in_doubt"))
 def idempotency_key_reused(op: OperationContext) -> OpFindings:
     """Every attempt of an operation carries the same idempotency key, where the destination takes keys."""
     takes = op.takes_keys()
@@ -148,7 +150,7 @@ def _first_id_in(key: str, ids: list[str]) -> str | None:
     return next((i for i in ids if i in inside), None)
 
 
-@rule("H003", "idempotency-key-from-operation")
+@rule("H003", "idempotency-key-from-operation", exercised=("retry", "retry_in_doubt"))
 def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
     """The idempotency key is derived from the operation: never the attempt id, never minted per attempt."""
     attempt_ids = [a["attempt_id"] for a in op.attempts]
@@ -173,7 +175,7 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
                [log_ref(a) for a in keyed])
 
 
-@rule("H022", "idempotency-key-not-shared", scope="run")
+@rule("H022", "idempotency-key-not-shared", scope="run", exercised=("attempt",))
 class IdempotencyKeyNotShared(RunRule):
     """Two operations never share one idempotency key on one destination."""
 
@@ -199,7 +201,7 @@ class IdempotencyKeyNotShared(RunRule):
 
 
 # --------------------------------------------------------------------------------------------- H004
-@rule("H004", "key-payload-conflict")
+@rule("H004", "key-payload-conflict", exercised=("retry", "retry_in_doubt"))
 def key_payload_conflict(op: OperationContext) -> OpFindings:
     """One idempotency key is never sent over two payload fingerprints (checked before counting effects)."""
     for key, fingerprints in op.key_fingerprints().items():
@@ -210,7 +212,7 @@ def key_payload_conflict(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H005
-@rule("H005", "lost-response-logged-unknown", scope="run", requires=("wire",))
+@rule("H005", "lost-response-logged-unknown", scope="run", requires=("wire",), exercised=("lost",))
 class LostResponseLoggedUnknown(RunRule):
     """An attempt whose request reached the destination but whose response never came back is logged
     sent_no_response."""
@@ -239,7 +241,7 @@ class LostResponseLoggedUnknown(RunRule):
 
 
 # --------------------------------------------------------------------------------------------- H006
-@rule("H006", "never-failed-when-unknown")
+@rule("H006", "never-failed-when-unknown", exercised=("doubt",))
 def never_failed_when_unknown(op: OperationContext) -> OpFindings:
     """An operation is never resolved failed while an attempt's fate is unknown and nothing proved absence."""
     resolution = op.resolution
@@ -267,7 +269,7 @@ def never_failed_when_unknown(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H007
-@rule("H007", "not-sent-means-not-sent", requires=("wire",))
+@rule("H007", "not-sent-means-not-sent", requires=("wire",), exercised=("not_sent",))
 def not_sent_means_not_sent(op: OperationContext) -> OpFindings:
     """An attempt is logged not_sent only when the journal shows nothing left the machine."""
     for attempt in op.attempts:
@@ -279,7 +281,7 @@ def not_sent_means_not_sent(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H008
-@rule("H008", "retry-linked", requires=("events",))
+@rule("H008", "retry-linked", requires=("events",), exercised=("retry", "retry_in_doubt"))
 def retry_linked(op: OperationContext) -> OpFindings:
     """Every retry names retry_of_attempt_id (an earlier attempt) and a reason from the closed vocabulary."""
     if len(op.intent_ids()) > 1:
@@ -301,7 +303,7 @@ def retry_linked(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H009
-@rule("H009", "retry-budget", requires=("events",))
+@rule("H009", "retry-budget", requires=("events",), exercised=("retry", "retry_in_doubt"))
 def retry_budget(op: OperationContext) -> OpFindings:
     """Every retry states the remaining attempt budget and no attempt is made once it is spent."""
     for index, attempt in enumerate(op.attempts):
@@ -357,7 +359,7 @@ def _read_answered(op: OperationContext, obs: dict[str, Any]) -> bool:
     return read.get("client_outcome") == "response" and isinstance(status, int) and 200 <= status < 300
 
 
-@rule("H010", "retry-after-unknown-justified")
+@rule("H010", "retry-after-unknown-justified", exercised=("retry_after_doubt",))
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
     """A retry after sent_no_response or a 5xx needs dedup in force (same key, within retention on the wire's
     clock), reconciliation, or an approval."""
@@ -426,7 +428,7 @@ def _retry_after(op: OperationContext, attempt: dict[str, Any]) -> tuple[float |
     return None, ""
 
 
-@rule("H011", "retry-after-honoured")
+@rule("H011", "retry-after-honoured", exercised=("rate_limited",))
 def retry_after_honoured(op: OperationContext) -> OpFindings:
     """After a 429 with Retry-After (the journal's, else the log's), the retry waits at least that long on the
     wire's clock."""
@@ -465,7 +467,7 @@ def retry_after_honoured(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H012
-@rule("H012", "changed-payload-new-operation")
+@rule("H012", "changed-payload-new-operation", exercised=("retry", "retry_in_doubt", "supersede"))
 def changed_payload_new_operation(op: OperationContext) -> OpFindings:
     """A changed payload is a new operation with supersedes_operation_id, not a retry."""
     prints = [a for a in op.attempts if a.get("request_fingerprint")]
@@ -498,7 +500,7 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H013
-@rule("H013", "lookup-is-observation")
+@rule("H013", "lookup-is-observation", exercised=("doubt", "observe", "observe_inconclusive"))
 def lookup_is_observation(op: OperationContext) -> OpFindings:
     """A lookup is logged as an observation, never as an attempt."""
     lookup = op.contract.lookup if op.contract is not None else None
@@ -536,7 +538,7 @@ def _lag_possible(op: OperationContext, obs: dict[str, Any]) -> bool:
     return op.lookup_lag_seconds() > 0
 
 
-@rule("H014", "negative-lookup-not-proof")
+@rule("H014", "negative-lookup-not-proof", exercised=("negative_lookup",))
 def negative_lookup_not_proof(op: OperationContext) -> OpFindings:
     """A negative lookup under possible lag does not close an operation as failed or not done."""
     resolution = op.resolution
@@ -554,7 +556,7 @@ def negative_lookup_not_proof(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H015
-@rule("H015", "closure-backed-by-evidence", requires=("events",))
+@rule("H015", "closure-backed-by-evidence", requires=("events",), exercised=("resolve",))
 def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
     """A resolution cites existing evidence ids, and its effect refs match the ledger."""
     for logged in op.resolutions:
@@ -592,7 +594,7 @@ def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H016
-@rule("H016", "single-effect")
+@rule("H016", "single-effect", exercised=("doubt", "retry", "retry_in_doubt"))
 def single_effect(op: OperationContext) -> OpFindings:
     """One intended operation yields one distinct effect; more is resolved duplicate_effect_confirmed with a
     correction."""
@@ -671,7 +673,7 @@ class NoUnloggedAttempt(RunRule):
 
 
 # --------------------------------------------------------------------------------------------- H018
-@rule("H018", "no-phantom-attempt", requires=("wire",))
+@rule("H018", "no-phantom-attempt", requires=("wire",), exercised=("sent",))
 def no_phantom_attempt(op: OperationContext) -> OpFindings:
     """Every attempt logged as sent reached the wire."""
     for attempt in op.attempts:
@@ -683,45 +685,15 @@ def no_phantom_attempt(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H019
-# Every pattern's match holds one of these once lower-cased (re's case-insensitive letters lower to the
-# same ASCII letter, checked for these words; "authori" and "cooki" are cut before the i, which re also
-# matches with the dotless ı): a line without any cannot hold what the patterns look for, and plain
-# substring tests are ~10x faster than one case-insensitive regex scan of every line.
-SECRET_HINTS = ("bearer", "author", "cook", "private key")
-SECRET_PATTERNS = (
-    ("an Authorization header",
-     re.compile(r"(?i)(proxy-)?authori[sz]ation\W{1,4}(bearer|basic|token|digest)\s+\S{6,}")),
-    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{12,}")),
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("a cookie", re.compile(r"(?i)\"(set-)?cookie\"\s*:\s*\"[^\"]{8,}")),
-)
-
-
-def may_hold_secret(text: str) -> bool:
-    """False when no secret pattern can match the text (nor any line of it): see ``SECRET_HINTS``."""
-    text = text.lower()
-    for hint in SECRET_HINTS:
-        if hint in text:
-            return True
-    return False
-
-
-def secret_hits(text: str, canaries: dict[str, str]) -> list[str]:
-    """What secret-looking things a log line holds, named without echoing the secret."""
-    hits = [f"the planted secret {name}" for name, value in canaries.items()
-            if value and len(value) >= 6 and value in text]
-    if may_hold_secret(text):
-        hits += [label for label, pattern in SECRET_PATTERNS if pattern.search(text)]
-    return hits
-
-
 @rule("H019", "no-secret-in-log", scope="run")
 class NoSecretInLog(RunRule):
-    """No credential reaches the log: planted canaries, Authorization headers, cookies, private keys."""
+    """No credential reaches the log: planted canaries, as written or in any common reversible form (base64,
+    base32, hex, percent, JSON or HTML escapes, reversed, rot13, gzip or zlib in base64 or hex),
+    Authorization headers, bearer tokens, cookies, private keys."""
 
     def __init__(self, evidence: Evidence, report: Callable[[Finding], None]) -> None:
         super().__init__(evidence, report)
-        self.canaries = {k: v for k, v in evidence.secrets.items() if isinstance(v, str) and len(v) >= 6}
+        self.canaries = CanaryFinder(evidence.secrets)  # every form precomputed, once per run
 
     def might_find(self, text: str) -> bool:
         return bool(self.canaries) or may_hold_secret(text)
@@ -731,12 +703,12 @@ class NoSecretInLog(RunRule):
             return
         hits = secret_hits(text, self.canaries)
         if hits:
-            self.found(operation_id, f"{self.where(number)} holds {', '.join(hits)}; log a reference and a fingerprint "
+            self.found(operation_id, f"{self.where(number)} holds {name_hits(hits)}; log a reference and a fingerprint "
                                      f"instead", [{"source": "log", "line": number}])
 
 
 # --------------------------------------------------------------------------------------------- H020
-@rule("H020", "single-owner")
+@rule("H020", "single-owner", exercised=("hand_off", "retry_after_doubt"))
 def single_owner(op: OperationContext) -> OpFindings:
     """Delegation keeps one owner per operation; workers carry the owner's operation id; no concurrent
     retries of one unknown write."""
@@ -847,7 +819,7 @@ def _reason_contradicted(reason: Any, entry: dict[str, Any]) -> bool:
     return False  # operator_requested: the operator's call, nothing on the wire to hold it against
 
 
-@rule("H024", "retry-reason-matches-wire", requires=("wire",))
+@rule("H024", "retry-reason-matches-wire", requires=("wire",), exercised=("retry", "retry_in_doubt"))
 def retry_reason_matches_wire(op: OperationContext) -> OpFindings:
     """A retry's retry_reason is what the wire shows for the attempt it retries (429, 5xx, lost response,
     refused connection)."""
@@ -886,7 +858,7 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
     return False, f"{attempt['attempt_id']} got {status}{where}"
 
 
-@rule("H025", "closure-proves-state", requires=("events",))
+@rule("H025", "closure-proves-state", requires=("events",), exercised=("resolve:succeeded",))
 def closure_proves_state(op: OperationContext) -> OpFindings:
     """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), or an
     observation that found the effect (a lookup's record, a status poll's terminal succeeded)."""
@@ -926,7 +898,7 @@ def _first_line(record: dict[str, Any]) -> int:
     return min(lines) if lines else 0
 
 
-@rule("H026", "closure-after-evidence", requires=("events",))
+@rule("H026", "closure-after-evidence", requires=("events",), exercised=("resolve",))
 def closure_after_evidence(op: OperationContext) -> OpFindings:
     """A resolution comes after the evidence it cites, in log order and by timestamp: it cannot rest on an
     observation or attempt not yet made."""
@@ -954,7 +926,7 @@ def _logged_at(record: dict[str, Any]) -> str:
     return f"line {record.get('_line')}, ts {record.get('ts')}"
 
 
-@rule("H027", "negative-lookup-contradicted", requires=("wire",))
+@rule("H027", "negative-lookup-contradicted", requires=("wire",), exercised=("negative_lookup",))
 def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
     """A lookup that came back empty is contradicted by the ledger when the effect was committed before it and the
     destination declares no index lag: the lookup asked for the wrong thing (e.g. not the client reference sent)."""
@@ -1008,7 +980,7 @@ def _gave_up_before_the_answer(attempt: dict[str, Any], entry: dict[str, Any]) -
     return logged is not None and answered is not None and ts_value(logged) <= ts_value(answered)
 
 
-@rule("H028", "logged-outcome-matches-wire", requires=("wire",))
+@rule("H028", "logged-outcome-matches-wire", requires=("wire",), exercised=("sent", "observe", "observe_inconclusive"))
 def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
     """What the log says an attempt or lookup got is what the journal and the ledger hold: the HTTP status the
     client received, the effect ref the destination answered with, the records a lookup found."""
@@ -1099,7 +1071,7 @@ class OperationIdOneIntent(RunRule):
 # --------------------------------------------------------------------------------------------- H033
 
 
-@rule("H033", "effect-is-the-intended-one", scope="run", requires=("wire",))
+@rule("H033", "effect-is-the-intended-one", scope="run", requires=("wire",), exercised=("sent",))
 class EffectIsTheIntendedOne(RunRule):
     """The surviving effect is the intended one: the parameters the destination committed are the
     intent's (a ticket in the wrong project is not the ticket asked for)."""
@@ -1130,7 +1102,7 @@ class EffectIsTheIntendedOne(RunRule):
 DECISIVE_STATES = frozenset({"succeeded", "failed", "cancelled", "duplicate_effect_confirmed"})
 
 
-@rule("H034", "evidence-not-older-than-state")
+@rule("H034", "evidence-not-older-than-state", exercised=("retry", "retry_in_doubt"))
 def evidence_not_older_than_state(op: OperationContext) -> OpFindings:
     """A resolution rests on evidence gathered after the last attempt it closes: an observation (or an
     attempt) older than a later dispatch says nothing of that dispatch's fate; an effect observed before
@@ -1176,7 +1148,7 @@ FREE_RERUN = frozenset({"read_only"})
 NEEDS_DEDUP_OR_HUMAN = frozenset({"append", "financial", "destructive", "notification"})
 
 
-@rule("H035", "command-family-rerun")
+@rule("H035", "command-family-rerun", exercised=("retry", "retry_in_doubt"))
 def command_family_rerun(op: OperationContext) -> OpFindings:
     """A command reruns after an unknown result only as its family allows: read-only freely; set-state
     with a convergence condition; append, financial, destructive and notification commands with a remote
@@ -1219,7 +1191,7 @@ def command_family_rerun(op: OperationContext) -> OpFindings:
 SENSITIVE_FAMILIES = frozenset({"financial", "destructive"})
 
 
-@rule("H036", "sensitive-retry-approved-per-call")
+@rule("H036", "sensitive-retry-approved-per-call", exercised=("retry_after_doubt",))
 def sensitive_retry_approved_per_call(op: OperationContext) -> OpFindings:
     """A retry of a sensitive operation (a financial or destructive command) after an unknown result needs
     its own approval, recorded before it, naming the attempt retried and its dispatch state: a generic or
@@ -1263,7 +1235,7 @@ def _clock_text(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
 
 
-@rule("H037", "session-approval-window", scope="run", requires=("events",))
+@rule("H037", "session-approval-window", scope="run", requires=("events",), exercised=("approve",))
 class SessionApprovalWindow(RunRule):
     """A process that holds a session approval attempts nothing outside it: not before its approval time,
     not after its revocation."""
@@ -1337,7 +1309,7 @@ def _arguments(op: OperationContext, attempt: dict[str, Any]) -> Any:
     return (entry or {}).get("body_fingerprint") or attempt.get("request_fingerprint")
 
 
-@rule("H050", "mcp-annotation-not-trusted", requires=("wire",))
+@rule("H050", "mcp-annotation-not-trusted", requires=("wire",), exercised=("retry_after_doubt",))
 def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
     """A tool's MCP annotations never loosen a retry policy: a tool call retried with the same arguments after an
     unknown result (lost result, error result, timeout) that left a second effect on a tool publishing
@@ -1373,3 +1345,13 @@ def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
                f"a server's annotation is a hint and never justifies a retry after a lost result",
                [log_ref(parent), log_ref(attempt)] + [effect_ref_row(row) for row in live])
         return
+
+
+# ===================================================================================== H060: the model's net
+@rule("H060", "history-fits-model", requires=("wire", "events"))
+def history_fits_model(op: OperationContext) -> OpFindings:
+    """Every step of the operation's history is one the operation model allows at that point, by that actor,
+    and the wire and the ledger agree with it (harness.model.operation): the net under the named rules, which
+    keeps only what none of them already says."""
+    for violation in replay(op).violations:
+        yield violation.message, violation.evidence

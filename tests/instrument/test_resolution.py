@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import requests
 
-from harness.instrument import AttemptRecord, ObservationRecord, Operation, _decide, _dig, _parse, instrument
+from harness.instrument import AttemptRecord, ObservationRecord, Operation, _dig, _parse, instrument
+from harness.model.agent import decide_resolution
 from tests.instrument.loopback import CONTRACT, INTENT, Reply, events, harness_env, serving
 
 
@@ -38,7 +39,7 @@ def obs(op: Operation, found: bool | None, refs: tuple[str, ...] = (), lag_possi
 
 
 def decided(op: Operation) -> tuple[str | None, list[str], list[str]]:
-    state, refs, evidence, _ = _decide(op)
+    state, refs, evidence, _ = decide_resolution(op.records)
     return state, refs, evidence
 
 
