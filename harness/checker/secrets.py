@@ -27,7 +27,7 @@ import codecs
 import html
 import re
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import unquote
 
 MIN_SECRET = 6  # a shorter planted value is not searched (it would match innocent text)
@@ -191,8 +191,8 @@ class CanaryFinder:
     cheapest scan CPython has: ~0.1 us a needle on a 300-character line); only a text that holds one is
     searched again, form by form, base64 in its own case."""
 
-    def __init__(self, canaries: dict[str, str]) -> None:
-        self.canaries = {name: value for name, value in canaries.items()
+    def __init__(self, canaries: Mapping[str, object]) -> None:
+        self.canaries: dict[str, str] = {name: value for name, value in canaries.items()
                          if isinstance(value, str) and len(value) >= MIN_SECRET}
         self.needles: list[tuple[str, str, str]] = [  # (needle, name, form)
             (needle, name, form) for name, value in self.canaries.items() for form, needle in encoded_forms(value)]
@@ -258,7 +258,7 @@ def _outward(inner: str, outer: str) -> str:
     return f"{inner}, {outer}"
 
 
-def secret_hits(text: str, canaries: CanaryFinder | dict[str, str]) -> list[str]:
+def secret_hits(text: str, canaries: CanaryFinder | Mapping[str, object]) -> list[str]:
     """What secret-looking things a log line holds, named without echoing the secret: "the planted secret
     TICKETS, base64-encoded", "an Authorization header"."""
     finder = canaries if isinstance(canaries, CanaryFinder) else CanaryFinder(canaries)
