@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeGuard
@@ -154,6 +155,7 @@ class Attempt:
     tool_error: bool = False
     effect_refs: list[str] = field(default_factory=list)
     error: str | None = None
+    ts: float = field(default_factory=time.time)  # when it was sent (a lookup's wait for the lag counts from it)
 
     @property
     def uncertain(self) -> bool:
@@ -174,6 +176,7 @@ class Observation:
     effect_refs: list[str] = field(default_factory=list)
     lag_possible: bool | None = None
     status: str | None = None
+    ts: float = field(default_factory=time.time)
 
 
 def is_attempt(record: Record) -> TypeGuard[AttemptView]:

@@ -9,42 +9,29 @@ attempts. ``McpOperation`` has the interface tools.py's correct tool reads (harn
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import secrets
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from harness.agents.reference import tool_result, tool_text  # one reading of a tool result, the reference agent's
 from harness.contract import MCP_ENDPOINT, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint
+from harness.model.agent import (
+    Attempt,
+    Observation,
+    decide_resolution,
+    derive_key,
+    is_attempt,
+    observations_since_last_attempt,
+    retry_reason_after,
+    traceparent,
+)
 from harness.recorder import Recorder, new_id
 
 READ_TIMEOUT = 1.5  # seconds: the catalogue's client timeout (mcp_slow_result holds its answer 2.2 s)
 OPEN: list[McpOperation] = []  # the scope open in this process (one intent at a time)
-
-
-@dataclass
-class Call:
-    """An attempt or an observation as the tools read it (harness.instrument's AttemptRecord's fields)."""
-
-    id: str
-    ts: float
-    dispatch_state: str | None = None
-    http_status: int | None = None
-    tool_error: bool = False
-    effect_refs: list[str] = field(default_factory=list)
-    found: bool | None = None
-
-    @property
-    def uncertain(self) -> bool:
-        """It may have acted unseen: no result after the call was written, or an error result (which says
-        the call failed, not that the tool did nothing first)."""
-        return self.dispatch_state == "sent_no_response" or self.tool_error
 
 
 class McpOperation:
@@ -57,9 +44,8 @@ class McpOperation:
         self.url = base_url.rstrip("/") + (contract.get("endpoint") or MCP_ENDPOINT)
         self.max_attempts = max_attempts
         self.operation_id = new_id("op")
-        self.idempotency_key = "idem_" + hashlib.sha256(self.operation_id.encode()).hexdigest()[:24]
-        self.attempts: list[Call] = []
-        self.observations: list[Call] = []
+        self.idempotency_key = derive_key(self.operation_id)
+        self.history: list[Attempt | Observation] = []  # the tools/call attempts and lookups, in order
         self.last_fingerprint: str | None = None
         style = contract["idempotency"]["style"]
         declared = self.operation_id if style == "natural_key" else self.idempotency_key if style != "none" else None
@@ -68,13 +54,22 @@ class McpOperation:
                            idempotency_key=declared)
 
     @property
-    def last_attempt(self) -> Call | None:
-        return self.attempts[-1] if self.attempts else None
+    def attempts(self) -> list[Attempt]:
+        return [r for r in self.history if isinstance(r, Attempt)]
+
+    @property
+    def observations(self) -> list[Observation]:
+        return [r for r in self.history if isinstance(r, Observation)]
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        attempts = self.attempts
+        return attempts[-1] if attempts else None
 
     @property
     def effect_refs(self) -> list[str]:
-        found = [o for o in self.observations if o.found]
-        return found[-1].effect_refs if found else (self.last_attempt.effect_refs if self.last_attempt else [])
+        """The effect refs the evidence names so far (harness.model's resolution)."""
+        return decide_resolution(self.history).effect_refs
 
     @property
     def effect_ref(self) -> str | None:
@@ -91,11 +86,11 @@ class McpOperation:
 
     # -- one tools/call ---------------------------------------------------------------------------------
 
-    def call(self, tool: str, arguments: dict[str, Any], key: str | None) -> tuple[Call, Any]:
+    def call(self, tool: str, arguments: dict[str, Any], key: str | None) -> tuple[Attempt, Any]:
         """One attempt: a tools/call of ``tool``, logged; (the record, the CallToolResult or None)."""
-        traceparent = self.traceparent()
-        record = Call(new_id("att"), time.time())
-        state, result, error = asyncio.run(call_tool(self.url, tool, arguments, traceparent))
+        sent_traceparent = traceparent(self.operation_id)
+        record = Attempt(new_id("att"))
+        state, result, error = asyncio.run(call_tool(self.url, tool, arguments, sent_traceparent))
         record.dispatch_state = state
         if result is not None:
             record.http_status, record.tool_error = 200, bool(result.isError)
@@ -110,15 +105,18 @@ class McpOperation:
         number = len(self.attempts) + 1
         retry: dict[str, Any] = {}
         if previous is not None:
-            retry = {"retry_of_attempt_id": previous.id, "retry_reason": retry_reason(previous),
+            retry = {"retry_of_attempt_id": previous.attempt_id,
+                     "retry_reason": retry_reason_after(previous.dispatch_state, previous.http_status,
+                                                        tool_error=previous.tool_error),
                      "retry_decision": self.decision(key), "prior_request_fingerprint": self.last_fingerprint}
         self.recorder.attempt(
-            self.operation_id, record.id, state, attempt_number=number, destination=self.destination,
+            self.operation_id, record.attempt_id, state, attempt_number=number, destination=self.destination,
             method="tools/call", path=tool, idempotency_key=key, request_fingerprint=fingerprint(arguments),
-            http_status=record.http_status, effect_refs=record.effect_refs or None, traceparent=traceparent,
+            http_status=record.http_status, effect_refs=record.effect_refs or None, traceparent=sent_traceparent,
             error=error, tool_error=True if record.tool_error else None,
             attempt_budget_remaining=max(0, self.max_attempts - number), **retry)
-        self.attempts.append(record)
+        record.error = error
+        self.history.append(record)
         self.last_fingerprint = fingerprint(arguments)
         return record, result
 
@@ -128,55 +126,48 @@ class McpOperation:
         spec = self.contract.get("lookup")
         if not spec:
             return None
-        observation = Call(new_id("obs"), time.time())
-        state, result, error = asyncio.run(call_tool(self.url, spec["path"],
-                                                     {spec["query_param"]: self.operation_id}, self.traceparent()))
+        observation = Observation(new_id("obs"), "lookup")
+        state, result, error = asyncio.run(call_tool(self.url, spec["path"], {spec["query_param"]: self.operation_id},
+                                                     traceparent(self.operation_id)))
         body = tool_result(result) if result is not None and not result.isError else None
         field_name = self.contract["operations"][self.kind].get("effect_ref_field") or "id"
         items = body.get(spec.get("result_field") or "items") if isinstance(body, dict) else None
         if isinstance(items, list):
             observation.effect_refs = [str(i[field_name]) for i in items if isinstance(i, dict) and field_name in i]
             observation.found = bool(observation.effect_refs)
-        self.recorder.observation(self.operation_id, observation.id, source="lookup", method="tools/call",
-                                  path=spec["path"], found=observation.found,
-                                  effect_refs=observation.effect_refs or None,
-                                  lag_possible=False if observation.found is False else None,
+            observation.lag_possible = False if observation.found is False else None
+        self.recorder.observation(self.operation_id, observation.observation_id, source="lookup",
+                                  method="tools/call", path=spec["path"], found=observation.found,
+                                  effect_refs=observation.effect_refs or None, lag_possible=observation.lag_possible,
                                   detail=error or state if result is None else None)
-        self.observations.append(observation)
+        self.history.append(observation)
         return observation.effect_refs if observation.found is not None else None
 
     def decision(self, key: str | None) -> str:
-        if any(o.found is False for o in self.observations if self.last_attempt and o.ts >= self.last_attempt.ts):
+        if any(is_attempt(r) for r in self.history) and \
+                any(o.found is False for o in observations_since_last_attempt(self.history)):
             return "retry: reconciliation lookup found no effect after waiting out index lag"
         if key and self.contract["idempotency"]["style"] != "none":
             return "retry: destination deduplicates this idempotency key and it is within retention"
         return "retry with no deduplication in force and no observation since the unknown attempt"
 
-    def traceparent(self) -> str:
-        trace = hashlib.sha256(self.operation_id.encode()).hexdigest()[:32]
-        return f"00-{trace}-{secrets.token_hex(8)}-01"
-
     def resolve(self) -> None:
-        """The state the evidence supports, as tools.py's HTTP scopes write it."""
-        last = self.last_attempt
-        if last is None and not self.observations:
+        """The state the evidence supports (harness.model's resolution, as tools.py's HTTP scopes write it)."""
+        if not self.history:
             return
-        found = [o for o in self.observations if o.found and (last is None or o.ts >= last.ts)]
-        if found:
-            state, refs, evidence = "succeeded", found[-1].effect_refs, [found[-1].id]
-            reason = "the lookup tool found the effect"
-        elif last is not None and last.http_status == 200 and not last.tool_error:
-            state, refs, evidence, reason = "succeeded", last.effect_refs, [last.id], "the tool returned its result"
-        else:
-            state, refs, evidence = "unknown", [], [c.id for c in [*self.attempts, *self.observations]]
-            reason = "no result and nothing found: the call may have committed; escalating"
-        self.recorder.resolution(self.operation_id, state, effect_refs=refs or None, evidence=evidence, reason=reason)
-
-
-def retry_reason(previous: Call) -> str:
-    if previous.dispatch_state == "not_sent":
-        return "connection_not_established"
-    return "destination_5xx" if previous.tool_error else "response_lost_after_dispatch"
+        state, refs, evidence, reason = decide_resolution(self.history)
+        if state is None:  # lookups only, none found: nothing was attempted, nothing proves anything
+            state, evidence = "unknown", [r.attempt_id if isinstance(r, Attempt) else r.observation_id
+                                          for r in self.history]
+        extra: dict[str, Any] = {}
+        if state == "duplicate_effect_confirmed":  # the correction is a new operation, waiting for an operator
+            correction = new_id("op")
+            self.recorder.operation(correction, intent={"kind": "compensate_duplicate", "destination": self.destination,
+                                                        "params": {"effect_refs": refs[1:]}},
+                                    correction_of_operation_id=self.operation_id, owner="operator")
+            extra["correction_operation_id"] = correction
+        self.recorder.resolution(self.operation_id, state, effect_refs=refs or None, evidence=evidence, reason=reason,
+                                 **extra)
 
 
 async def call_tool(url: str, tool: str, arguments: dict[str, Any], traceparent: str) -> tuple[str, Any, str | None]:

@@ -29,6 +29,7 @@ import requests
 from harness.agents.instrumented.plain_requests import auth, worth_retrying
 from harness.contract import MCP_TRANSPORT, destination_env_name
 from harness.instrument import current_operation, instrument
+from harness.model.agent import may_have_acted
 
 TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
 MAX_EXECUTIONS = 3  # each framework's budget for one tool call: the first execution and two retries
@@ -44,7 +45,8 @@ class SafeToRetry(Exception):
 
 
 class Rejected(Exception):
-    """The destination refused the request (a 4xx other than 409/429): executing it again cannot help."""
+    """The destination refused the request (an answer that proves it did not act, other than a 429):
+    executing it again cannot help."""
 
 
 @dataclass(frozen=True)
@@ -224,11 +226,13 @@ def _carry_out(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
     if response.status_code == 429:
         time.sleep(min(float(response.headers.get("Retry-After", "1")), MAX_RETRY_AFTER))
         raise SafeToRetry("rate limited: the Retry-After was waited out, nothing was done")
-    if response.status_code == 409:
-        time.sleep(0.3)
-        raise SafeToRetry("still processing under this key: the next execution looks it up first")
-    if response.status_code >= 500:
-        raise SafeToRetry(f"HTTP {response.status_code}: the outcome is unknown; the next execution looks it up")
+    if response.status_code == 202:  # accepted, not done: this tool polls no status, the scope leaves it unknown
+        return "accepted (202), not done: the outcome stays open"
+    if may_have_acted("response_received", response.status_code):
+        if response.status_code == 409:  # still processing under this key: give the first request a moment
+            time.sleep(0.3)
+        raise SafeToRetry(f"HTTP {response.status_code}: the destination may have acted, or may still act; "
+                          "the next execution looks it up first")
     if not response.ok:
         raise Rejected(f"HTTP {response.status_code}: {response.text[:200]}")
     return f"done: {op.effect_ref or response.status_code}"

@@ -14,13 +14,10 @@ ids that prove it. The interface the tools read (``TracedOperation``) is harness
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +27,15 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from harness.agents.frameworks.tools import MAX_EXECUTIONS
 from harness.fingerprint import fingerprint
+from harness.model.agent import (
+    Attempt,
+    Observation,
+    answered_5xx,
+    decide_resolution,
+    derive_key,
+    is_attempt,
+    observations_since_last_attempt,
+)
 
 PROPAGATOR = TraceContextTextMapPropagator()
 CURRENT: contextvars.ContextVar[TracedOperation | None] = contextvars.ContextVar("traced_operation", default=None)
@@ -38,23 +44,6 @@ _ONLY: list[TracedOperation] = []  # the scope open in this process, for a tool 
 
 def span_id(span: Span) -> str:
     return format(span.get_span_context().span_id, "016x")
-
-
-@dataclass
-class Record:
-    """An attempt or an observation as the tools read it (harness.instrument's AttemptRecord's fields)."""
-
-    id: str
-    ts: float
-    dispatch_state: str | None = None
-    http_status: int | None = None
-    effect_refs: list[str] = field(default_factory=list)
-    found: bool | None = None
-
-    @property
-    def uncertain(self) -> bool:
-        """It may have acted unseen: no answer after sending, a 5xx, a 409."""
-        return self.dispatch_state == "sent_no_response" or (self.http_status or 0) >= 500 or self.http_status == 409
 
 
 class TracedOperation:
@@ -66,20 +55,28 @@ class TracedOperation:
         self.tracer, self.intent, self.contract = tracer, intent, contract
         self.destination, self.kind = intent["destination"], intent["kind"]
         self.operation_id = "op_" + uuid.uuid4().hex[:12]
-        self.idempotency_key = "idem_" + hashlib.sha256(self.operation_id.encode()).hexdigest()[:24]
+        self.idempotency_key = derive_key(self.operation_id)
         self.session_id = session_id
-        self.attempts: list[Record] = []
-        self.observations: list[Record] = []
+        self.history: list[Attempt | Observation] = []  # the attempts and observations, in order
         self.http = TracedSession(self)
 
     @property
-    def last_attempt(self) -> Record | None:
-        return self.attempts[-1] if self.attempts else None
+    def attempts(self) -> list[Attempt]:
+        return [r for r in self.history if isinstance(r, Attempt)]
+
+    @property
+    def observations(self) -> list[Observation]:
+        return [r for r in self.history if isinstance(r, Observation)]
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        attempts = self.attempts
+        return attempts[-1] if attempts else None
 
     @property
     def effect_refs(self) -> list[str]:
-        found = [o for o in self.observations if o.found]
-        return found[-1].effect_refs if found else (self.last_attempt.effect_refs if self.last_attempt else [])
+        """The effect refs the evidence names so far (harness.model's resolution)."""
+        return decide_resolution(self.history).effect_refs
 
     @property
     def effect_ref(self) -> str | None:
@@ -100,7 +97,10 @@ class TracedOperation:
             finally:
                 _ONLY.remove(self)
                 CURRENT.reset(token)
-                span.add_event("harness.resolution", self.resolution())
+                resolution = self.resolution()
+                if resolution["harness.state"] == "duplicate_effect_confirmed":
+                    resolution["harness.correction_operation_id"] = self.correction(resolution["harness.effect_refs"])
+                span.add_event("harness.resolution", resolution)
 
     @contextmanager
     def execution(self) -> Iterator[None]:
@@ -121,24 +121,27 @@ class TracedOperation:
                 tool_span.set_attributes({"harness.observation.source": "lookup",
                                           "harness.observation.found": bool(last.found),
                                           "harness.effect_refs": last.effect_refs})
-                last.id = span_id(tool_span)
+                last.observation_id = span_id(tool_span)
 
     def resolution(self) -> dict[str, Any]:
-        """The state the evidence supports (harness.instrument's choices, for one write and its lookups)."""
-        last = self.last_attempt
-        after = [o for o in self.observations if last is None or o.ts >= last.ts]
-        found = [o for o in after if o.found]
-        if found:
-            state, refs, evidence = "succeeded", found[-1].effect_refs, [found[-1].id]
-        elif last is not None and last.http_status is not None and 200 <= last.http_status < 300:
-            state, refs, evidence = "succeeded", last.effect_refs, [last.id]
-        elif last is not None and not any(a.uncertain for a in self.attempts) and (
-                last.dispatch_state == "not_sent" or (last.http_status or 0) >= 400):
-            state, refs, evidence = "failed", [], [last.id]
-        else:
-            state, refs, evidence = "unknown", [], [r.id for r in [*self.attempts, *self.observations]]
+        """The state the evidence supports (harness.model's resolution, as harness.instrument writes it)."""
+        state, refs, evidence, reason = decide_resolution(self.history)
+        if state is None:  # nothing was attempted and nothing found: the tool never ran to a write
+            state, evidence = "unknown", [r.attempt_id if isinstance(r, Attempt) else r.observation_id
+                                          for r in self.history]
         return {"harness.state": state, "harness.effect_refs": refs, "harness.evidence": evidence,
-                "harness.reason": f"{state} on the evidence recorded"}
+                "harness.reason": reason}
+
+    def correction(self, refs: list[str]) -> str:
+        """Two records for one intent: the correction is a new operation, waiting for an operator."""
+        correction = "op_" + uuid.uuid4().hex[:12]
+        attributes = {"harness.operation.id": correction, "harness.operation.correction_of_id": self.operation_id,
+                      "harness.operation.owner": "operator", "harness.intent.kind": "compensate_duplicate",
+                      "harness.destination": self.destination,
+                      "harness.intent.params": json.dumps({"effect_refs": refs[1:]})}
+        with self.tracer.start_as_current_span("operation compensate_duplicate", attributes=attributes):
+            pass
+        return correction
 
 
 def current_traced() -> TracedOperation | None:
@@ -166,8 +169,8 @@ class TracedSession:
     def _lookup(self, method: str, url: str, lookup: dict[str, Any], **kwargs: Any) -> requests.Response:
         with self.op.tracer.start_as_current_span("lookup", kind=SpanKind.CLIENT, attributes={
                 "harness.observation.source": "lookup", "http.request.method": method, "url.full": url}) as span:
-            record = Record(span_id(span), time.time())
-            self.op.observations.append(record)
+            record = Observation(span_id(span), "lookup")
+            self.op.history.append(record)
             try:
                 response = self.session.request(method, url, **kwargs)
             except requests.RequestException as exc:
@@ -178,6 +181,7 @@ class TracedSession:
                 field_name = self.op.contract["operations"][self.op.kind]["effect_ref_field"]
                 items = response.json().get(lookup["result_field"]) or []
                 record.found, record.effect_refs = bool(items), [str(i[field_name]) for i in items]
+                record.lag_possible = False if not items else None
                 span.set_attributes({"harness.observation.found": record.found,
                                      "harness.effect_refs": record.effect_refs,
                                      "harness.observation.lag_possible": False})
@@ -201,8 +205,8 @@ class TracedSession:
             attributes.update({"http.request.resend_count": number - 1, "harness.retry.decision": self._decision(key)})
         with op.tracer.start_as_current_span(method, kind=SpanKind.CLIENT, attributes=attributes) as span:
             PROPAGATOR.inject(headers)  # traceparent 00-<trace>-<this span>-01: the journal matches the attempt
-            record = Record(span_id(span), time.time())
-            op.attempts.append(record)
+            record = Attempt(span_id(span))
+            op.history.append(record)
             try:
                 response = self.session.request(method, url, headers=headers, **kwargs)
             except requests.RequestException as exc:
@@ -224,7 +228,7 @@ class TracedSession:
                 if ref:
                     record.effect_refs = [str(ref)]
                     span.set_attribute("harness.effect_refs", record.effect_refs)
-            elif response.status_code >= 500:
+            elif answered_5xx(response.status_code):
                 span.set_status(Status(StatusCode.ERROR, f"HTTP {response.status_code}"))
             return response
 
@@ -233,7 +237,7 @@ class TracedSession:
         idem = self.op.contract["idempotency"]
         if key and idem["style"] != "none" and key == self.op.idempotency_key:
             return "retry: destination deduplicates this idempotency key and it is within retention"
-        last = self.op.last_attempt
-        if any(o.found is False and last is not None and o.ts >= last.ts for o in self.op.observations):
+        if any(is_attempt(r) for r in self.op.history) and \
+                any(o.found is False for o in observations_since_last_attempt(self.op.history)):
             return "retry: reconciliation lookup found no effect"
         return "retry with no deduplication in force and no observation since the unknown attempt"
