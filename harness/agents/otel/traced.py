@@ -15,7 +15,6 @@ and retry only when a lookup proved absence or the key deduplicates within reten
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -29,6 +28,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from harness.contract import INTENTS_ENV, destination_env_name, secret_env_name
 from harness.fingerprint import fingerprint
+from harness.model.agent import Attempt, Observation, decide_resolution, derive_key, may_have_acted, retry_reason_after
 from harness.otel.exporter import tracer_provider
 
 TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
@@ -57,7 +57,7 @@ class Agent:
         kind = contract["operations"][intent["kind"]]
         idem = contract["idempotency"]
         op_id = "op_" + uuid.uuid4().hex[:12]
-        key = "key_" + hashlib.sha256(op_id.encode()).hexdigest()[:24] if idem["style"] != "none" else None
+        key = derive_key(op_id) if idem["style"] != "none" else None
         body = {**(kind.get("body_defaults") or {}), **intent["params"], kind["client_reference_field"]: op_id}
         if key and idem.get("body_field"):
             body[idem["body_field"]] = key
@@ -69,39 +69,44 @@ class Agent:
             attributes["harness.idempotency_key"] = key
         with self.tracer.start_as_current_span(f"operation {intent['kind']}", attributes=attributes) as op:
             self.op = {"id": op_id, "span": op, "intent": intent, "contract": contract, "kind": kind, "key": key,
-                       "body": body, "attempts": [], "first_sent": None, "last_sent": 0.0,
+                       "body": body, "attempts": [], "history": [], "first_sent": None, "last_sent": 0.0,
                        "path": kind["path"].format(**intent["params"])}
             self.dispatch_loop()
+            self.resolve()
 
-    def resolve(self, state: str, refs: list[str], evidence: list[str], reason: str, **extra: str) -> None:
-        self.op["span"].add_event("harness.resolution", {"harness.state": state, "harness.effect_refs": refs,
-                                                          "harness.evidence": evidence, "harness.reason": reason,
-                                                          **extra})
+    def resolve(self) -> None:
+        """The resolution the evidence supports (harness.model's), as a span event; a duplicate's correction is
+        a new operation, waiting for an operator."""
+        state, refs, evidence, reason = decide_resolution(self.op["history"])
+        event: dict[str, Any] = {"harness.state": state or "unknown", "harness.effect_refs": refs,
+                                 "harness.evidence": evidence, "harness.reason": reason}
+        if state == "duplicate_effect_confirmed":
+            event["harness.correction_operation_id"] = self.duplicate(refs)
+        self.op["span"].add_event("harness.resolution", event)
 
     def dispatch_loop(self) -> None:
+        """Attempt until the evidence settles the intent, or nothing makes another attempt safe; the
+        resolution is then the one the history supports."""
         op = self.op
         step: tuple[str | None, str | None] | None = (None, None)
-        while step is not None:
-            if len(op["attempts"]) >= MAX_ATTEMPTS:
-                return self.resolve("unknown", [], list(op["attempts"]), "attempt budget spent; escalating")
-            attempt_id, state, status, body = self.attempt(*step)
+        while step is not None and len(op["attempts"]) < MAX_ATTEMPTS:
+            state, status, body = self.attempt(*step)
+            reason = retry_reason_after(state, status)
             if state == "not_sent":
                 step = "connection_not_established", "retry: the connection was never established"
-            elif state == "sent_no_response" or status is None:
-                step = self.after_unknown("response_lost_after_dispatch")
             elif status == 429:
                 time.sleep(min(float(body.get("retry_after", 1)), MAX_RETRY_AFTER))
                 step = "rate_limited", "retry: a 429 means the destination did not act"
-            elif status >= 500:
-                step = self.after_unknown("destination_5xx")
-            elif status < 300:
-                return self.succeeded(attempt_id, status, body)
-            else:
-                return self.resolve("failed", [], [attempt_id], f"the destination refused: {status}")
+            elif status is not None and 200 <= status < 300:
+                return self.succeeded(status, body)
+            elif reason is not None and may_have_acted(state, status):  # lost, 5xx, 408, 409, 425
+                step = self.after_unknown(reason)
+            else:  # refused: the destination did not act
+                return None
         return None
 
     # -- one attempt: one HTTP client span ------------------------------------------------------------------
-    def attempt(self, reason: str | None, decision: str | None) -> tuple[str, str, int | None, dict[str, Any]]:
+    def attempt(self, reason: str | None, decision: str | None) -> tuple[str, int | None, dict[str, Any]]:
         op = self.op
         idem = op["contract"]["idempotency"]
         number = len(op["attempts"]) + 1
@@ -131,7 +136,8 @@ class Agent:
             ref = answer.get(op["kind"]["effect_ref_field"]) if status and status < 300 else None
             if ref:
                 span.set_attribute("harness.effect_refs", [str(ref)])
-            return span_id(span), state, status, answer
+            op["history"].append(Attempt(span_id(span), state, status, effect_refs=[str(ref)] if ref else []))
+            return state, status, answer
 
     def send(self, span: Span, method: str, url: str, body: dict[str, Any],
              headers: dict[str, str]) -> tuple[str, int | None, dict[str, Any]]:
@@ -166,12 +172,8 @@ class Agent:
         if self.blind_retry:
             return reason, "retry: the request failed"
         if op["contract"]["lookup"]:
-            refs, seen, absent = self.lookup()
-            if len(refs) > 1:
-                self.duplicate(refs, seen[-1])
-                return None
-            if refs:
-                self.resolve("succeeded", refs, [seen[-1]], "lookup by client reference found the effect")
+            refs, absent = self.lookup()
+            if refs:  # found (one effect, or several: a duplicate)
                 return None
             if absent:
                 return reason, "retry: the lookup found no effect after waiting out the index lag"
@@ -179,14 +181,12 @@ class Agent:
         retention = idem["retention_seconds"]
         if op["key"] and (retention is None or time.time() - op["first_sent"] < 0.9 * retention):
             return reason, "retry: the destination deduplicates this key and it is within retention"
-        self.resolve("unknown", [], list(op["attempts"]), "no evidence either way; escalating to an operator")
-        return None
+        return None  # no evidence either way: unknown, escalated to an operator
 
-    def lookup(self, source: str = "lookup") -> tuple[list[str], list[str], bool]:
+    def lookup(self, source: str = "lookup") -> tuple[list[str], bool]:
         op = self.op
         spec = op["contract"]["lookup"]
         lag = spec.get("lag_seconds") or 0.0
-        seen: list[str] = []
         negatives = 0
         for _ in range(12):
             url = f"{self.base()}{spec['path']}"
@@ -209,17 +209,19 @@ class Agent:
                 span.set_attribute("harness.effect_refs", refs)
                 if found is False:
                     span.set_attribute("harness.observation.lag_possible", within_lag)
-                seen.append(span_id(span))
+                op["history"].append(Observation(span_id(span), source, found, refs,
+                                                 within_lag if found is False else None))
             if found:
-                return refs, seen, False
+                return refs, False
             if found is False:
                 negatives += 1
                 if negatives >= 3 and not within_lag:
-                    return [], seen, True
+                    return [], True
             time.sleep(0.2 if found is False else 0.5)
-        return [], seen, False
+        return [], False
 
-    def duplicate(self, refs: list[str], evidence: str) -> None:
+    def duplicate(self, refs: list[str]) -> str:
+        """Open the correction of a duplicate: a new operation, waiting for an operator."""
         op = self.op
         correction = "op_" + uuid.uuid4().hex[:12]
         attributes = {"harness.operation.id": correction, "harness.operation.correction_of_id": op["id"],
@@ -228,21 +230,17 @@ class Agent:
                       "harness.intent.params": json.dumps({"effect_refs": refs[1:]})}
         with self.tracer.start_as_current_span("operation compensate_duplicate", attributes=attributes):
             pass
-        self.resolve("duplicate_effect_confirmed", refs, [evidence], "reconciliation found several records",
-                     **{"harness.correction_operation_id": correction})
+        return correction
 
-    def succeeded(self, attempt_id: str, status: int, body: dict[str, Any]) -> None:
+    def succeeded(self, status: int, body: dict[str, Any]) -> None:
         op = self.op
-        ref = str(body.get(op["kind"]["effect_ref_field"]))
         if status == 202 and isinstance(body.get("operation"), dict):  # accepted, not done: poll its status
-            return self.poll(attempt_id, body["operation"]["status_url"])
+            return self.poll(body["operation"]["status_url"])
         if op["contract"]["idempotency"]["style"] == "none" and op["contract"]["lookup"]:
-            refs, seen, _ = self.lookup("read_after_write")  # one 2xx does not prove one effect
-            if len(set(refs) | {ref}) > 1:
-                return self.duplicate(sorted(set(refs) | {ref}), seen[-1])
-        return self.resolve("succeeded", [ref], [attempt_id], f"destination answered {status}")
+            self.lookup("read_after_write")  # one 2xx does not prove one effect
+        return None
 
-    def poll(self, attempt_id: str, status_url: str) -> None:
+    def poll(self, status_url: str) -> None:
         for wait in (0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 2.0):
             time.sleep(wait)
             url = self.base() + status_url
@@ -255,9 +253,11 @@ class Agent:
                 refs = [str(answer["effect_ref"])] if done else []
                 span.set_attribute("harness.observation.found", done)
                 span.set_attribute("harness.effect_refs", refs)
-            if done:
-                return self.resolve("succeeded", refs, [attempt_id, span_id(span)], "the operation reported succeeded")
-        return self.resolve("unknown", [], [attempt_id], "still pending; escalating")
+                self.op["history"].append(Observation(span_id(span), "status_poll", done, refs,
+                                                      status=answer.get("status")))
+            if done or answer.get("status") == "failed":
+                return None
+        return None  # still pending: unknown, escalated
 
     def base(self) -> str:
         return os.environ[destination_env_name(self.op["intent"]["destination"])].rstrip("/")
