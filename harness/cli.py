@@ -174,6 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     sub.add_parser("scenarios", help="list the scenarios of the catalogue")
+    coverage = sub.add_parser(
+        "coverage", help="which scenarios exercise which checks and rows of the operation model",
+        description="Run the reference agent over the catalogue and say, per check, which scenarios exercise it "
+                    "(the reports' 'not exercised ... see' names come from this measurement).")
+    coverage.add_argument("--write", action="store_true",
+                          help="store the measurement as the package's catalogue_coverage.json")
+    coverage.add_argument("--evidence", default=None, metavar="DIR",
+                          help="where the runs' evidence goes (default: a temporary folder, removed after)")
 
     matrix = sub.add_parser(
         "matrix", help="run every agent against every scenario and print the table",
@@ -700,6 +708,30 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coverage(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from harness import coverage
+    from harness.checker import RULES
+    from harness.model.operation import TRANSITIONS
+
+    with tempfile.TemporaryDirectory(prefix="retry-harness-coverage-") as scratch:
+        measured = coverage.measure(Path(args.evidence or scratch))
+    checks = [r.label for r in RULES.values() if "black_box" not in r.requires]
+    for label in checks:
+        names = coverage.scenarios_exercising(label, measured)
+        said = (f"every scenario ({len(names)})" if len(names) == len(measured) else ", ".join(names)
+                or "(no scenario exercises it)")
+        print(f"{label:45} {said}")
+    rows = {t.label for t in TRANSITIONS}
+    taken = {t for seen in measured.values() for t in seen["transitions"]} & rows
+    print(f"\n{len(taken)}/{len(rows)} transitions of the operation model taken over {len(measured)} scenarios; "
+          f"never: {', '.join(sorted(rows - taken)) or 'none'}")
+    if args.write:
+        print(f"written: {coverage.write(measured)}")
+    return EXIT_PASSED
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     from harness.errors import ScenarioError
     from harness.incident.model import IncidentError
@@ -775,4 +807,4 @@ def _containers(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
             "scenarios": _scenarios, "schema": _schema, "report": _report, "matrix": _matrix, "reproduce": _reproduce,
-            "images": _images, "containers": _containers}
+            "images": _images, "containers": _containers, "coverage": _coverage}

@@ -25,6 +25,7 @@ from pydantic_core import from_json
 from typing_extensions import TypedDict  # pydantic wants typing_extensions' TypedDict before Python 3.12
 
 from harness.contract import AUDIT_LOG_ENV, EVENT_NAMES
+from harness.model.operation import RETRY_REASONS as RETRY_REASON_NEEDS
 from harness.ndjson import MAX_DEPTH, limit_error
 from harness.resources import AUDIT_EVENT_SCHEMA_FILE, schema_file
 
@@ -35,16 +36,10 @@ ObservationSource = Literal["lookup", "status_poll", "callback", "read_after_wri
 ApprovalDecision = Literal["approved", "denied"]
 ApprovalScope = Literal["retry", "compensate", "close", "session"]
 
-# The closed retry vocabulary. Checked by rule H008 (not by the schema gate H000), so that a log
-# with an invented reason is still audited and the finding names the retry that broke the rule.
-RETRY_REASONS = (
-    "connection_not_established",
-    "rate_limited",
-    "destination_5xx",
-    "response_lost_after_dispatch",
-    "credential_refreshed",
-    "operator_requested",
-)
+# The closed retry vocabulary, the operation model's (harness.model.operation.RETRY_REASONS). Checked by rule
+# H008 (not by the schema gate H000), so that a log with an invented reason is still audited and the finding
+# names the retry that broke the rule.
+RETRY_REASONS = tuple(RETRY_REASON_NEEDS)
 
 SCHEMA_PATH = schema_file(AUDIT_EVENT_SCHEMA_FILE)  # package data (harness.resources)
 

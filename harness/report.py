@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.checker.model import (
     EXPECTATION_CODE,
     EXPECTATION_RULE,
+    FAILED,
     Finding,
     IntentVerdict,
     OperationVerdict,
@@ -102,10 +103,11 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
                      + (f"; correction {r['correction_operation_id']}" if r.get("correction_operation_id") else ""))
     for finding in op.findings:
         lines += _finding_lines(finding, "  ")
-    if op.held and not op.findings:
-        lines.append(f"  held: all {len(op.held)} checks")  # the full list is in the verdict's JSON
+    idle = f"; not exercised: {len(op.not_exercised)}" if op.not_exercised else ""
+    if op.held and not op.findings:  # the full lists are in the verdict's JSON
+        lines.append(f"  held: all {len(op.held)} checks its history exercised{idle}")
     elif op.held:
-        lines.append(f"  held: {', '.join(op.held)}")
+        lines.append(f"  held: {', '.join(op.held)}{idle}")
     return lines
 
 
@@ -232,6 +234,8 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
     else:
         lines = [f"verdict: {outcome} "
                  f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
+    if verdict.checks and not verdict.black_box:
+        lines.append(render_checks_line(verdict))
     what = "intent(s)" if verdict.black_box else "operation(s)"
     if summary:
         lines += ["", f"findings per rule (shown in full: the first of each rule, then the first ones up to {limit}; "
@@ -272,6 +276,16 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
     if verdict.black_box:
         lines += ["", *render_not_judged(verdict)]
     return "\n".join(lines) + "\n"
+
+
+def render_checks_line(verdict: Verdict) -> str:
+    """Each check's word on the run, counted: 'PASS: 9 checks exercised and held; 27 not exercised by this
+    scenario (retry path: see request_lost, ...)'; a failed run counts its failed checks first."""
+    from harness.coverage import checks_summary
+
+    failed = verdict.checks_said(FAILED)
+    head = f"FAIL: {len(failed)} checks failed; " if failed else "PASS: "
+    return head + checks_summary(verdict)
 
 
 def _agent_run_text(run: Any) -> str:

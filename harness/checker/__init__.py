@@ -19,8 +19,13 @@ from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES
 from harness.checker.context import OperationContext, RunContext, wire_summary
+from harness.checker.history import replay
 from harness.checker.model import (
     CLASSIFICATIONS,
+    FAILED,
+    HELD,
+    MODEL_CODE,
+    NOT_EXERCISED,
     AttemptVerdict,
     Finding,
     IntentVerdict,
@@ -81,6 +86,12 @@ def _rules_for(offline: bool, fmt: str, registered: int) -> tuple[tuple[Rule, ..
     return tuple(r for r in checked if r.scope == "operation"), checked
 
 
+def _said_already(findings: list[Finding]) -> list[Finding]:
+    """The model's findings (H060) on a log line no named rule's finding cites: the named rules say it better."""
+    cited = {e.get("line") for f in findings if f.code != MODEL_CODE for e in f.evidence if e.get("source") == "log"}
+    return [f for f in findings if f.code != MODEL_CODE or not f.evidence or f.evidence[0].get("line") not in cited]
+
+
 def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *, held: bool = True) -> OperationVerdict:
     """Run the operation rules on one operation (used by ``check`` and by the streaming audit)."""
     findings = list(extra or [])
@@ -90,15 +101,23 @@ def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *,
         for message, evidence in r.func(op):
             findings.append(Finding(r.code, r.name, op_id, message, evidence))
     if len(findings) > 1:
+        findings = _said_already(findings)
         findings.sort(key=lambda f: f.code)
     held_labels: list[str] = []
+    idle: list[str] = []
+    transitions: list[str] = []
     if held:
         failed = {f.code for f in findings}
-        held_labels = [r.label for r in checked if r.code not in failed]
+        replayed = replay(op)
+        tags = replayed.tags
+        transitions = sorted(replayed.transitions)
+        held_labels = [r.label for r in checked if r.code not in failed and r.exercised_by(tags)]
+        idle = [r.label for r in checked if r.code not in failed and not r.exercised_by(tags)]
     return OperationVerdict(
         operation_id=op_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
         intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,
-        held=held_labels, observations=[_observation_view(o) for o in op.observations],
+        held=held_labels, not_exercised=idle, transitions=transitions,
+        observations=[_observation_view(o) for o in op.observations],
         resolution=_resolution_view(op.resolution))
 
 
@@ -191,4 +210,20 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
     for op in operations:
         findings.extend(op.findings)
     findings.sort(key=lambda f: (f.code, f.operation_id or ""))
-    return Verdict(operations=operations, findings=findings, rules_run=rules_run)
+    return Verdict(operations=operations, findings=findings, rules_run=rules_run,
+                   checks=_run_checks(operations, findings, offline),
+                   transitions=sorted({t for op in operations for t in op.transitions}))
+
+
+def _run_checks(operations: list[OperationVerdict], findings: list[Finding], offline: bool) -> dict[str, str]:
+    """Each applicable rule's word on the run: failed where it found something, held where some operation's
+    history exercised it (or it needs nothing to be exercised), else not exercised."""
+    failed = {f.code for f in findings}
+    held = {label for op in operations for label in op.held}
+    checks: dict[str, str] = {}
+    for r in RULES.values():
+        if not applicable(r, offline=offline):
+            continue
+        checks[r.label] = (FAILED if r.code in failed else
+                           HELD if r.label in held or (not r.exercised and r.scope == "run") else NOT_EXERCISED)
+    return checks

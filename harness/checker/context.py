@@ -82,7 +82,7 @@ class OperationContext:
     # slots: the offline audit makes one per operation, hundreds of thousands on a long log
     __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "_attempt_index", "observations",
                  "resolutions", "approvals", "log_effects", "wire", "observed", "ledger_effects", "ledger_requests",
-                 "contract", "spec", "all_operation_ids", "peers", "crashes", "_refs", "_fps")
+                 "contract", "spec", "all_operation_ids", "peers", "crashes", "_refs", "_fps", "history", "replayed")
 
     def __init__(self, operation_id: str, *, fmt: str = "events", offline: bool = True) -> None:
         self.operation_id = operation_id
@@ -107,10 +107,13 @@ class OperationContext:
         self.crashes: tuple[float, ...] = ()  # when the harness killed the agent (planned crashes), wall clock
         self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
         self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None
+        self.history: list[dict[str, Any]] = []  # every record as logged, in line order (the model replays it)
+        self.replayed: Any = None  # harness.checker.history.replay's result, once asked
 
     # -- building
     def add(self, record: dict[str, Any]) -> None:
-        self._refs = self._fps = None
+        self._refs = self._fps = self.replayed = None
+        self.history.append(record)
         kind = record.get("event")
         if kind == "attempt":
             attempt_id = record["attempt_id"]

@@ -8,6 +8,8 @@ from typing import Any
 from harness.contract import BLACK_BOX_MODE, EVENTS_MODE
 
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
+HELD, NOT_EXERCISED, FAILED = "held", "not exercised", "failed"  # a check's word on a run (Verdict.checks)
+MODEL_CODE = "H060"  # the operation model's net (harness.checker.history): kept only where no named rule spoke
 # A scenario's own expectation (final states, effect counts, the agent's exit) that failed: judged by
 # the engine beside the rules, part of the verdict all the same.
 EXPECTATION_CODE = "X001"
@@ -79,7 +81,10 @@ class OperationVerdict:
     attempts: list[AttemptVerdict] = field(default_factory=list)
     effects: list[str] = field(default_factory=list)  # distinct effect refs (ledger, or log offline)
     findings: list[Finding] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)  # "H002 idempotency-key-reused", ... rules that held
+    held: list[str] = field(default_factory=list)  # "H002 idempotency-key-reused", ... rules exercised that held
+    # rules that found nothing because the history never reached what they judge (no retry, no doubt, ...)
+    not_exercised: list[str] = field(default_factory=list)
+    transitions: list[str] = field(default_factory=list)  # the operation model's rows the history took
     observations: list[dict[str, Any]] = field(default_factory=list)  # id, source, found, effect_refs, line
     resolution: dict[str, Any] | None = None  # the last resolution: state, evidence, effect_refs, reason, line
 
@@ -98,6 +103,8 @@ class OperationVerdict:
             "effects": list(self.effects),
             "findings": [f.to_dict() for f in self.findings],
             "held": list(self.held),
+            "not_exercised": list(self.not_exercised),
+            "transitions": list(self.transitions),
             "observations": self.observations,
             "resolution": self.resolution,
         }
@@ -158,6 +165,13 @@ class Verdict:
     not_judged: list[str] = field(default_factory=list)
     # black-box mode: the writes and effects no intent accounts for, each with why ({kind, reason, ...})
     unattributed: list[dict[str, Any]] = field(default_factory=list)
+    # every applicable rule's word on the run: "held" (exercised by some operation and found nothing),
+    # "not exercised" (no history reached what it judges), "failed"; and the model's rows the run took
+    checks: dict[str, str] = field(default_factory=dict)
+    transitions: list[str] = field(default_factory=list)
+
+    def checks_said(self, said: str) -> list[str]:
+        return [label for label, word in self.checks.items() if word == said]
 
     @property
     def black_box(self) -> bool:
@@ -216,6 +230,8 @@ class Verdict:
             "rules_run": list(self.rules_run),
             "not_judged": list(self.not_judged),
             "unattributed": list(self.unattributed),
+            "checks": dict(self.checks),
+            "transitions": list(self.transitions),
         }
 
     @classmethod
@@ -225,4 +241,5 @@ class Verdict:
                    findings=[Finding.from_dict(f) for f in data.get("findings", [])],
                    rules_run=list(data.get("rules_run", [])), mode=data.get("mode", EVENTS_MODE),
                    intents=[IntentVerdict.from_dict(i) for i in data.get("intents", [])],
-                   not_judged=list(data.get("not_judged", [])), unattributed=list(data.get("unattributed", [])))
+                   not_judged=list(data.get("not_judged", [])), unattributed=list(data.get("unattributed", [])),
+                   checks=dict(data.get("checks", {})), transitions=list(data.get("transitions", [])))

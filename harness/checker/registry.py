@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.checker.model import Finding
+from harness.model.operation import exercise_tags
 
 if TYPE_CHECKING:
     from harness.checker.context import OperationContext, RunContext
@@ -36,6 +37,13 @@ class Rule:
     scope: str  # "operation" | "run"
     requires: frozenset[str]
     func: Callable[..., Any]  # the function (operation rule) or the RunRule class (run rule)
+    # the steps or facts of the operation model (harness.model.operation.exercise_tags) a history must show for
+    # the rule to judge anything; empty: every history exercises it. A rule that found nothing on a history
+    # showing none of them held only because nothing happened: "not exercised".
+    exercised: frozenset[str] = frozenset()
+
+    def exercised_by(self, tags: set[str] | frozenset[str]) -> bool:
+        return not self.exercised or not self.exercised.isdisjoint(tags)
 
     @property
     def label(self) -> str:
@@ -117,7 +125,8 @@ class RunRule:
         pass
 
 
-def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str, ...] = ()) -> Callable[[Any], Any]:
+def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str, ...] = (),
+         exercised: tuple[str, ...] = ()) -> Callable[[Any], Any]:
     """Register a rule; a duplicate code or name is an error naming both rules."""
     if not (len(code) == 4 and code[0] == "H" and code[1:].isdigit()):
         raise RuleRegistryError(f"rule code {code!r} must look like H000")
@@ -126,6 +135,10 @@ def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str,
     unknown = set(requires) - set(REQUIREMENTS)
     if unknown:
         raise RuleRegistryError(f"rule {code} requires {sorted(unknown)}; valid: {', '.join(REQUIREMENTS)}")
+    strangers = set(exercised) - set(exercise_tags())
+    if strangers:
+        raise RuleRegistryError(f"rule {code} exercised by {sorted(strangers)}, which the operation model does not "
+                                f"name; valid: {', '.join(exercise_tags())}")
 
     def register(func: Any) -> Any:
         for other in RULES.values():
@@ -141,7 +154,7 @@ def rule(code: str, name: str, *, scope: str = "operation", requires: tuple[str,
                     "an operation rule must be a function of an OperationContext (a RunRule needs scope='run')"))
         if is_run_rule:
             func.code, func.name = code, name
-        RULES[code] = Rule(code, name, scope, frozenset(requires), func)
+        RULES[code] = Rule(code, name, scope, frozenset(requires), func, frozenset(exercised))
         ordered = sorted(RULES.items())  # in code order, whichever module registers first
         RULES.clear()
         RULES.update(ordered)

@@ -24,8 +24,8 @@ from harness.checker.context import (
     tool_error,
     wire_ref,
 )
-from harness.checker.history import replay
 from harness.checker.correlation import RPC_TOOL_CALL, bare_path, crashed_between, tool_annotations, ts_value
+from harness.checker.history import replay
 from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits

@@ -444,10 +444,23 @@ def h050(b, bad):
     s.resolve("succeeded", ["ord_2"], ["att_2"])
 
 
+def h060(b, bad):
+    """The model's net: a call whose 201 showed it done is executed again on the agent's own say (the key is
+    the same and the destination replays, so no named rule sees anything); with an operator's approval it may."""
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1", attempt_budget_remaining=2)
+    if not bad:
+        b.event("approval", "op_1", approval_id="apr_1", approver="oncall", decision="approved", scope="retry")
+    b.attempt("op_1", "att_2", "response_received", effect="tkt_1", replay=True, retry_of_attempt_id="att_1",
+              retry_reason="operator_requested", attempt_budget_remaining=1)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
                                             h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
-                                            h040, h041, h042, h043, h044, h045, h050)}
+                                            h040, h041, h042, h043, h044, h045, h050, h060)}
 
 
 def test_every_registered_rule_has_a_story():

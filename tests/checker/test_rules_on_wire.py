@@ -171,7 +171,9 @@ def test_two_effects_without_duplicate_resolution_is_h016(b):
     b.intent()
     b.operation(key=None, destination="webhook")
     b.attempt("op_1", "att_1", "response_received", key=None, destination="webhook", effect="dlv_a", status=200)
-    # (an operator's call: a retry after a 200 labelled destination_5xx would be H024)
+    # (an operator's call: a retry after a 200 labelled destination_5xx would be H024; without the approval
+    # the model would name the re-execution of a call its 200 showed done, H060)
+    b.event("approval", "op_1", approval_id="apr_1", approver="oncall", decision="approved", scope="retry")
     b.attempt("op_1", "att_2", "response_received", key=None, destination="webhook", effect="dlv_b", status=200,
               retry_of_attempt_id="att_1", retry_reason="operator_requested", attempt_budget_remaining=0)
     b.resolution("op_1", "succeeded", effects=["dlv_b"], evidence=["att_2"])
