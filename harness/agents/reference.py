@@ -27,10 +27,8 @@ justifies a retry.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
-import secrets
 import shlex
 import subprocess
 import sys
@@ -59,6 +57,8 @@ from harness.contract import (
     secret_env_name,
 )
 from harness.fingerprint import fingerprint
+from harness.model.agent import UNCERTAIN_REASONS, derive_key, may_have_acted, retry_reason_after
+from harness.model.agent import traceparent as new_traceparent
 from harness.recorder import Recorder, logged_records, new_id
 
 CONNECT_TIMEOUT = 1.0
@@ -69,8 +69,6 @@ MAX_LAG_WAIT = 8.0  # waiting out a documented lag longer than this: the lookups
 # proves nothing either way: look again, waiting longer each time, for this long at most.
 UNANSWERED_WAITS = (0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0)
 MAX_RETRY_AFTER = 5.0
-# retry reasons after which an attempt may have acted (the destination may hold its effect)
-UNCERTAIN_REASONS = ("response_lost_after_dispatch", "destination_5xx")
 WORKER_TIMEOUT = 60.0
 WORKER_FLAG = "--worker"
 ASYNC_POLL_WAITS = (0.1, 0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 1.0, 2.0)
@@ -141,7 +139,7 @@ class Agent:
                 return str(op["operation_id"])
             if style == "none":
                 return None
-        return "idem_" + hashlib.sha256(op["operation_id"].encode()).hexdigest()[:24]
+        return derive_key(op["operation_id"])
 
     def is_mcp(self, op: dict[str, Any]) -> bool:
         return self.contracts[op["intent"]["destination"]].get("transport") == MCP_TRANSPORT
@@ -283,8 +281,9 @@ class Agent:
             if reason is not None:
                 time.sleep(0.3)  # the first request is still being processed under this key
             return reason
-        if status >= 500:
-            return self.after_unknown(op, "destination_5xx", outcome)
+        reason = retry_reason_after(outcome.dispatch_state, status)
+        if reason is not None and may_have_acted(outcome.dispatch_state, status):  # a 5xx, 408, 425: it may have
+            return self.after_unknown(op, reason, outcome)  # acted (or may still act): reconcile first
         if op.get("effect_uncertain"):
             self.after_rejected_retry(op, outcome)
             return None
@@ -494,8 +493,7 @@ class Agent:
                 "headers": headers, "traceparent": traceparent, "key": key}
 
     def traceparent(self, op: dict[str, Any]) -> str:
-        trace = hashlib.sha256(op["operation_id"].encode()).hexdigest()[:32]
-        return f"00-{trace}-{secrets.token_hex(8)}-01"
+        return new_traceparent(op["operation_id"])
 
     def dispatch(self, op: dict[str, Any], reason: str | None) -> Outcome:
         attempt_id = new_id("att")
