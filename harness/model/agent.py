@@ -8,7 +8,8 @@
 - ``retry_reason_after(...)``: the retry reason (the closed vocabulary) that what an attempt saw gives the
   next one.
 - ``decide_resolution(history)``: the resolution (state, effect refs, evidence ids, reason) an operation's
-  attempts and observations support, in the order they happened.
+  attempts and observations support, in the order they happened; ``closing_resolution(history)`` the one a
+  scope that must write a resolution writes (``unknown`` where there is nothing to resolve on).
 
 Every agent-side implementation (harness.instrument, the reference agent, the framework tools' traced and
 MCP scopes, the OpenTelemetry example) takes these from here; tests/model/test_agent_side.py holds them
@@ -43,10 +44,12 @@ __all__ = [
     "UNCERTAIN_REASONS",
     "Attempt",
     "AttemptView",
+    "Closing",
     "Observation",
     "ObservationView",
     "Resolution",
     "answered_5xx",
+    "closing_resolution",
     "decide_resolution",
     "derive_key",
     "is_attempt",
@@ -284,6 +287,25 @@ def decide_resolution(history: Sequence[Record]) -> Resolution:
             return Resolution("failed", [], [absent.observation_id],
                               "a lookup after the index lag found no effect of the unknown attempt(s)")
     return Resolution("unknown", [], [_id(r) for r in history], _unknown_reason(last))
+
+
+class Closing(NamedTuple):
+    """A resolution that names a state (``closing_resolution``'s)."""
+
+    state: str
+    effect_refs: list[str]
+    evidence: list[str]
+    reason: str
+
+
+def closing_resolution(history: Sequence[Record]) -> Closing:
+    """The resolution a scope writes when it closes: ``decide_resolution``'s, and ``unknown`` citing everything
+    where that has nothing to resolve on (lookups only, none of them found anything)."""
+    state, refs, evidence, reason = decide_resolution(history)
+    if state is not None:
+        return Closing(state, refs, evidence, reason)
+    return Closing("unknown", [], [_id(r) for r in history],
+                   "nothing was attempted and nothing found the effect: the outcome is not known")
 
 
 def _unknown_reason(last: AttemptView) -> str:

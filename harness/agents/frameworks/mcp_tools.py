@@ -21,6 +21,7 @@ from harness.fingerprint import fingerprint
 from harness.model.agent import (
     Attempt,
     Observation,
+    closing_resolution,
     decide_resolution,
     derive_key,
     is_attempt,
@@ -155,10 +156,7 @@ class McpOperation:
         """The state the evidence supports (harness.model's resolution, as tools.py's HTTP scopes write it)."""
         if not self.history:
             return
-        state, refs, evidence, reason = decide_resolution(self.history)
-        if state is None:  # lookups only, none found: nothing was attempted, nothing proves anything
-            state, evidence = "unknown", [r.attempt_id if isinstance(r, Attempt) else r.observation_id
-                                          for r in self.history]
+        state, refs, evidence, reason = closing_resolution(self.history)
         extra: dict[str, Any] = {}
         if state == "duplicate_effect_confirmed":  # the correction is a new operation, waiting for an operator
             correction = new_id("op")

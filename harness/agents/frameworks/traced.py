@@ -31,6 +31,7 @@ from harness.model.agent import (
     Attempt,
     Observation,
     answered_5xx,
+    closing_resolution,
     decide_resolution,
     derive_key,
     is_attempt,
@@ -125,10 +126,7 @@ class TracedOperation:
 
     def resolution(self) -> dict[str, Any]:
         """The state the evidence supports (harness.model's resolution, as harness.instrument writes it)."""
-        state, refs, evidence, reason = decide_resolution(self.history)
-        if state is None:  # nothing was attempted and nothing found: the tool never ran to a write
-            state, evidence = "unknown", [r.attempt_id if isinstance(r, Attempt) else r.observation_id
-                                          for r in self.history]
+        state, refs, evidence, reason = closing_resolution(self.history)
         return {"harness.state": state, "harness.effect_refs": refs, "harness.evidence": evidence,
                 "harness.reason": reason}
 

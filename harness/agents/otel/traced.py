@@ -28,7 +28,14 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from harness.contract import INTENTS_ENV, destination_env_name, secret_env_name
 from harness.fingerprint import fingerprint
-from harness.model.agent import Attempt, Observation, decide_resolution, derive_key, may_have_acted, retry_reason_after
+from harness.model.agent import (
+    Attempt,
+    Observation,
+    closing_resolution,
+    derive_key,
+    may_have_acted,
+    retry_reason_after,
+)
 from harness.otel.exporter import tracer_provider
 
 TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
@@ -77,8 +84,8 @@ class Agent:
     def resolve(self) -> None:
         """The resolution the evidence supports (harness.model's), as a span event; a duplicate's correction is
         a new operation, waiting for an operator."""
-        state, refs, evidence, reason = decide_resolution(self.op["history"])
-        event: dict[str, Any] = {"harness.state": state or "unknown", "harness.effect_refs": refs,
+        state, refs, evidence, reason = closing_resolution(self.op["history"])
+        event: dict[str, Any] = {"harness.state": state, "harness.effect_refs": refs,
                                  "harness.evidence": evidence, "harness.reason": reason}
         if state == "duplicate_effect_confirmed":
             event["harness.correction_operation_id"] = self.duplicate(refs)
