@@ -20,6 +20,9 @@ from harness.model.operation import PATHS, TRANSITIONS
 from harness.resources import package_path
 
 COVERAGE_FILE = "catalogue_coverage.json"
+# rows a scenario may or may not take by the machine's timing (a lookup while a destination restarts gets an
+# answer or not): the coverage test tolerates them coming and going
+TIMING_DEPENDENT = frozenset({"observe_inconclusive"})
 
 
 def coverage_path() -> Path:

@@ -542,7 +542,7 @@ class _Builder:
             "codes": " ".join(sorted({f.code for f in op.findings})), "findings": findings, "attempts": attempts,
             "observations": observations, "timeline": timeline, "links": links, "resolution": resolution,
             "resolution_evidence": evidence_links, "effects": op.effects, "effect_rows": effects,
-            "duplicate": len(op.effects) > 1, "held": op.held, "black_box": False,
+            "duplicate": len(op.effects) > 1, "held": op.held, "not_exercised": op.not_exercised, "black_box": False,
         }
 
     def intent(self, intent: IntentVerdict, here: int | None) -> dict[str, Any]:
@@ -601,7 +601,7 @@ class _Builder:
             "attempts": attempts, "observations": [], "timeline": _timeline(groups), "links": [],
             "resolution": {}, "resolution_evidence": [], "effects": intent.effects,
             "effect_rows": [r for r in rows.values() if r.kind == "effect"], "duplicate": len(intent.effects) > 1,
-            "held": intent.held, "black_box": True, "key_behaviour": intent.key_behaviour,
+            "held": intent.held, "not_exercised": [], "black_box": True, "key_behaviour": intent.key_behaviour,
         }
 
     def run_findings(self, here: int | None) -> tuple[list[dict[str, Any]], list[_Row]]:
@@ -780,6 +780,7 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
         "rule_codes": rule_codes, "main_href": path.name, "paged": paged, "subjects": subjects,
         "noun": "intent" if verdict.black_box else "operation", "black_box": verdict.black_box,
         "not_judged": verdict.not_judged, "unattributed": verdict.unattributed,
+        "checks": sorted(verdict.checks.items(), key=lambda c: (c[1] != "failed", c[1] != "held", c[0])),
         "filters": {"classification": [(c, filter_href("classification", c), n) for c, n in sorted(classes.items())],
                     "rule": [(c, filter_href("rule", c),
                               sum(c in r["codes"].split() for r in index_rows)) for c in rule_codes]},

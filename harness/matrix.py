@@ -125,6 +125,8 @@ class Cell:
     mode: str = EVENTS_MODE  # how the run was judged: with its audit log, or black-box
     # what the wire and the ledger show (``ScenarioResult.facts``): effects, attempts, key_behaviour, intents
     facts: dict[str, Any] = field(default_factory=dict)
+    # what the run exercised (harness.coverage.entry): the checks that held having been reached, the model's rows
+    exercised: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -187,6 +189,7 @@ def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, exp
     """Run one agent on one scenario (in this process, reusing its proxy); `agent` is a bundled agent's name or
     an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone. `image`: run the agent's
     command in a container of that image (a bundled agent's `python` is the image's `python3`)."""
+    from harness import coverage
     from harness.engine import EXPECTATION_CODE, run_scenario
     from harness.scenario import ContainerAgent, agent_label, container_agent, load
 
@@ -211,7 +214,8 @@ def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, exp
                    | ({EXPECTATION_CODE} if result.expectation_failures else set()))
     evidence = str(result.evidence_dir) if result.evidence_kept else ""
     return Cell(spec.label, scenario.name, result.passed, codes, evidence, codes_wanted, command=result.agent,
-                bundled=spec.bundled, mode=result.verdict.mode, facts=dict(result.facts))
+                bundled=spec.bundled, mode=result.verdict.mode, facts=dict(result.facts),
+                exercised=coverage.entry(result.verdict))
 
 
 def run_matrix(agents: list[str] | list[AgentSpec], scenario_paths: list[Path], evidence_root: Path, *,

@@ -475,8 +475,13 @@ def result_properties(result: ScenarioResult) -> list[tuple[str, str]]:
     from harness.engine import EXPECTATION_CODE
 
     codes = sorted(result.verdict.codes | ({EXPECTATION_CODE} if result.expectation_failures else set()))
+    checks = result.verdict.checks
+    said = {word: " ".join(label.split(" ", 1)[0] for label, w in checks.items() if w == word)
+            for word in ("held", "not exercised", "failed")}
     return [("scenario", result.scenario), ("agent", result.agent),
             ("rule_codes", " ".join(codes) or ("INCOMPLETE" if result.incomplete else "")),
+            ("checks_held", said["held"]), ("checks_not_exercised", said["not exercised"]),
+            ("checks_failed", said["failed"]),
             ("evidence_dir", str(result.evidence_dir) if result.evidence_kept else "")]
 
 
@@ -559,8 +564,11 @@ class _HarnessSession:
         verbosity = self.config.get_verbosity()
         full = verbosity >= 1 or "P" in getattr(terminalreporter, "reportchars", "")
         lines: list[tuple[str, bool]] = []
+        verdicts = []
         for data in self.results:
             result = ScenarioResult.from_dict(data)
+            if not result.incomplete:
+                verdicts.append(result.verdict)
             if result.passed and full:
                 lines.append((render_result(result, shown=findings_shown(self.config)) + "\n", True))
             elif result.passed and verbosity >= 0:
@@ -572,6 +580,12 @@ class _HarnessSession:
             terminalreporter.section("retry-harness verdicts")
             for text, passed in lines:
                 terminalreporter.write_line(text, green=passed, red=not passed)
+        if len(verdicts) > 1 and verbosity >= 0:
+            from harness.coverage import coverage_line
+
+            said = coverage_line(verdicts)
+            if said:
+                terminalreporter.write_line(said)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         cache = getattr(self.config, "cache", None)

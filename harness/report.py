@@ -385,8 +385,8 @@ def render_pass_line(result: ScenarioResult) -> str:
         checks = sum(len(i.held) for i in verdict.intents)
         judged = f"black-box: {len(verdict.intents)} intent(s), {checks} check(s) held"
     else:
-        checks = sum(len(op.held) for op in verdict.operations)
-        judged = f"{len(verdict.operations)} operation(s), {checks} check(s) held"
+        held, idle = len(verdict.checks_said("held")), len(verdict.checks_said("not exercised"))
+        judged = f"{len(verdict.operations)} operation(s), {held} check(s) exercised and held, {idle} not exercised"
     return f"{render_headline(result)} ({judged}) {render_evidence_line(result)}"
 
 

@@ -133,9 +133,8 @@ def test_default_verbosity_prints_one_line_per_passing_scenario(run) -> None:
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "verdict: PASSED" not in out and "operation op_" not in out
-    result.stdout.fnmatch_lines(["*retry-harness verdicts*",
-                                 "scenario * with agent *: PASS (1 operation(s), * check(s) held) evidence: *",
-                                 "scenario * with agent *: PASS (1 operation(s), * check(s) held) evidence: *"])
+    passed = "scenario * with agent *: PASS (1 operation(s), * check(s) exercised and held, * not exercised) evidence:*"
+    result.stdout.fnmatch_lines(["*retry-harness verdicts*", passed, passed])
 
 
 @pytest.mark.parametrize("flag", ["-v", "-rA"])
@@ -188,7 +187,9 @@ def test_short_summary_and_junit_xml_name_the_rule_codes_and_the_catalogue(
         assert "\n" not in message and re.fullmatch(r"H002 .*H016 on op_\w+(; X001 .*)?", message), message
         assert "FAIL H002 idempotency-key-reused" in (failure.text or "")
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        assert set(props) == {"scenario", "agent", "rule_codes", "evidence_dir"}, props
+        assert set(props) == {"scenario", "agent", "rule_codes", "checks_held", "checks_not_exercised",
+                              "checks_failed", "evidence_dir"}, props
+        assert "H002" in props["checks_failed"].split(), props
         assert props["scenario"] == case.get("name")
         assert props["agent"] == WRONG + "new_key_per_attempt"
         assert {"H002", "H016"} <= set(props["rule_codes"].split())

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import coverage
 from harness.matrix import REFERENCE, Matrix, load_expectations, run_cell
 from harness.report import render_matrix
 from harness.resources import catalogue_dir, package_path
@@ -37,6 +38,20 @@ def test_expected_outcomes_name_real_agents_scenarios_and_rules() -> None:
 def test_reference_agent_passes(scenario: str, tmp_path: Path) -> None:
     cell = run_cell(REFERENCE, str(SCENARIOS[scenario]), str(tmp_path), EXPECTED)
     assert cell.verdict == "ok", f"false alarm on {scenario}: {cell.codes} {cell.error or ''} ({cell.evidence})"
+    # what the run exercised is what the catalogue's coverage file says of this scenario (the reports' "see ...")
+    stored = coverage.load().get(scenario) or {}
+    assert cell.exercised["checks"] == stored.get("checks"), (
+        f"{scenario} exercises other checks than harness/catalogue_coverage.json says: run `python -m harness "
+        f"coverage --write`")
+    # whether a lookup during a restart gets an answer is the machine's timing: that row may come and go
+    rows = set(cell.exercised["transitions"]) ^ set(stored.get("transitions", []))
+    assert rows <= coverage.TIMING_DEPENDENT, (
+        f"{scenario} takes other rows of the operation model than harness/catalogue_coverage.json says ({rows}): "
+        f"run `python -m harness coverage --write`")
+
+
+def test_the_coverage_file_covers_the_catalogue_and_no_other_scenario() -> None:
+    assert sorted(coverage.load()) == sorted(SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
