@@ -89,7 +89,15 @@ def _rules_for(offline: bool, fmt: str, registered: int) -> tuple[tuple[Rule, ..
 def _said_already(findings: list[Finding]) -> list[Finding]:
     """The model's findings (H060) on a log line no named rule's finding cites: the named rules say it better."""
     cited = {e.get("line") for f in findings if f.code != MODEL_CODE for e in f.evidence if e.get("source") == "log"}
-    return [f for f in findings if f.code != MODEL_CODE or not f.evidence or f.evidence[0].get("line") not in cited]
+    kept = []
+    for finding in findings:
+        line = finding.evidence[0].get("line") if finding.code == MODEL_CODE and finding.evidence else None
+        if line is not None:
+            if line in cited:
+                continue
+            cited.add(line)  # one word of the model's per line: its first
+        kept.append(finding)
+    return kept
 
 
 def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *, held: bool = True) -> OperationVerdict:

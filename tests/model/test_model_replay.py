@@ -135,3 +135,26 @@ def test_docs_contract_shows_the_model_as_the_module_renders_it() -> None:
     table = doc.split("<!-- operation-model:start -->\n", 1)[1].split("<!-- operation-model:end -->", 1)[0]
     assert table == model.render_markdown(), "run: python -c 'from harness.model.operation import render_markdown; " \
                                              "print(render_markdown())' and paste it into docs/contract.md"
+
+
+def _raw_violations(b: EvidenceBuilder) -> list[str]:
+    """What the model alone says of a story, before the named rules' word silences any of it."""
+    from harness.checker.context import RunContext
+    from harness.checker.history import replay
+    from harness.evidence import load_evidence
+
+    run = RunContext(load_evidence(b.write()))
+    return [v.message for op in run.ops.values() for v in replay(op).violations]
+
+
+def test_the_model_alone_never_objects_to_a_right_story_of_any_named_rule(tmp_path: Path) -> None:
+    """Parity on every fixture of tests/checker/test_rules.py: each rule's story told the right way takes only
+    steps the model allows (the named rules and the model agree on what is correct)."""
+    from tests.checker.test_rules import STORIES as RULE_STORIES
+
+    for code, story in sorted(RULE_STORIES.items()):
+        if RULES[code].requires & {"black_box"}:
+            continue  # no log: no history to replay
+        b = EvidenceBuilder(tmp_path / code)
+        story(b, False)
+        assert _raw_violations(b) == [], code
