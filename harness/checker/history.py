@@ -66,6 +66,8 @@ class _Walk:
         self.doubted: dict[str, Any] | None = None  # the attempt that put the operation in doubt
         self.confirmed_by = ""  # what showed the effect done (an answer, an observation)
         self.approved_since = False  # an approval since the operation last changed state (doubt, confirmed, unknown)
+        self.observed: set[str] = set()  # observation and approval ids logged so far (what a resolution may cite)
+        self.approvals: set[str] = set()
 
     # -- the bookkeeping of one step
     def take(self, step: str, record: dict[str, Any], actor: str, target: str | None = None) -> bool:
@@ -170,6 +172,7 @@ class _Walk:
             retried = op.attempt(record.get("retry_of_attempt_id")) or parent
             if may_have_acted(retried.get("dispatch_state"), _status(op, retried), tool_error=tool_error(op, retried)):
                 self.out.tags.add("retry_after_doubt")
+            self._retry_is_the_same_call(record, retried, parent)
             self._reason_fits(record, retried)
         self._wire_agrees(record)
         self._outcome(op.attempt(attempt_id) or record)
@@ -188,6 +191,27 @@ class _Walk:
                                  f"{why}, and no observation or approval came between: the operation model allows "
                                  f"a retry out of doubt only with deduplication in force, reconciliation or an "
                                  f"approval")
+
+    def _retry_is_the_same_call(self, record: dict[str, Any], retried: dict[str, Any], last: dict[str, Any]) -> None:
+        """A retry names an earlier attempt, repeats its payload under its key, and has budget left."""
+        op, named = self.op, record.get("retry_of_attempt_id")
+        if len({r.get("intent_id") for r in op.operations if r.get("intent_id")}) > 1:
+            return  # two intents under one id: H032's, and their attempts are no retries of each other
+        if not named or named not in self.logged or named == record["attempt_id"]:
+            self.violate(record, f"{self._what(record)} is a retry (attempt {len(self.attempts)} of the operation) "
+                                 f"that names {'no attempt' if not named else 'no earlier attempt, ' + str(named)} "
+                                 f"as the one it retries: the model links every retry to its parent")
+        mine, theirs = record.get("request_fingerprint"), retried.get("request_fingerprint")
+        if mine and theirs and mine != theirs:
+            self.violate(record, f"{self._what(record)} retries {retried['attempt_id']} with another request "
+                                 f"fingerprint ({mine} after {theirs}): a changed payload is a new operation")
+        key, before = record.get("idempotency_key"), retried.get("idempotency_key")
+        if before and key != before and op.takes_keys() is not False:
+            self.violate(record, f"{self._what(record)} retries {retried['attempt_id']} under key {key!r} after "
+                                 f"{before!r}: the key is the operation's, the same on every attempt")
+        if last.get("attempt_budget_remaining") == 0:
+            self.violate(record, f"{self._what(record)} comes after {last['attempt_id']} logged no attempt budget "
+                                 f"left")
 
     def _reason_fits(self, record: dict[str, Any], parent: dict[str, Any]) -> None:
         reason = record.get("retry_reason")
@@ -217,15 +241,30 @@ class _Walk:
             return
         if entry.get("forwarded") and entry.get("client_outcome") not in ("response", None):
             self.out.tags.add("lost")
+        said = entry.get("client_outcome")
+        if state == "response_received" and said not in ("response", None):
+            self.violate(record, f"{self._what(record)} is logged response_received, but the journal shows the "
+                                 f"client got no answer ({said}, flow {entry.get('flow_id')})", [wire_ref(entry)])
+        logged, received = record.get("http_status"), entry.get("client_status")
+        if state == "response_received" and said == "response" and logged is not None and received is not None \
+                and logged != received:
+            self.violate(record, f"{self._what(record)} is logged http_status {logged}, but the journal shows the "
+                                 f"client received {received} (flow {entry.get('flow_id')})", [wire_ref(entry)])
         if state == "not_sent" and entry.get("forwarded"):
             self.violate(record, f"{self._what(record)} is logged not_sent, but the journal shows its request "
                                  f"forwarded (flow {entry.get('flow_id')})", [wire_ref(entry)])
 
     def _outcome(self, attempt: dict[str, Any]) -> None:
-        """After an attempt: in doubt when it may have acted, else open (a definitive answer settles it)."""
-        if self.out.state not in model.LIVE:
+        """After an attempt: in doubt when it may have acted, confirmed when its answer shows the effect done,
+        else open (a definitive answer settles the doubt)."""
+        if self.out.state not in (*model.LIVE, model.UNKNOWN):
             return
         status = _status(self.op, attempt)
+        if status is None and attempt.get("dispatch_state") == "response_received" and \
+                attempt.get("exit_status") in (0, None) and not tool_error(self.op, attempt):
+            # no HTTP status: an SSH command's exit status is its answer (none logged: it exited 0, as H025 reads it)
+            self.confirmed(f"{attempt['attempt_id']}'s answer")
+            return
         if status == 429:
             self.out.tags.add("rate_limited")
         errored = tool_error(self.op, attempt)
@@ -242,6 +281,8 @@ class _Walk:
 
     def _observation(self, record: dict[str, Any], actor: str) -> None:
         op = self.op
+        if isinstance(record.get("observation_id"), str):
+            self.observed.add(record["observation_id"])
         read = op.observed.get(record.get("observation_id") or "")
         answered = read is None or (read.get("client_outcome") == "response"
                                     and isinstance(read.get("client_status"), int)
@@ -256,7 +297,7 @@ class _Walk:
         if not conclusive:
             self.take("observe_inconclusive", record, actor)
             return
-        live = self.out.state in model.LIVE
+        live = self.out.state in (*model.LIVE, model.UNKNOWN)
         target = model.OPEN if self.out.state == model.IN_DOUBT else None
         if self.take("observe", record, actor, target):
             self.doubted = None
@@ -270,6 +311,8 @@ class _Walk:
                                      f"{', '.join(strangers)}, which the destination's ledger does not hold for it")
 
     def _approval(self, record: dict[str, Any], actor: str) -> None:
+        if isinstance(record.get("approval_id"), str):
+            self.approvals.add(record["approval_id"])
         self.take("approve", record, actor)
         if record.get("decision") == "approved":
             self.approved_since = True
@@ -293,10 +336,24 @@ class _Walk:
         if before == model.CONFIRMED and state in ("failed", "cancelled"):
             self.violate(record, f"{op.operation_id} was resolved {state} (log line {record.get('_line')}) after "
                                  f"{self.confirmed_by} showed the effect done")
+        if state == "succeeded" and before != model.CONFIRMED:
+            self.violate(record, f"{op.operation_id} was resolved succeeded (log line {record.get('_line')}) from "
+                                 f"state {before}: nothing in its history before it (an answer that is not 202 "
+                                 f"Accepted, an observation that found the effect) showed the effect done")
+        seen = set(self.logged) | self.observed | self.approvals
+        ahead = [c for c in record.get("evidence") or [] if isinstance(c, str) and c not in seen]
+        if ahead:
+            self.violate(record, f"resolution of {op.operation_id} (log line {record.get('_line')}) cites "
+                                 f"{', '.join(ahead)}, which its history had not logged before it")
         if not self.take("resolve", record, actor, state):
             return
         self.approved_since = False
         if not op.offline:
+            held = set(op.effect_refs())
+            strangers = [r for r in record.get("effect_refs") or [] if isinstance(r, str) and r not in held]
+            if strangers:
+                self.violate(record, f"resolution of {op.operation_id} names {', '.join(strangers)}, which the "
+                                     f"destination's ledger does not hold for it")
             count = len(op.effect_refs())
             wrong = ((state == "succeeded" and count == 0) or (state in ("failed", "cancelled") and count > 0)
                      or (state == "duplicate_effect_confirmed" and count < 2))
