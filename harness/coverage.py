@@ -48,7 +48,15 @@ def entry(verdict: Verdict) -> dict[str, list[str]]:
 
 
 def scenarios_exercising(check: str, measured: Mapping[str, Mapping[str, list[str]]] | None = None) -> list[str]:
+    """The catalogue's scenarios whose reference run exercised ``check``; for a black-box check (the file holds
+    the runs judged with their log), those that exercised a check waiting for the same steps or facts."""
+    from harness.checker import RULES
+
     measured = load() if measured is None else measured
+    rule = RULES.get(check.split(" ", 1)[0])
+    if rule is not None and "black_box" in rule.requires and rule.exercised:
+        alike = {r.label for r in RULES.values() if "black_box" not in r.requires and r.exercised & rule.exercised}
+        return sorted(name for name, seen in measured.items() if alike & set(seen.get("checks", ())))
     return sorted(name for name, seen in measured.items() if check in seen.get("checks", ()))
 
 

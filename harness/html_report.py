@@ -601,7 +601,8 @@ class _Builder:
             "attempts": attempts, "observations": [], "timeline": _timeline(groups), "links": [],
             "resolution": {}, "resolution_evidence": [], "effects": intent.effects,
             "effect_rows": [r for r in rows.values() if r.kind == "effect"], "duplicate": len(intent.effects) > 1,
-            "held": intent.held, "not_exercised": [], "black_box": True, "key_behaviour": intent.key_behaviour,
+            "held": intent.held, "not_exercised": intent.not_exercised, "black_box": True,
+            "key_behaviour": intent.key_behaviour,
         }
 
     def run_findings(self, here: int | None) -> tuple[list[dict[str, Any]], list[_Row]]:

@@ -143,10 +143,11 @@ def render_intent(intent: IntentVerdict) -> list[str]:
         lines.append("  no write on the wire")
     for finding in intent.findings:
         lines += _finding_lines(finding, "  ")
+    idle = f"; not exercised: {len(intent.not_exercised)}" if intent.not_exercised else ""
     if intent.held and not intent.findings:
-        lines.append(f"  held: all {len(intent.held)} black-box checks")
+        lines.append(f"  held: all {len(intent.held)} black-box checks its writes exercised{idle}")
     elif intent.held:
-        lines.append(f"  held: {', '.join(intent.held)}")
+        lines.append(f"  held: {', '.join(intent.held)}{idle}")
     return lines
 
 
@@ -234,7 +235,7 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
     else:
         lines = [f"verdict: {outcome} "
                  f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
-    if verdict.checks and not verdict.black_box:
+    if verdict.checks:
         lines.append(render_checks_line(verdict))
     what = "intent(s)" if verdict.black_box else "operation(s)"
     if summary:
@@ -381,12 +382,12 @@ def render_failure_line(result: ScenarioResult, *, shown: int | None = None) -> 
 def render_pass_line(result: ScenarioResult) -> str:
     """A passed run in one line: the headline, how much was checked, and where the evidence is."""
     verdict = result.verdict
+    held, idle = len(verdict.checks_said("held")), len(verdict.checks_said("not exercised"))
+    checks = f"{held} check(s) exercised and held, {idle} not exercised"
     if verdict.black_box:
-        checks = sum(len(i.held) for i in verdict.intents)
-        judged = f"black-box: {len(verdict.intents)} intent(s), {checks} check(s) held"
+        judged = f"black-box: {len(verdict.intents)} intent(s), {checks}"
     else:
-        held, idle = len(verdict.checks_said("held")), len(verdict.checks_said("not exercised"))
-        judged = f"{len(verdict.operations)} operation(s), {held} check(s) exercised and held, {idle} not exercised"
+        judged = f"{len(verdict.operations)} operation(s), {checks}"
     return f"{render_headline(result)} ({judged}) {render_evidence_line(result)}"
 
 

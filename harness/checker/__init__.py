@@ -17,7 +17,7 @@ from typing import Any
 from harness.checker import black_box_rules as _black_box_rules  # noqa: F401  (registers the black-box rules)
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
-from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES
+from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
 from harness.checker.context import OperationContext, RunContext, wire_summary
 from harness.checker.history import replay
 from harness.checker.model import (
@@ -151,11 +151,13 @@ def judge_intent(ctx: IntentContext, extra: list[Finding] | None = None) -> Inte
             findings.append(Finding(r.code, r.name, None, message, evidence, intent_id=ctx.intent_id))
     findings.sort(key=lambda f: f.code)
     failed = {f.code for f in findings}
+    tags = wire_tags(ctx)
     return IntentVerdict(
         intent_id=ctx.intent_id, intent={k: ctx.intent.get(k) for k in ("kind", "destination", "params")},
         classification=ctx.classify(), effects=ctx.effect_refs(), attempts=[a.to_dict() for a in ctx.attempts],
         key_behaviour=ctx.key_behaviour(), retry_gaps=ctx.retry_gaps(), findings=findings,
-        held=[r.label for r in checked if r.code not in failed])
+        held=[r.label for r in checked if r.code not in failed and r.exercised_by(tags)],
+        not_exercised=[r.label for r in checked if r.code not in failed and not r.exercised_by(tags)])
 
 
 @cache
@@ -184,7 +186,8 @@ def check_black_box(evidence: Evidence) -> Verdict:
         not_judged.append(NOT_JUDGED_STATES)
     return Verdict(findings=findings, mode=BLACK_BOX_MODE, intents=intents, not_judged=not_judged,
                    rules_run=[r.label for r in _black_box_rules_for(len(RULES))[1]],
-                   unattributed=[u.to_dict() for u in attribution.unattributed])
+                   unattributed=[u.to_dict() for u in attribution.unattributed],
+                   checks=_run_checks(intents, findings, offline=False, black_box=True))
 
 
 @collector_paused()
@@ -223,14 +226,16 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
                    transitions=sorted({t for op in operations for t in op.transitions}))
 
 
-def _run_checks(operations: list[OperationVerdict], findings: list[Finding], offline: bool) -> dict[str, str]:
+def _run_checks(judged: list[OperationVerdict] | list[IntentVerdict], findings: list[Finding], offline: bool,
+                black_box: bool = False) -> dict[str, str]:
     """Each applicable rule's word on the run: failed where it found something, held where some operation's
-    history exercised it (or it needs nothing to be exercised), else not exercised."""
+    history (an intent's writes, black-box) exercised it (or it needs nothing to be exercised), else not
+    exercised."""
     failed = {f.code for f in findings}
-    held = {label for op in operations for label in op.held}
+    held = {label for one in judged for label in one.held}
     checks: dict[str, str] = {}
     for r in RULES.values():
-        if not applicable(r, offline=offline):
+        if not applicable(r, offline=offline, black_box=black_box):
             continue
         checks[r.label] = (FAILED if r.code in failed else
                            HELD if r.label in held or (not r.exercised and r.scope == "run") else NOT_EXERCISED)

@@ -61,7 +61,24 @@ def _named(attempt: WireAttempt, index: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- H040
-@rule("H040", "wire-single-effect", requires=(BLACK_BOX,))
+def wire_tags(ctx: IntentContext) -> set[str]:
+    """What an intent's writes on the wire showed, in the operation model's words (the rules' ``exercised``)."""
+    tags: set[str] = {"attempt", "sent"} if ctx.attempts else set()
+    doubted = False
+    for index, attempt in enumerate(ctx.attempts):
+        if index:
+            tags.add("retry")
+            if doubted:
+                tags.add("retry_after_doubt")
+        if attempt.unknown() is not None:
+            tags.add("doubt")
+            doubted = True
+        if attempt.entry.get("client_status") in (429, 503):
+            tags.add("rate_limited")
+    return tags
+
+
+@rule("H040", "wire-single-effect", requires=(BLACK_BOX,), exercised=("doubt", "retry"))
 def wire_single_effect(ctx: IntentContext) -> IntentFindings:
     """One intent yields one distinct effect in the ledger, judged from the wire: effects committed by more
     than one of its writes are a duplicate (one write the network delivered twice is not the program's)."""
@@ -75,7 +92,7 @@ def wire_single_effect(ctx: IntentContext) -> IntentFindings:
 
 
 # --------------------------------------------------------------------------------------------- H041
-@rule("H041", "wire-unknown-retry-keyed", requires=(BLACK_BOX,))
+@rule("H041", "wire-unknown-retry-keyed", requires=(BLACK_BOX,), exercised=("retry_after_doubt",))
 def wire_unknown_retry_keyed(ctx: IntentContext) -> IntentFindings:
     """A retry of a write whose outcome the program could not know (its answer lost, timed out or reset, or a
     5xx) carries the key of the attempt it retries when the destination deduplicates on one (within its
@@ -121,7 +138,7 @@ def _unsafe_retry(ctx: IntentContext, attempt: WireAttempt, unknown: WireAttempt
 
 
 # --------------------------------------------------------------------------------------------- H042
-@rule("H042", "wire-retry-after-honoured", requires=(BLACK_BOX,))
+@rule("H042", "wire-retry-after-honoured", requires=(BLACK_BOX,), exercised=("rate_limited",))
 def wire_retry_after_honoured(ctx: IntentContext) -> IntentFindings:
     """After a 429 or 503 carrying Retry-After, the next attempt of the intent goes out no earlier than it
     asked, on the wire's clock (with H011's slack)."""
@@ -140,7 +157,7 @@ def wire_retry_after_honoured(ctx: IntentContext) -> IntentFindings:
 
 
 # --------------------------------------------------------------------------------------------- H043
-@rule("H043", "wire-retry-budget", requires=(BLACK_BOX,))
+@rule("H043", "wire-retry-budget", requires=(BLACK_BOX,), exercised=("retry",))
 def wire_retry_budget(ctx: IntentContext) -> IntentFindings:
     """An intent's writes on the wire stay within a retry budget: more than 5 attempts (MAX_WIRE_ATTEMPTS)
     is a loop without one; the count and the spacing are in the verdict either way."""
@@ -152,7 +169,7 @@ def wire_retry_budget(ctx: IntentContext) -> IntentFindings:
 
 
 # --------------------------------------------------------------------------------------------- H044
-@rule("H044", "wire-key-payload-stable", requires=(BLACK_BOX,))
+@rule("H044", "wire-key-payload-stable", requires=(BLACK_BOX,), exercised=("retry",))
 def wire_key_payload_stable(ctx: IntentContext) -> IntentFindings:
     """One idempotency key is never sent over two payloads across an intent's retries (the destination's
     fingerprint of what it read, else the body's on the wire): a changed payload is a new operation."""

@@ -133,6 +133,7 @@ class IntentVerdict:
     retry_gaps: list[float] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    not_exercised: list[str] = field(default_factory=list)  # as OperationVerdict's: the wire never reached them
 
     @property
     def passed(self) -> bool:
@@ -142,7 +143,7 @@ class IntentVerdict:
         return {"intent_id": self.intent_id, "intent": self.intent, "classification": self.classification,
                 "effects": list(self.effects), "attempts": self.attempts, "key_behaviour": self.key_behaviour,
                 "retry_gaps": list(self.retry_gaps), "findings": [f.to_dict() for f in self.findings],
-                "held": list(self.held)}
+                "held": list(self.held), "not_exercised": list(self.not_exercised)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IntentVerdict:

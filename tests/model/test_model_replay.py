@@ -158,3 +158,20 @@ def test_the_model_alone_never_objects_to_a_right_story_of_any_named_rule(tmp_pa
         b = EvidenceBuilder(tmp_path / code)
         story(b, False)
         assert _raw_violations(b) == [], code
+
+
+@pytest.mark.parametrize("writes", [1, 2])
+def test_black_box_checks_say_whether_the_writes_reached_them(tmp_path: Path, writes: int) -> None:
+    """Judged from the wire alone, a retry check holds only when the program retried: one write leaves it not
+    exercised, two exercise it."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.request(lost=True, effect="tkt_1")
+    if writes == 2:
+        b.request(effect="tkt_1", replay=True)
+    verdict = b.black_box().check()
+    budget = "H043 wire-retry-budget"
+    assert verdict.passed, render_text(verdict)
+    assert verdict.checks[budget] == ("held" if writes == 2 else "not exercised")
+    [intent] = verdict.intents
+    assert (budget in intent.held) == (writes == 2) and (budget in intent.not_exercised) == (writes == 1)
