@@ -1,10 +1,17 @@
 """The destination process: ``python -m fake_destinations --config FILE``.
 
-Serves every destination of the config on its own 127.0.0.1 port plus an admin port, then prints
-one line ``READY {"admin": port, "destinations": {name: port}}`` on stdout so the parent knows the
-ports without polling. Any start-up error goes to stderr and exits with status 2. SIGTERM stops it
-cleanly. Imports stay lean (no pydantic; asyncssh only when an SSH host is declared, mcp and uvicorn
-only when an MCP tool server is): this start-up is on every scenario's critical path.
+Serves every destination of the config on its own 127.0.0.1 port, then prints one line
+``READY {"destinations": {name: port}}`` on stdout so the parent knows the ports without polling. Any
+start-up error goes to stderr and exits with status 2. SIGTERM stops it cleanly.
+
+The control plane (reset, clock, state) is not on the network: the parent writes one JSON command a line
+on this process's stdin and reads one JSON answer a line on its stdout (``{"command": "reset", "body":
+{...}}`` -> ``{"result": {...}}`` or ``{"error": "..."}``). Only the harness holds those pipes, so an agent
+under test, which can reach every loopback port, can neither reset the ledger, move the clock nor read
+the state; a closed stdin means the harness is gone (an orphaned stop).
+
+Imports stay lean (no pydantic; asyncssh only when an SSH host is declared, mcp and uvicorn only when an
+MCP tool server is): this start-up is on every scenario's critical path.
 """
 
 from __future__ import annotations
@@ -64,53 +71,82 @@ def save_ledger_if_orphaned(config: dict[str, Any], run: dict[str, Any]) -> None
         print(f"fake_destinations: could not save the ledger into {folder}: {exc}", file=sys.stderr)
 
 
-def admin_app(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime],
-              run: dict[str, Any]) -> web.Application:
-    async def reset(request: web.Request) -> web.Response:
+class ControlError(ValueError):
+    """A control command the parent sent that cannot be carried out (its message goes back on the pipe)."""
+
+
+def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, DestinationRuntime],
+                     run: dict[str, Any]) -> dict[str, Any]:
+    """The control plane's commands, by name: each takes the command's body and returns its answer."""
+
+    def reset(body: dict[str, Any]) -> dict[str, Any]:
         """A fresh run: keys, resources, clock and ledger cleared; ``evidence_folder``, when given, is the
         folder of the run now served (where an orphaned stop saves the ledger)."""
-        body = await request.json() if request.can_read_body else {}
-        folder = body.get("evidence_folder") if isinstance(body, dict) else None
+        folder = body.get("evidence_folder")
         if folder is not None and not isinstance(folder, str):
-            return web.json_response({"error": f"'evidence_folder' must be a path, got {folder!r}"}, status=400)
-        specs = body.get("destinations") if isinstance(body, dict) else None
+            raise ControlError(f"'evidence_folder' must be a path, got {folder!r}")
+        specs = body.get("destinations")
         if specs is not None:  # the next run declares its destinations otherwise: same names and services
             if not isinstance(specs, dict) or set(specs) != set(runtimes):
-                return web.json_response({"error": f"'destinations' must name {sorted(runtimes)}"}, status=400)
+                raise ControlError(f"'destinations' must name {sorted(runtimes)}")
             try:
                 for name, spec in specs.items():
                     runtimes[name].configure(spec)
             except (ValueError, KeyError, TypeError) as exc:
-                return web.json_response({"error": f"'destinations': {exc}"}, status=400)
+                raise ControlError(f"'destinations': {exc}") from exc
         ledger.clear()
         clock.reset()
         for runtime in runtimes.values():
             runtime.reset()
         if folder is not None:
             run["evidence_folder"] = folder
-        return web.json_response({"reset": True})
+        return {"reset": True}
 
-    async def advance(request: web.Request) -> web.Response:
-        body = await request.json()
+    def advance(body: dict[str, Any]) -> dict[str, Any]:
         seconds = body.get("advance")
-        if not isinstance(seconds, (int, float)) or seconds < 0:
-            return web.json_response({"error": f"'advance' must be seconds >= 0, got {seconds!r}"}, status=400)
-        return web.json_response({"now": clock.advance(float(seconds))})
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+            raise ControlError(f"'advance' must be seconds >= 0, got {seconds!r}")
+        return {"now": clock.advance(float(seconds))}
 
-    async def state(request: web.Request) -> web.Response:
-        return web.json_response({"now": clock.now(), "in_flight": {
-            name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}})
+    def state(body: dict[str, Any]) -> dict[str, Any]:
+        return {"now": clock.now(), "in_flight": {
+            name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}}
 
-    app = web.Application()
-    app.router.add_post("/reset", reset)
-    app.router.add_post("/clock", advance)
-    app.router.add_get("/state", state)
-    return app
+    return {"reset": reset, "clock": advance, "state": state}
+
+
+def answer(commands: dict[str, Any], line: bytes) -> dict[str, Any]:
+    """One command line from the parent, carried out: its answer, or the error that says why not."""
+    try:
+        message = json.loads(line)
+        name, body = message["command"], message.get("body") or {}
+        if name not in commands or not isinstance(body, dict):
+            raise ControlError(f"unknown command {name!r} or a body that is no object; known: {sorted(commands)}")
+        return {"result": commands[name](body)}
+    except ControlError as exc:
+        return {"error": str(exc)}
+    except (ValueError, KeyError, TypeError) as exc:
+        return {"error": f"unreadable command {line[:200]!r}: {exc!r}"}
+
+
+async def _control(commands: dict[str, Any], stop: asyncio.Event, orphaned: asyncio.Event) -> None:
+    """Serve the parent's commands on stdin until it closes it (the harness is gone: an orphaned stop)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    while not stop.is_set():
+        line = await reader.readline()
+        if not line:
+            orphaned.set()
+            stop.set()
+            return
+        sys.stdout.write(json.dumps(answer(commands, line)) + "\n")
+        sys.stdout.flush()
 
 
 async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
     """Serve until SIGTERM/SIGINT or until orphaned; returns whether it was orphaned. ``run`` holds the
-    evidence folder of the run being served (the admin port's ``/reset`` changes it)."""
+    evidence folder of the run being served (the control plane's ``reset`` changes it)."""
     ledger = Ledger(config["ledger"])
     clock = Clock(ledger)
     ports: dict[str, int] = config.get("ports") or {}
@@ -148,17 +184,17 @@ async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
                 runtime = HttpDestination(name, spec, ledger, clock)
             bound[name] = await start_app(runtime.app(), ports.get(name, 0))
         runtimes[name] = runtime
-    admin_port = await start_app(admin_app(ledger, clock, runtimes, run), config.get("admin_port") or 0)
-
     stop, orphaned = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watch = asyncio.create_task(_stop_when_orphaned(stop, orphaned))
-    sys.stdout.write(READY_PREFIX + json.dumps({"admin": admin_port, "destinations": bound}) + "\n")
+    sys.stdout.write(READY_PREFIX + json.dumps({"destinations": bound}) + "\n")
     sys.stdout.flush()
+    control = asyncio.create_task(_control(control_commands(ledger, clock, runtimes, run), stop, orphaned))
     await stop.wait()
     watch.cancel()
+    control.cancel()
     for server in ssh_servers:
         server.close()
     await mcp_servers.aclose()

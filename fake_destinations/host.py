@@ -2,9 +2,13 @@
 
     with DestinationHost({"tickets": {"service": "tickets"}}, ledger_path) as host:
         host.urls["tickets"]       # "http://127.0.0.1:PORT"
-        host.reset()               # clear keys, resources and the ledger (admin port)
+        host.reset()               # clear keys, resources and the ledger (over the process's stdin)
         host.advance_clock(86400)  # jump the destination clock (retention, lag, async completion)
         host.restart()             # kill and start again on the same ports; the ledger is kept
+
+The control plane is the child's stdin and stdout, which only this object holds: no port answers for it,
+so an agent under test (which can reach every loopback port) cannot reset, advance the clock or read
+the state of this run's destinations, nor of any other run's.
 
 Errors:
     DestinationError            - base class
@@ -13,6 +17,7 @@ Errors:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -21,8 +26,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +49,7 @@ def _child_env() -> dict[str, str]:
 
 
 class DestinationError(RuntimeError):
-    """Raised when the destination process cannot be controlled (admin call failed, not started)."""
+    """Raised when the destination process cannot be controlled (a control command failed, not started)."""
 
 
 class DestinationStartError(DestinationError):
@@ -68,8 +73,9 @@ class DestinationHost:
         self.evidence_folder: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, int] = {}
-        self.admin_port: int | None = None
         self.startup_seconds: float | None = None
+        self._control_lock = threading.Lock()  # one command on the pipe at a time
+        self._pending = b""  # what the child wrote past the last line read
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -78,7 +84,7 @@ class DestinationHost:
             raise DestinationError("destinations already started")
         config = {"ledger": str(self.ledger_path), "state_dir": str(self.state_dir),
                   "destinations": {n: s.model_dump(mode="json") for n, s in self.specs.items()},
-                  "ports": self.ports, "admin_port": self.admin_port,
+                  "ports": self.ports,
                   "owned_dir": str(self.owned_dir) if self.owned_dir else None,
                   "evidence_folder": str(self.evidence_folder) if self.evidence_folder else None}
         self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,37 +95,42 @@ class DestinationHost:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "fake_destinations", "--config", str(config_path)],
-                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE, start_new_session=True,
                 env=_child_env())
+        self._pending = b""
         try:
             ready = self._wait_ready(timeout)
         except BaseException:
             self._kill()
             raise
         self.startup_seconds = time.perf_counter() - began
-        self.admin_port = ready["admin"]
         self.ports = dict(ready["destinations"])
         return self
 
-    def _wait_ready(self, timeout: float) -> dict[str, Any]:
+    def _read_line(self, timeout: float, what: str = "ready") -> bytes:
+        """The child's next line on stdout, within ``timeout``; DestinationStartError if it exits or stays silent."""
         assert self.process and self.process.stdout
         deadline = time.monotonic() + timeout
-        buffer = b""
         with selectors.DefaultSelector() as selector:
             selector.register(self.process.stdout, selectors.EVENT_READ)
-            while b"\n" not in buffer:
+            while b"\n" not in self._pending:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise DestinationStartError(
-                        f"fake destinations did not report ready within {timeout:g}s\n{self._stderr_tail()}")
+                        f"fake destinations did not answer {what} within {timeout:g}s\n{self._stderr_tail()}")
                 if selector.select(remaining):
                     chunk = os.read(self.process.stdout.fileno(), 65536)
                     if not chunk:
                         code = self.process.wait(timeout=5)
                         raise DestinationStartError(
-                            f"fake destinations exited with status {code} during start-up\n{self._stderr_tail()}")
-                    buffer += chunk
-        line = buffer.split(b"\n", 1)[0].decode()
+                            f"fake destinations exited with status {code} "
+                            f"{'during start-up' if what == 'ready' else 'before ' + what}\n{self._stderr_tail()}")
+                    self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line
+
+    def _wait_ready(self, timeout: float) -> dict[str, Any]:
+        line = self._read_line(timeout, "ready").decode()
         if not line.startswith(READY_PREFIX):
             raise DestinationStartError(f"unexpected start-up line {line!r}\n{self._stderr_tail()}")
         return json.loads(line[len(READY_PREFIX):])
@@ -159,8 +170,11 @@ class DestinationHost:
             self._close()
 
     def _close(self) -> None:
-        if self.process is not None and self.process.stdout:
-            self.process.stdout.close()
+        if self.process is not None:
+            for pipe in (self.process.stdin, self.process.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):  # a broken pipe to a dead child: nothing to flush
+                        pipe.close()
         self.process = None
 
     def restart(self, timeout: float = 10.0) -> None:
@@ -183,17 +197,20 @@ class DestinationHost:
         return {name: f"{'ssh' if self.specs[name].service == 'ssh' else 'http'}://127.0.0.1:{port}"
                 for name, port in self.ports.items()}
 
-    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        if self.process is None or self.admin_port is None:
-            raise DestinationError("destinations are not running")
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}{path}", data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return json.loads(response.read())
-        except OSError as exc:
-            raise DestinationError(f"admin {method} {path} failed: {exc}\n{self._stderr_tail()}") from exc
+    def _command(self, name: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+        """One command of the control plane, over the child's stdin and stdout (see the module docstring)."""
+        with self._control_lock:
+            if self.process is None or self.process.stdin is None:
+                raise DestinationError("destinations are not running")
+            try:
+                self.process.stdin.write(json.dumps({"command": name, "body": body or {}}).encode() + b"\n")
+                self.process.stdin.flush()
+                reply = json.loads(self._read_line(timeout, f"the {name} command"))
+            except (OSError, ValueError, DestinationStartError) as exc:
+                raise DestinationError(f"control command {name} failed: {exc}\n{self._stderr_tail()}") from exc
+        if "error" in reply:
+            raise DestinationError(f"control command {name} refused: {reply['error']}")
+        return dict(reply["result"])
 
     def reset(self, evidence_folder: Path | None = None,
               specs: Mapping[str, DestinationSpec] | None = None) -> None:
@@ -207,17 +224,17 @@ class DestinationHost:
             body["evidence_folder"] = str(self.evidence_folder)
         if specs is not None:
             body["destinations"] = {n: s.model_dump(mode="json") for n, s in specs.items()}
-        self._admin("POST", "/reset", body)
+        self._command("reset", body)
         if specs is not None:
             self.specs = dict(specs)
 
     def advance_clock(self, seconds: float) -> float:
         """Move the destination clock forward (key retention, lookup lag, async completion)."""
-        return self._admin("POST", "/clock", {"advance": seconds})["now"]
+        return float(self._command("clock", {"advance": seconds})["now"])
 
     def state(self) -> dict[str, Any]:
         """The destination clock and the keys of writes still in progress, per destination."""
-        return self._admin("GET", "/state")
+        return self._command("state")
 
     def effects(self) -> list[dict[str, Any]]:
         return read_effects(self.ledger_path)

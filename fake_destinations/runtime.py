@@ -1,7 +1,7 @@
 """What every destination shares at run time: the destination clock, the write counter that
 drives declared failures, and the rate-limit window.
 
-The destination clock is wall time plus an offset the admin endpoint can advance, so that tests of
+The destination clock is wall time plus an offset the harness can advance (its control pipe), so that tests of
 key retention, index lag and async completion jump forward instead of sleeping. Ledger timestamps
 stay on the real wall clock so that they line up with the proxy journal.
 """

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.model.outcome import DISPATCH_STATES
+from harness.model.outcome import DISPATCH_STATES, answered_5xx
 
 # -- states ------------------------------------------------------------------------------------------
 UNDECLARED = "undeclared"  # nothing logged yet for this operation id
@@ -187,7 +187,7 @@ def retry_reason_fits(reason: str, dispatch_state: str | None, http_status: obje
     if reason == "rate_limited":
         return answered and status in (429, 503)
     if reason == "destination_5xx":
-        return answered and status is not None and status >= 500
+        return answered and answered_5xx(status)
     if reason == "response_lost_after_dispatch":
         return dispatch_state in ("sent_no_response", "execution_error")
     if reason == "credential_refreshed":

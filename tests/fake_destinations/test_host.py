@@ -71,10 +71,15 @@ def test_bad_spec_is_rejected_before_any_process_starts(tmp_path):
         DestinationHost({"tickets": {"service": "tickets", "retention": 5}}, tmp_path / "l.sqlite")
 
 
-def test_admin_is_not_on_the_destination_port(destinations):
-    assert destinations.admin_port not in destinations.ports.values()
+def test_the_control_plane_is_on_no_port(destinations):
+    """The process listens on its destinations' ports and nothing else: reset, clock and state go over the
+    pipes only the harness holds, so no process that can reach loopback can drive them."""
+    from tests.common.sockets import listening_ports
+
+    assert listening_ports(destinations.process.pid) == set(destinations.ports.values())
     response = requests.post(destinations.urls["tickets"] + "/reset", json={}, timeout=10)
     assert response.status_code == 404
+    assert destinations.state()["in_flight"]["tickets"] == []  # the harness still drives it
 
 
 def test_a_crash_mid_request_unlocks_its_key(tmp_path):
@@ -125,10 +130,10 @@ def test_ssh_host_key_survives_restart(tmp_path):
         assert asyncio.run(host_key(host.ports["box"])) == before
 
 
-def test_admin_errors_are_clear(destinations, tmp_path):
+def test_control_errors_are_clear(destinations, tmp_path):
     from fake_destinations.host import DestinationError
 
-    with pytest.raises(DestinationError, match="admin POST /clock failed.*400"):
+    with pytest.raises(DestinationError, match="control command clock refused: 'advance' must be seconds >= 0, got -5"):
         destinations.advance_clock(-5)
     idle = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "l.sqlite")
     with pytest.raises(DestinationError, match="not running"):
@@ -222,7 +227,7 @@ def test_a_reset_that_declares_other_destinations_is_refused(tmp_path):
 
     with DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "ledger.sqlite") as host:
         for wrong in ({"mail": DestinationSpec(service="email")}, {"tickets": DestinationSpec(service="email")}):
-            with pytest.raises(DestinationError, match="400"):
+            with pytest.raises(DestinationError, match="reset refused: 'destinations'"):
                 host.reset(specs=wrong)
         host.reset(specs={"tickets": DestinationSpec(service="tickets", lookup="none")})
 
