@@ -73,7 +73,12 @@ def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:
     return to_json(data).decode()
 
 
+# what a scenario's verdict says of each check (harness.checker.history's replay), which the audit does not judge
+NOT_AUDITED = ("held", "not_exercised", "transitions")
+
+
 def _op_json(verdict: OperationVerdict) -> dict[str, Any]:
     data = verdict.to_dict()
-    data.pop("held", None)
+    for key in NOT_AUDITED:
+        data.pop(key, None)
     return data

@@ -15,6 +15,7 @@ from typing import Any
 from harness.checker.attribution import IntentContext, WireAttempt, payload_prints, retry_after_seconds
 from harness.checker.context import RunContext, effect_ref_row
 from harness.checker.registry import BLACK_BOX, RunRule, rule
+from harness.checker.rules import NoProxyBypass
 
 IntentFindings = Iterator[tuple[str, list[dict[str, Any]]]]
 
@@ -197,3 +198,8 @@ class WireEffectAttributed(RunRule):
             self.found(None, (f"destination {row.get('destination')} committed effect {row.get('effect_ref')} "
                               f"(ledger effects seq {row.get('seq')}, flow {row.get('flow_id')}) that no intent "
                               f"accounts for: {item.reason}"), [effect_ref_row(row)])
+
+
+@rule("H046", "wire-no-proxy-bypass", scope="run", requires=(BLACK_BOX,))
+class WireNoProxyBypass(NoProxyBypass):
+    """Every request a proxied destination received crossed the fault proxy (H061, judged without the log)."""

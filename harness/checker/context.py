@@ -69,6 +69,25 @@ def effect_ref_row(row: dict[str, Any]) -> dict[str, Any]:
             "operation_key": row.get("operation_key")}
 
 
+def request_ref_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Evidence pointer to a ledger request row (what a destination received)."""
+    return {"source": "ledger", "table": "requests", "seq": row.get("seq"), "destination": row.get("destination"),
+            "method": row.get("method"), "path": row.get("path"), "flow_id": row.get("flow_id"),
+            "outcome": row.get("outcome"), "effect_ref": row.get("effect_ref")}
+
+
+def bypassed(evidence: Evidence) -> list[dict[str, Any]]:
+    """The ledger's requests that reached a destination the fault proxy fronts without crossing it: no flow
+    the proxy stamped (it stamps every request it forwards, over whatever the client sent), or one its
+    journal never saw (a stamp forged by the client). SSH hosts are not proxied: their rows are the wire."""
+    flows = {e.get("flow_id") for e in evidence.journal if e.get("flow_id")}
+    unproxied = {name for name, entry in evidence.destinations.items()
+                 if isinstance(entry, dict) and isinstance(entry.get("spec"), dict)
+                 and entry["spec"].get("service") == "ssh"}
+    return [row for row in evidence.requests if row.get("destination") not in unproxied
+            and str(row.get("method") or "").upper() != "EXEC" and row.get("flow_id") not in flows]
+
+
 def wire_summary(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: entry.get(k) for k in ("flow_id", "seq", "forwarded", "upstream_status", "client_outcome",
                                       "client_status", "fault", "idempotency_key", "body_fingerprint")} | {

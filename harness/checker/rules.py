@@ -18,9 +18,11 @@ from harness.checker.context import (
     SENT_STATES,
     OperationContext,
     RunContext,
+    bypassed,
     effect_ref_row,
     is_read,
     log_ref,
+    request_ref_row,
     tool_error,
     wire_ref,
 )
@@ -1355,3 +1357,20 @@ def history_fits_model(op: OperationContext) -> OpFindings:
     keeps only what none of them already says."""
     for violation in replay(op).violations:
         yield violation.message, violation.evidence
+
+
+# --------------------------------------------------------------------------------------------- H061
+@rule("H061", "no-proxy-bypass", scope="run", requires=("wire",))
+class NoProxyBypass(RunRule):
+    """Every request a proxied destination received crossed the fault proxy: one that reached it another way
+    (straight to its port, with no flow the proxy stamped or with a forged one) escaped the faults and the
+    journal, so the run no longer tests what the scenario says."""
+
+    def finish(self, run: RunContext | None) -> None:
+        for row in bypassed(self.evidence):
+            flow = row.get("flow_id")
+            how = f"with flow {flow!r}, which the proxy's journal never saw" if flow else "with no flow of the proxy's"
+            self.found(None, (f"destination {row.get('destination')} received {row.get('method')} {row.get('path')} "
+                              f"(ledger request seq {row.get('seq')}, {row.get('outcome')}"
+                              f"{', effect ' + str(row['effect_ref']) if row.get('effect_ref') else ''}) {how}: it "
+                              f"bypassed the fault proxy"), [request_ref_row(row)])

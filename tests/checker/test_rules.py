@@ -426,6 +426,28 @@ def h045(b, bad):
         b.request(key=None, destination="webhook", effect="ntf_1")
 
 
+def _bypass(b) -> None:
+    """A request that reached the tickets destination straight at its port: the ledger has it, the journal not."""
+    b.requests.append({"seq": len(b.requests) + 1, "destination": "tickets", "method": "POST", "path": "/tickets",
+                       "query": None, "idempotency_key": "idem-op_1", "client_reference": None,
+                       "payload_fingerprint": None, "flow_id": None, "traceparent": None, "status": 200,
+                       "outcome": "replayed", "effect_ref": "tkt_1", "received_at": b.tick(0.01), "kind": None,
+                       "params": None})
+
+
+def h046(b, bad):
+    b.black_box().intent()
+    b.request(effect="tkt_1")
+    if bad:
+        _bypass(b)
+
+
+def h061(b, bad):
+    reference_lookup_run(b)
+    if bad:
+        _bypass(b)
+
+
 # ----------------------------------------------------------------------------------------- H050 (MCP)
 def h050(b, bad):
     """An MCP tool publishing idempotentHint: true on a destination that does not deduplicate: the right agent
@@ -460,7 +482,7 @@ def h060(b, bad):
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
                                             h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
-                                            h040, h041, h042, h043, h044, h045, h050, h060)}
+                                            h040, h041, h042, h043, h044, h045, h046, h050, h060, h061)}
 
 
 def test_every_registered_rule_has_a_story():
