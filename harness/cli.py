@@ -350,6 +350,7 @@ def _run(args: argparse.Namespace) -> int:
     export = _otel_out(args.otel_out)
     paint = paint_for(sys.stdout)
     failed = incomplete = 0
+    judged = []
     for scenario in scenarios:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
@@ -359,12 +360,20 @@ def _run(args: argparse.Namespace) -> int:
                    evidence_dir=str(result.evidence_dir))
         incomplete += bool(result.incomplete)
         failed += not result.passed and not result.incomplete
+        if not result.incomplete:
+            judged.append(result.verdict)
         if args.format == "json":
             print(json.dumps({"scenario": result.scenario, "passed": result.passed, "mode": result.verdict.mode,
                               "incomplete": result.incomplete, "evidence": str(result.evidence_dir),
-                              "facts": result.facts}))
+                              "facts": result.facts, "checks": result.verdict.checks}))
         else:
             print(paint.lines(render_result(result, shown=args.findings_shown)), end="\n\n")
+    if args.format != "json" and len(judged) > 1:
+        from harness.coverage import coverage_line
+
+        said = coverage_line(judged)
+        if said:
+            print(said)
     return EXIT_FAILED if failed else EXIT_INCOMPLETE if incomplete else EXIT_PASSED
 
 

@@ -70,3 +70,17 @@ def test_a_failing_run_counts_its_failed_checks_and_the_html_page_lists_every_ch
     html = page.read_text()
     assert 'data-check="H002" data-said="failed"' in html
     assert 'data-said="not exercised"' in html  # e.g. the approval window: no approval in this scenario
+
+
+def test_harness_run_says_the_same_and_its_json_carries_each_checks_word(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "harness", "run", "--evidence-dir", str(tmp_path)]
+    text = subprocess.run([*base, "response_lost", "response_lost_key_replay"], capture_output=True, text=True,
+                          timeout=180)
+    assert text.returncode == 0, text.stderr
+    assert "not exercised by this scenario (" in text.stdout
+    assert "over 2 run(s)" in text.stdout.strip().splitlines()[-1]
+    line = subprocess.run([*base, "response_lost", "--format", "json"], capture_output=True, text=True, timeout=180)
+    assert json.loads(line.stdout)["checks"][KEY_CHECK] == "not exercised"
