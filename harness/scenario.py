@@ -99,6 +99,10 @@ class ContainerAgent(BaseModel):
         default_factory=dict,
         description=f"Variables set in the container beside the contract's ({HARNESS_ENV_PREFIX}* names are the "
         "harness's, so refused here); the harness's own environment does not reach a container.")
+    network: Literal["host", "isolated"] = Field(
+        "host", description="`host`: the host's network (every loopback port: for an agent you trust); "
+        "`isolated`: a network of its own that reaches the fault proxy (and the scenario's SSH hosts) and nothing "
+        "else of the host, for an agent you did not write (docs/containers.md, the trust model).")
 
     @field_validator("command")
     @classmethod

@@ -36,6 +36,7 @@ from harness.errors import AgentError
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
+    from harness.containers.relay import Relay
     from harness.scenario import ContainerAgent
 
 ROLE = "agent"
@@ -60,12 +61,17 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
              for i, path in enumerate(dict.fromkeys(Path(p).resolve() for p in mounts))]
     name = _container_name(run)
     started_at, start = time.time(), time.monotonic()
+    network, holder, relay = "host", None, None
+    if agent.network == "isolated":
+        holder, relay = _isolated_network(agent.image, run, name, environment)
+        network = f"container:{holder.id}"
     try:
         container = engine.start(agent.image, role=ROLE, run=run, name=name, command=agent.argv,
-                                 environment=environment, mounts=binds, network_mode="host",
+                                 environment=environment, mounts=binds, network_mode=network,
                                  user=f"{os.getuid()}:{os.getgid()}", init=True, stdin_open=False, tty=False)
     except BaseException:  # Ctrl-C between the engine's create and start: the container has a name, not a handle
         _remove_named(name)
+        _end_isolation(holder, relay)
         raise
     timed_out = killed = False
     exit_status: int | None = None
@@ -88,8 +94,36 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
             _collect_logs(container, stdout, stderr)
         finally:
             engine.remove(container)
+            _end_isolation(holder, relay)
     return AgentRun(agent.label, exit_status, timed_out, killed, time.monotonic() - start, started_at, time.time(),
                     log_size(env), container=name)
+
+
+def _isolated_network(image: str, run: str, name: str, env: Mapping[str, str]) -> tuple[Container, Relay]:
+    """A holder container with a network of its own (loopback only), and the relay that carries the agent's
+    contract addresses in it to the host's loopback (``harness.containers.relay``); the agent joins it."""
+    from harness.containers import engine
+    from harness.containers.relay import Relay, loopback_ports
+
+    holder = engine.start(image, role=ROLE, run=run, name=name + "-net", network_mode="none", init=True,
+                          command=["sleep", "infinity"], stdin_open=False, tty=False)
+    try:
+        pid = holder.attrs.get("State", {}).get("Pid")
+        if not isinstance(pid, int) or pid <= 0:
+            raise AgentError(f"the agent's network holder {holder.name} reports no process to join")
+        return holder, Relay().start(pid, loopback_ports(env))
+    except BaseException:
+        engine.remove(holder)
+        raise
+
+
+def _end_isolation(holder: Container | None, relay: Relay | None) -> None:
+    from harness.containers import engine
+
+    if relay is not None:
+        relay.close()
+    if holder is not None:
+        engine.remove(holder)
 
 
 def _remove_named(name: str) -> None:
