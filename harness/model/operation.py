@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.model.outcome import DISPATCH_STATES, answered_5xx
+from harness.model.outcome import DISPATCH_STATES, OPEN_STATUSES, answered_5xx
 
 # -- states ------------------------------------------------------------------------------------------
 UNDECLARED = "undeclared"  # nothing logged yet for this operation id
@@ -172,7 +172,7 @@ RETRY_REASONS: dict[str, str] = {
     "connection_not_established": "not_sent or execution_error",
     "rate_limited": "a 429 (or a 503) answer",
     "destination_5xx": "a 5xx answer",
-    "response_lost_after_dispatch": "sent_no_response or execution_error",
+    "response_lost_after_dispatch": "sent_no_response or execution_error, or a 202/408/409/425 answer",
     "credential_refreshed": "a 401 or 403 answer",
     "operator_requested": "an approval logged before the retry",
 }
@@ -188,8 +188,8 @@ def retry_reason_fits(reason: str, dispatch_state: str | None, http_status: obje
         return answered and status in (429, 503)
     if reason == "destination_5xx":
         return answered and answered_5xx(status)
-    if reason == "response_lost_after_dispatch":
-        return dispatch_state in ("sent_no_response", "execution_error")
+    if reason == "response_lost_after_dispatch":  # or an answer that leaves the first request running (409...)
+        return dispatch_state in ("sent_no_response", "execution_error") or (answered and status in OPEN_STATUSES)
     if reason == "credential_refreshed":
         return answered and status in (401, 403)
     if reason == "operator_requested":
