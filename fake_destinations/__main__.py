@@ -8,7 +8,10 @@ The control plane (reset, clock, state) is not on the network: the parent writes
 on this process's stdin and reads one JSON answer a line on its stdout (``{"command": "reset", "body":
 {...}}`` -> ``{"result": {...}}`` or ``{"error": "..."}``). Only the harness holds those pipes, so an agent
 under test, which can reach every loopback port, can neither reset the ledger, move the clock nor read
-the state; a closed stdin means the harness is gone (an orphaned stop).
+the state; a closed stdin means the harness is gone (an orphaned stop). The first line on stdin, before
+anything else, is the key that signs the ledger's rows (``{"ledger_key": hex}``): it is never on disk nor in
+any environment, so an agent that edits the ledger file cannot sign what it wrote. ``seal`` answers how many
+rows this process wrote (``Ledger.rows``), which the harness holds the saved ledger to.
 
 Imports stay lean (no pydantic; asyncssh only when an SSH host is declared, mcp and uvicorn only when an
 MCP tool server is): this start-up is on every scenario's critical path.
@@ -112,7 +115,11 @@ def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, Destinati
         return {"now": clock.now(), "in_flight": {
             name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}}
 
-    return {"reset": reset, "clock": advance, "state": state}
+    def seal(body: dict[str, Any]) -> dict[str, Any]:
+        """The rows this ledger holds by the writer's own account, to hold the file to (``verify_ledger``)."""
+        return {"rows": dict(ledger.rows)}
+
+    return {"reset": reset, "clock": advance, "state": state, "seal": seal}
 
 
 def answer(commands: dict[str, Any], line: bytes) -> dict[str, Any]:
@@ -144,10 +151,26 @@ async def _control(commands: dict[str, Any], stop: asyncio.Event, orphaned: asyn
         sys.stdout.flush()
 
 
-async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
+def read_ledger_key() -> bytes:
+    """The first line on stdin: the ledger's signing key (module docstring). Read a byte at a time, so that
+    nothing of the commands after it is taken from the pipe before the event loop reads them."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(0, 1)
+        if not byte:
+            raise BrokenPipeError("stdin closed before the ledger key")  # the harness is gone
+        line += byte
+    key = bytes.fromhex(json.loads(line)["ledger_key"])
+    if len(key) < 16:
+        raise ValueError("the ledger key holds fewer than 16 bytes")
+    return key
+
+
+async def serve(config: dict[str, Any], run: dict[str, Any], key: bytes) -> bool:
     """Serve until SIGTERM/SIGINT or until orphaned; returns whether it was orphaned. ``run`` holds the
-    evidence folder of the run being served (the control plane's ``reset`` changes it)."""
-    ledger = Ledger(config["ledger"])
+    evidence folder of the run being served (the control plane's ``reset`` changes it); ``key`` signs the
+    ledger's rows."""
+    ledger = Ledger(config["ledger"], key)
     clock = Clock(ledger)
     ports: dict[str, int] = config.get("ports") or {}
     runtimes: dict[str, DestinationRuntime] = {}
@@ -189,7 +212,8 @@ async def serve(config: dict[str, Any], run: dict[str, Any]) -> bool:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watch = asyncio.create_task(_stop_when_orphaned(stop, orphaned))
-    sys.stdout.write(READY_PREFIX + json.dumps({"destinations": bound}) + "\n")
+    # the rows a ledger kept from before a restart: the harness holds them to what it knew before the crash
+    sys.stdout.write(READY_PREFIX + json.dumps({"destinations": bound, "rows": ledger.rows}) + "\n")
     sys.stdout.flush()
     control = asyncio.create_task(_control(control_commands(ledger, clock, runtimes, run), stop, orphaned))
     await stop.wait()
@@ -215,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = json.loads(Path(args.config).read_text())
         run["evidence_folder"] = config.get("evidence_folder")
-        orphaned = asyncio.run(serve(config, run))
+        key = read_ledger_key()
+        orphaned = asyncio.run(serve(config, run, key))
     except BrokenPipeError:  # the READY line: the harness died while we started (its fds close before
         orphaned = True      # we are reparented, so getppid() may not show it yet)
         return 2

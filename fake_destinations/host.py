@@ -5,10 +5,12 @@
         host.reset()               # clear keys, resources and the ledger (over the process's stdin)
         host.advance_clock(86400)  # jump the destination clock (retention, lag, async completion)
         host.restart()             # kill and start again on the same ports; the ledger is kept
+        host.seal()                # the rows the process wrote, to hold the saved ledger to (verify_ledger)
 
 The control plane is the child's stdin and stdout, which only this object holds: no port answers for it,
 so an agent under test (which can reach every loopback port) cannot reset, advance the clock or read
-the state of this run's destinations, nor of any other run's.
+the state of this run's destinations, nor of any other run's. The key that signs the ledger's rows
+(``ledger_key``) goes down the same pipe and lives in this object and the child only.
 
 Errors:
     DestinationError            - base class
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -76,6 +79,9 @@ class DestinationHost:
         self.startup_seconds: float | None = None
         self._control_lock = threading.Lock()  # one command on the pipe at a time
         self._pending = b""  # what the child wrote past the last line read
+        self.ledger_key = secrets.token_bytes(32)  # never written down: the agent can read files, not this
+        self.rows: dict[str, int] = {}  # the signed rows the process says it holds (at start, then by seal)
+        self.seal_problems: list[str] = []  # what the ledger lost while no process held it (a restart)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -99,12 +105,16 @@ class DestinationHost:
                 env=_child_env())
         self._pending = b""
         try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(json.dumps({"ledger_key": self.ledger_key.hex()}).encode() + b"\n")
+            self.process.stdin.flush()
             ready = self._wait_ready(timeout)
         except BaseException:
             self._kill()
             raise
         self.startup_seconds = time.perf_counter() - began
         self.ports = dict(ready["destinations"])
+        self.rows = dict(ready.get("rows") or {})
         return self
 
     def _read_line(self, timeout: float, what: str = "ready") -> bytes:
@@ -178,9 +188,19 @@ class DestinationHost:
         self.process = None
 
     def restart(self, timeout: float = 10.0) -> None:
-        """Kill the destinations (a crash, not a clean stop) and start them on the same ports."""
+        """Kill the destinations (a crash, not a clean stop) and start them on the same ports. The rows the
+        process held just before are held to what the next one finds: while none runs, nobody else may take any."""
+        try:
+            before = self.seal()
+        except DestinationError:
+            before = dict(self.rows)  # the process is already dead: what it last said
         self._kill()
         self.start(timeout)
+        for table, count in before.items():
+            if self.rows.get(table, 0) < count:
+                self.seal_problems.append(
+                    f"{table}: the destinations held {count} row(s) of their own before their restart and "
+                    f"{self.rows.get(table, 0)} after it: removed while they were down")
 
     def __enter__(self) -> DestinationHost:
         if self.process is None:
@@ -225,6 +245,7 @@ class DestinationHost:
         if specs is not None:
             body["destinations"] = {n: s.model_dump(mode="json") for n, s in specs.items()}
         self._command("reset", body)
+        self.rows, self.seal_problems = {}, []
         if specs is not None:
             self.specs = dict(specs)
 
@@ -235,6 +256,11 @@ class DestinationHost:
     def state(self) -> dict[str, Any]:
         """The destination clock and the keys of writes still in progress, per destination."""
         return self._command("state")
+
+    def seal(self) -> dict[str, int]:
+        """How many rows of each signed table the process wrote into this run's ledger (``verify_ledger``)."""
+        self.rows = {str(k): int(v) for k, v in self._command("seal")["rows"].items()}
+        return dict(self.rows)
 
     def effects(self) -> list[dict[str, Any]]:
         return read_effects(self.ledger_path)

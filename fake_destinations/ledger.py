@@ -4,15 +4,25 @@ One SQLite file per scenario run (WAL mode), written by the destination process 
 harness after the run. Tables ``requests`` and ``effects`` follow docs/ARCHITECTURE.md exactly; the
 destinations' own state (stored idempotency keys, resources, the virtual clock) lives in extra
 tables of the same file, so that a restarted destination keeps its keys and its numbering.
+
+The file is on disk where the agent under test (a process of the same user) could edit it, so its rows are
+tamper-evident: each ``requests`` and ``effects`` row carries ``mac``, an HMAC-SHA256 of the row (its seq
+included) under a key the harness hands the destination process over its stdin and never writes down, tagged
+with who wrote it (``destinations``, or ``probe`` for a container's effects listed by the harness). Seqs run
+1, 2, 3... with no gap, so a row removed from the middle is a hole; the writer counts the rows it wrote
+(``Ledger.rows``), so a tail cut off, a table cleared or a file rolled back to an earlier copy holds fewer than
+that. ``verify_ledger`` says which of these happened; the harness refuses to judge such a ledger.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +45,8 @@ CREATE TABLE IF NOT EXISTS requests (
     effect_ref TEXT,
     received_at REAL NOT NULL,
     kind TEXT,                           -- the operation kind the request's route serves (null: a read, or no route)
-    params TEXT                          -- JSON: the request's parameters as the destination parsed them
+    params TEXT,                         -- JSON: the request's parameters as the destination parsed them
+    mac TEXT                             -- "writer:hex": the row's signature (module docstring)
 );
 CREATE TABLE IF NOT EXISTS effects (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -49,7 +60,8 @@ CREATE TABLE IF NOT EXISTS effects (
     flow_id TEXT,
     replay INTEGER NOT NULL DEFAULT 0,
     committed_at REAL NOT NULL,
-    committed_params TEXT                -- JSON: the parameters the destination committed (null: not said)
+    committed_params TEXT,               -- JSON: the parameters the destination committed (null: not said)
+    mac TEXT                             -- "writer:hex": the row's signature (module docstring)
 );
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     destination TEXT NOT NULL,
@@ -81,13 +93,89 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _STATE_TABLES = ("requests", "effects", "idempotency_keys", "resources", "counters", "meta")
+SIGNED_TABLES = ("requests", "effects")  # the ground truth the checker reads; the rest is the destinations' state
+DESTINATIONS_WRITER = "destinations"  # rows the destination process wrote (``Ledger``)
+PROBE_WRITER = "probe"  # rows the harness wrote for a container service (``EffectWriter``)
+
+
+def row_mac(key: bytes, table: str, row: Mapping[str, Any], writer: str) -> str:
+    """The signature of one ledger row as SQLite holds it (every column but ``mac``, its seq included)."""
+    body = json.dumps([table, writer, {k: v for k, v in row.items() if k != "mac"}], sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    return f"{writer}:{hmac.new(key, body, hashlib.sha256).hexdigest()}"
+
+
+def _sign(db: sqlite3.Connection, key: bytes | None, table: str, seq: int, writer: str) -> None:
+    """Sign row ``seq`` of ``table`` as it now stands (inside the writer's transaction)."""
+    if key is None:
+        return
+    cur = db.execute(f"SELECT * FROM {table} WHERE seq = ?", (seq,))
+    names = [d[0] for d in cur.description]
+    row = dict(zip(names, cur.fetchone(), strict=True))
+    db.execute(f"UPDATE {table} SET mac = ? WHERE seq = ?", (row_mac(key, table, row, writer), seq))
+
+
+def signed_rows(db: sqlite3.Connection, writer: str) -> dict[str, int]:
+    """How many rows of each signed table say ``writer`` wrote them (a restarted writer's count so far)."""
+    return {table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE mac LIKE ?", (writer + ":%",)).fetchone()[0]
+            for table in SIGNED_TABLES}
+
+
+def verify_ledger(path: str | os.PathLike[str], key: bytes, written: Mapping[str, Mapping[str, int]],
+                  *, most: int = 5) -> list[str]:
+    """What was done to a ledger behind its writers' backs, as sentences (empty: every row is as written).
+    ``written``: writer -> table -> how many rows that writer wrote (what each reported at the end of the run).
+    Says at most ``most`` rows a table, then how many more."""
+    problems: list[str] = []
+    # read-write, as ``_read``: a read-only connection to a WAL file leaves its -wal and -shm files behind
+    db = sqlite3.connect(Path(path), timeout=5.0)
+    try:
+        db.row_factory = sqlite3.Row
+        for table in SIGNED_TABLES:
+            bad: list[str] = []
+            counted: dict[str, int] = {}
+            expected_seq = 1
+            for record in db.execute(f"SELECT * FROM {table} ORDER BY seq"):
+                row = dict(record)
+                seq = row["seq"]
+                what = f"{table} row seq {seq} ({row.get('destination')}"
+                what += f", {row['effect_ref']})" if table == "effects" else f", {row.get('method')} {row.get('path')})"
+                if seq != expected_seq:
+                    bad.append(f"{table} rows seq {expected_seq}-{seq - 1} are missing: removed after they were "
+                               f"written" if seq > expected_seq else f"{what} is out of sequence")
+                expected_seq = seq + 1
+                mac = row.get("mac")
+                writer = mac.split(":", 1)[0] if isinstance(mac, str) else None
+                if writer is None or not isinstance(mac, str):
+                    bad.append(f"{what} carries no signature: no writer of the run wrote it")
+                elif not hmac.compare_digest(row_mac(key, table, row, writer), mac):
+                    bad.append(f"{what} is not the row its writer signed: it was edited after it was written")
+                else:
+                    counted[writer] = counted.get(writer, 0) + 1
+            for writer, tables in written.items():
+                want, have = tables.get(table, 0), counted.get(writer, 0)
+                if have < want:
+                    bad.append(f"{table}: the {writer} wrote {want} row(s) and {have} are there: {want - have} "
+                               f"removed (the table cut short, cleared or rolled back to an earlier copy)")
+                elif have > want:
+                    bad.append(f"{table}: {have} row(s) signed by the {writer}, which wrote {want}: rows replayed "
+                               f"from elsewhere")
+            for writer in sorted(set(counted) - set(written)):
+                bad.append(f"{table}: {counted[writer]} row(s) signed as {writer!r}, a writer this run did not have")
+            problems += bad[:most] + ([f"{table}: and {len(bad) - most} more"] if len(bad) > most else [])
+    finally:
+        db.close()
+    return problems
 
 
 class Ledger:
-    """Writer side, used inside the destination process (one connection, one event loop thread)."""
+    """Writer side, used inside the destination process (one connection, one event loop thread). ``key``:
+    the rows' signing key (module docstring); ``rows`` counts the signed rows this ledger holds by its
+    writer's own account (those found at start, from a process before a restart, plus those written since)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], key: bytes | None = None) -> None:
         self.path = Path(path)
+        self.key = key
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
         self.db.row_factory = sqlite3.Row
@@ -97,6 +185,7 @@ class Ledger:
         self.db.executescript(SCHEMA)
         # A request that was in flight when the previous process died never finished: unlock its key.
         self.db.execute("DELETE FROM idempotency_keys WHERE state = 'in_progress'")
+        self.rows = signed_rows(self.db, DESTINATIONS_WRITER)
 
     def record(self, request: dict[str, Any], effects: Sequence[dict[str, Any]] = ()) -> int:
         """Append one received request and the effects it committed, atomically; returns its seq."""
@@ -116,9 +205,10 @@ class Ledger:
                  if request.get("params") is not None else None})
             seq = cur.lastrowid
             assert seq is not None  # set by every successful INSERT
+            _sign(self.db, self.key, "requests", seq, DESTINATIONS_WRITER)
             now = time.time()
             for effect in effects:
-                self.db.execute(
+                row = self.db.execute(
                     "INSERT INTO effects (destination, effect_ref, kind, operation_key, client_reference,"
                     " payload_fingerprint, request_seq, flow_id, replay, committed_at, committed_params)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
@@ -127,6 +217,10 @@ class Ledger:
                      request.get("payload_fingerprint"), seq, request.get("flow_id"), now,
                      json.dumps(effect["params"], sort_keys=True, default=str)
                      if effect.get("params") is not None else None))
+                assert row.lastrowid is not None
+                _sign(self.db, self.key, "effects", row.lastrowid, DESTINATIONS_WRITER)
+        self.rows["requests"] += 1
+        self.rows["effects"] += len(effects)
         return seq
 
     # -- destination state -------------------------------------------------------------------
@@ -200,6 +294,7 @@ class Ledger:
             for table in _STATE_TABLES:
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM sqlite_sequence WHERE name IN ('requests', 'effects')")
+        self.rows = dict.fromkeys(SIGNED_TABLES, 0)
 
     def close(self) -> None:
         self.db.close()
@@ -208,10 +303,12 @@ class Ledger:
 class EffectWriter:
     """Appends effect rows that no request row of the ledger committed: a container destination's, listed by
     its ledger probe (``harness.containers.probe``). Unlike ``Ledger`` it touches nothing else, so it may write
-    into the live ledger of a destination process that is running (SQLite's WAL lets both write)."""
+    into the live ledger of a destination process that is running (SQLite's WAL lets both write). Its rows are
+    signed with ``key`` as the ``probe``'s; the caller counts them (``verify_ledger``'s ``written``)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], key: bytes | None = None) -> None:
         self.path = Path(path)
+        self.key = key
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -221,6 +318,7 @@ class EffectWriter:
     def add(self, effect: dict[str, Any]) -> int:
         """One effect row (``request_seq`` null: the harness did not see the request inside the service); its seq."""
         with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
             cur = self.db.execute(
                 "INSERT INTO effects (destination, effect_ref, kind, operation_key, client_reference,"
                 " payload_fingerprint, request_seq, flow_id, replay, committed_at, committed_params)"
@@ -229,13 +327,15 @@ class EffectWriter:
                  effect.get("client_reference"), effect.get("payload_fingerprint"), effect.get("flow_id"),
                  effect["committed_at"], json.dumps(effect["committed_params"], sort_keys=True, default=str)
                  if effect.get("committed_params") is not None else None))
-        seq = cur.lastrowid
-        assert seq is not None  # set by every successful INSERT
+            seq = cur.lastrowid
+            assert seq is not None  # set by every successful INSERT
+            _sign(self.db, self.key, "effects", seq, PROBE_WRITER)
         return seq
 
     def add_read(self, request: dict[str, Any]) -> int:
         """One read a container destination answered (outcome ``read``, no effect: a read commits nothing); its seq."""
         with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
             cur = self.db.execute(
                 "INSERT INTO requests (destination, method, path, query, idempotency_key, client_reference,"
                 " payload_fingerprint, flow_id, traceparent, status, outcome, effect_ref, received_at, kind, params)"
@@ -243,14 +343,18 @@ class EffectWriter:
                 (request["destination"], request["method"], request["path"], request.get("query"),
                  request.get("idempotency_key"), request.get("client_reference"), request.get("flow_id"),
                  request.get("traceparent"), request.get("status"), request["received_at"]))
-        seq = cur.lastrowid
-        assert seq is not None
+            seq = cur.lastrowid
+            assert seq is not None
+            _sign(self.db, self.key, "requests", seq, PROBE_WRITER)
         return seq
 
     def set_flow(self, seq: int, flow_id: str) -> None:
-        """The flow that committed effect ``seq``, found after the run (the proxy journal's)."""
+        """The flow that committed effect ``seq`` (a row this writer's kind wrote), found after the run (the
+        proxy journal's): signed again as it now stands."""
         with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
             self.db.execute("UPDATE effects SET flow_id = ? WHERE seq = ?", (flow_id, seq))
+            _sign(self.db, self.key, "effects", seq, PROBE_WRITER)
 
     def close(self) -> None:
         self.db.close()
@@ -263,7 +367,9 @@ def _read(path: str | os.PathLike[str], table: str) -> list[dict[str, Any]]:
     db = sqlite3.connect(p, timeout=5.0)
     try:
         db.row_factory = sqlite3.Row
-        return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY seq")]
+        # the signatures are the ledger's own defence (verify_ledger), not evidence the checker reads
+        return [{k: row[k] for k in row.keys() if k != "mac"}
+                for row in db.execute(f"SELECT * FROM {table} ORDER BY seq")]
     finally:
         db.close()
 

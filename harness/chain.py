@@ -283,25 +283,35 @@ def _first_bad_line(path: Path) -> str:
     return "" if intact else f"; the chain says: {message}"
 
 
-def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson",
-                      also: Mapping[str, str] | None = None) -> Path:
-    """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with the operator's key
-    (``CHECKPOINT_KEY_FILE_ENV``) or else a new per-run key kept in ``RUN_KEY_FILE``; returns the checkpoint's path.
-    ``also``: other files the agent wrote (its trace) -> their checkpoint file names, signed with the same key.
-    The engine calls this once the agent has exited, so the agent never sees a per-run key."""
-    folder = Path(folder)
+def checkpoint_key(folder: str | Path) -> tuple[bytes, str]:
+    """The key a run's checkpoints are signed with and its kind: the operator's (``CHECKPOINT_KEY_FILE_ENV``),
+    else a new per-run key written into the folder's ``RUN_KEY_FILE`` (over whatever the agent may have put
+    there: the engine asks for it once the agent has exited, so the agent never sees a per-run key)."""
     key_file = os.environ.get(CHECKPOINT_KEY_FILE_ENV)
     if key_file:
-        key, kind = load_key(key_file), "operator"
-    else:
-        key, kind = secrets.token_hex(32).encode(), "run"
-        run_key = folder / RUN_KEY_FILE
-        run_key.write_bytes(key)
-        run_key.chmod(0o600)
-    for name, checkpoint_name in (also or {}).items():
+        return load_key(key_file), "operator"
+    key = secrets.token_hex(32).encode()
+    run_key = Path(folder) / RUN_KEY_FILE
+    run_key.unlink(missing_ok=True)  # a file planted there is not ours to write through
+    run_key.write_bytes(key)
+    run_key.chmod(0o600)
+    return key, "run"
+
+
+def write_checkpoints(folder: str | Path, key: bytes, kind: str, files: Mapping[str, str]) -> dict[str, str]:
+    """Sign each file of ``files`` (its name -> its checkpoint's name) as it stands now; returns ``files``."""
+    folder = Path(folder)
+    for name, checkpoint_name in files.items():
         (folder / checkpoint_name).write_text(json.dumps(checkpoint(folder / name, key, key_kind=kind), indent=2)
                                               + "\n", encoding="utf-8")
-    target = folder / CHECKPOINT_FILE
-    target.write_text(json.dumps(checkpoint(folder / log_name, key, key_kind=kind), indent=2) + "\n",
-                      encoding="utf-8")
-    return target
+    return dict(files)
+
+
+def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson",
+                      also: Mapping[str, str] | None = None) -> Path:
+    """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with ``checkpoint_key``'s key; returns
+    the checkpoint's path. ``also``: other files the agent wrote (its trace) -> their checkpoint file names,
+    signed with the same key."""
+    key, kind = checkpoint_key(folder)
+    write_checkpoints(folder, key, kind, {**(also or {}), log_name: CHECKPOINT_FILE})
+    return Path(folder) / CHECKPOINT_FILE

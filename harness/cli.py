@@ -26,6 +26,7 @@ from harness.explore import (
     DEFAULT_MAX_FAULTS,
     DEFAULT_MAX_SHRINK_RUNS,
 )
+from harness.interrupt import Interrupted
 from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN, collector_paused, parse_limit
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -328,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: the engine stopped what it started on the way out
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: the engine stopped what it started on the way out
+        if isinstance(exc, Interrupted):
+            print(f"interrupted: {exc}", file=sys.stderr)
+            return 128 + exc.signal_number  # as a shell reports a process the signal ended
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `... | head`: the reader left; not an error of ours

@@ -123,6 +123,12 @@ CONTEXT_FILE = "context.json"
 # context.json key {"complete": bool}: false from the run's first write, true only once every source
 # (agent log, proxy journal, ledger, context) is closed and written; a folder without it is not trusted whole
 COMPLETENESS_KEY = "evidence"
+# keys of that mark: the signed checkpoints the run made ({file: its checkpoint file}: one missing later is a
+# gap, never a folder older than checkpoints), what the ledger's signatures said (``verify_ledger``: a list of
+# sentences, empty when every row is as its writer wrote it) and why a run stopped before its end (a signal)
+CHECKPOINTS_KEY = "checkpoints"
+LEDGER_SEAL_KEY = "ledger_tampering"
+INTERRUPTED_KEY = "interrupted"
 INTENTS_FILE = "intents.json"
 VERDICT_JSON_FILE = "verdict.json"
 VERDICT_TEXT_FILE = "verdict.txt"
@@ -134,6 +140,7 @@ TRACE_FILE = "agent.trace.jsonl"  # the agent's spans, OTLP JSON lines (TRACE_FI
 TRACE_CHECKPOINT_FILE = "agent.trace.checkpoint.json"  # the trace's signed checkpoint, as the log's
 TRACE_EVENTS_FILE = "agent.trace.events.ndjson"  # the events the harness read from the trace, as it judged them
 RUN_KEY_FILE = "checkpoint.key"  # the per-run checkpoint key, when the operator gave none
+LEDGER_CHECKPOINT_FILE = "ledger.checkpoint.json"  # the saved ledger's signed checkpoint, as the agent log's
 # the run's traffic as the client saw it, written by the fault proxy as flows end (docs/proxy.md, "Traffic files")
 TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harness` facts per entry
 TRAFFIC_FLOWS_FILE = "traffic.mitm"  # mitmproxy's own flow format (mitmweb -r, mitmdump -r), appended per flow
@@ -215,6 +222,11 @@ class EvidenceLayout:
     @property
     def trace_checkpoint(self) -> Path:
         return self.folder / TRACE_CHECKPOINT_FILE
+
+    @property
+    def ledger_checkpoint(self) -> Path:
+        """The saved ledger's signed checkpoint (``ledger.json`` as the harness wrote it)."""
+        return self.folder / LEDGER_CHECKPOINT_FILE
 
     @property
     def trace_events(self) -> Path:

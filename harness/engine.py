@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import interrupt
 from harness.agent_process import AgentRun, run_agent
-from harness.chain import record_checkpoint
+from harness.chain import checkpoint_key, write_checkpoints
 from harness.checker.model import EXPECTATION_CODE as EXPECTATION_CODE
 from harness.checker.model import EXPECTATION_RULE as EXPECTATION_RULE
 from harness.checker.model import Finding
@@ -31,8 +32,14 @@ from harness.contract import (
     AGENT_LOGS,
     AGENT_STDERR_FILE,
     BLACK_BOX_MODE,
+    CHECKPOINT_FILE,
+    CHECKPOINTS_KEY,
     COMPLETENESS_KEY,
     EVENTS_MODE,
+    INTERRUPTED_KEY,
+    LEDGER_CHECKPOINT_FILE,
+    LEDGER_DUMP_FILE,
+    LEDGER_SEAL_KEY,
     OTEL_AGENT_LOG,
     REFERENCE_AGENT,
     EvidenceLayout,
@@ -129,14 +136,18 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
 
     Destinations come from `pool` (default: this process's warm pool) and the proxy is `proxy`
     (default: this process's shared embedded mitmproxy): start-up is paid once per process.
-    """
-    from fake_destinations.host import DestinationError
-    from fake_destinations.ledger import count_effects, save_run_ledger
-    from harness.containers.service import PROBE_KEY, acquire_destinations, final_probe, release_destinations
-    from harness.evidence import PROBE_FAILURES_KEY
-    from harness.journal import read_journal
-    from harness.proxy.host import ProxyHost, ProxyHostError
 
+    SIGINT and SIGTERM stop the run (``harness.interrupt``): its evidence is saved, marked interrupted (never
+    judged), and ``interrupt.Interrupted`` names the folder; a second signal stops at once.
+    """
+    with interrupt.handling():
+        return _run_scenario(scenario, agent=agent, evidence_root=evidence_root, proxy=proxy, pool=pool,
+                             keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits)
+
+
+def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evidence_root: Path, proxy: Any,
+                  pool: Any, keep_evidence: str, black_box: bool, agent_log: str | None,
+                  limits: Mapping[str, int] | None) -> ScenarioResult:
     if agent_log is not None and agent_log != scenario.agent_log:
         if agent_log not in AGENT_LOGS:
             raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
@@ -148,9 +159,6 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     workdir = caller_folder()
     evidence_dir = new_evidence_dir(Path(evidence_root).resolve(), scenario.name)
     layout = EvidenceLayout(evidence_dir)
-    timings: dict[str, float] = {}
-    effects: list[dict[str, Any]] = []
-    runs: list[AgentRun] = []
     contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
     canaries = {name: f"hsk_canary_{secrets_module.token_hex(12)}" for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]
@@ -182,6 +190,27 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     _write_json(layout.intents, {"intents": intents, "destinations": contracts})
     layout.state_dir.mkdir()
 
+    def mark_interrupted(signal_name: str) -> None:  # in the signal handler: the folder says why, whatever follows
+        _write_json(layout.context, {**context, COMPLETENESS_KEY: {
+            "complete": False, INTERRUPTED_KEY: interrupt.describe_signal(signal_name)}})
+
+    with interrupt.when_signalled(mark_interrupted):
+        return _run_and_save(scenario, chosen, label, workdir, layout, context, canaries, pool, proxy,
+                             keep_evidence)
+
+
+def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, workdir: Path,
+                  layout: EvidenceLayout, context: dict[str, Any], canaries: dict[str, str], pool: Any, proxy: Any,
+                  keep_evidence: str) -> ScenarioResult:
+    """Start the destinations and the proxy, run the agent, save every source (``_teardown``) and judge."""
+    from fake_destinations.host import DestinationError
+    from fake_destinations.ledger import count_effects
+    from harness.containers.service import acquire_destinations, release_destinations
+    from harness.proxy.host import ProxyHost, ProxyHostError
+
+    evidence_dir = layout.folder
+    timings: dict[str, float] = {}
+    runs: list[AgentRun] = []
     t0 = time.perf_counter()
     host = None
     try:
@@ -192,8 +221,16 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         release_destinations(host, evidence_dir)
         raise HarnessError(f"scenario {scenario.name}: cannot start the harness: {exc}\n"
                            f"evidence so far: {evidence_dir}") from None
+    except BaseException as exc:  # a signal while starting: nothing ran, the folder says why
+        release_destinations(host, evidence_dir)
+        context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: interrupt.reason(exc)}
+        _write_json(layout.context, context)
+        if isinstance(exc, KeyboardInterrupt):
+            raise _interrupted(exc, evidence_dir) from None
+        raise
     live_ledger = host.ledger_path
     agent_running = False
+    stopped_by: str | None = None  # why the run ended before its agent did (a signal): never judged then
     try:
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
@@ -222,45 +259,90 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         what = "cannot run the agent's container" if agent_running else "the harness failed mid-run"
         raise ContainerError(f"scenario {scenario.name}: {what}: {exc}\n"
                              f"evidence so far: {evidence_dir}") from None
+    except BaseException as exc:  # Ctrl-C, SIGTERM (harness.interrupt), a bug: said first, then saved
+        stopped_by = interrupt.reason(exc)
+        context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: stopped_by}
+        _write_json(layout.context, context)
+        if isinstance(exc, KeyboardInterrupt):
+            raise _interrupted(exc, evidence_dir) from None
+        raise
     finally:
         t2 = time.perf_counter()
-        try:
-            proxy.finish()
-        finally:
-            try:
-                last = runs[-1] if runs else None
-                context["agent"].update(exit_status=last.exit_status if last else None,
-                                        timed_out=any(r.timed_out for r in runs),
-                                        runs=[r.__dict__ for r in runs])
-                _write_json(layout.context, context)
-                # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
-                # may still be committing a write the agent gave up on: wait for it, as long as one write takes
-                busy = _writes_in_progress(host, within=_longest_write(scenario))
-                # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete
-                record_checkpoint(evidence_dir, layout.agent_log.name,
-                                  also={layout.trace.name: layout.trace_checkpoint.name})
-                # a team's services: their probes' last listing into the live ledger, flow ids from the closed journal
-                probe_failures, probes = final_probe(host, read_journal(layout.journal))
-                if probes:
-                    context[PROBE_KEY] = probes
-                # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
-                effects = save_run_ledger(live_ledger, evidence_dir)
-                if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
-                    host.stop()
-                # a team's containers and their network, never pooled (the reaper takes what cannot go now)
-                left = release_destinations(host, evidence_dir)
-                if left:
-                    context["containers_left"] = left
-                # the very last write: every source (log, journal, ledger, context) is closed and on disk
-                context[COMPLETENESS_KEY] = {"complete": True, "destination_writes_in_progress": busy,
-                                             **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
-                _write_json(layout.context, context)
-            finally:
-                release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
+        with interrupt.deferred():  # a first signal now waits for the evidence to be saved
+            effects = _teardown(scenario, host, proxy, layout, context, runs, stopped_by)
         timings["teardown"] = time.perf_counter() - t2
 
     return judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
                      effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log)
+
+
+def _interrupted(exc: KeyboardInterrupt, evidence_dir: Path) -> interrupt.Interrupted:
+    """What a run stopped by a signal raises: an ``Interrupted`` naming its folder."""
+    signal_name = exc.signal_name if isinstance(exc, interrupt.Interrupted) else "SIGINT"
+    return interrupt.Interrupted(signal_name, evidence_dir)
+
+
+def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout, context: dict[str, Any],
+              runs: list[AgentRun], stopped_by: str | None) -> list[dict[str, Any]]:
+    """Close every source and save it into the folder, the agent having exited (or been stopped): the journal,
+    the checkpoints, the ledger held to its writers' account; returns the ledger's effects. The folder is
+    marked complete last, and only if the run was not stopped (``stopped_by``)."""
+    from fake_destinations.host import DestinationError
+    from fake_destinations.ledger import save_run_ledger, verify_ledger
+    from harness.containers.service import PROBE_KEY, final_probe, release_destinations, seal_destinations
+    from harness.evidence import PROBE_FAILURES_KEY
+    from harness.journal import read_journal
+
+    evidence_dir = layout.folder
+    effects: list[dict[str, Any]] = []
+    try:
+        proxy.finish()
+    finally:
+        try:
+            last = runs[-1] if runs else None
+            context["agent"].update(exit_status=last.exit_status if last else None,
+                                    timed_out=any(r.timed_out for r in runs),
+                                    runs=[r.__dict__ for r in runs])
+            _write_json(layout.context, context)
+            # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
+            # may still be committing a write the agent gave up on: wait for it, as long as one write takes
+            busy = _writes_in_progress(host, within=_longest_write(scenario))
+            # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete
+            key, kind = checkpoint_key(evidence_dir)
+            made = write_checkpoints(evidence_dir, key, kind, {layout.agent_log.name: CHECKPOINT_FILE,
+                                                               layout.trace.name: layout.trace_checkpoint.name})
+            # a team's services: their probes' last listing into the live ledger, flow ids from the closed journal
+            probe_failures, probes = final_probe(host, read_journal(layout.journal))
+            if probes:
+                context[PROBE_KEY] = probes
+            # each writer's own account of the rows it wrote, then the copy held to it: an agent that edited,
+            # cut or cleared the ledger file is found here, and the run is not judged (fake_destinations.ledger)
+            tampering: list[str] = []
+            try:
+                written: dict[str, dict[str, int]] | None = seal_destinations(host)
+            except DestinationError as exc:
+                written, tampering = None, [f"the destinations could not say what they wrote: {exc}".splitlines()[0]]
+            # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
+            effects = save_run_ledger(host.ledger_path, evidence_dir)
+            if written is not None:
+                tampering = list(host.seal_problems) + verify_ledger(layout.ledger_db, host.ledger_key, written)
+            made |= write_checkpoints(evidence_dir, key, kind, {LEDGER_DUMP_FILE: LEDGER_CHECKPOINT_FILE})
+            if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
+                host.stop()
+            # a team's containers and their network, never pooled (the reaper takes what cannot go now)
+            left = release_destinations(host, evidence_dir)
+            if left:
+                context["containers_left"] = left
+            # the very last write: every source (log, journal, ledger, context) is closed and on disk
+            context[COMPLETENESS_KEY] = {
+                "complete": stopped_by is None, "saved": True, "destination_writes_in_progress": busy,
+                CHECKPOINTS_KEY: made,
+                LEDGER_SEAL_KEY: tampering, **({INTERRUPTED_KEY: stopped_by} if stopped_by else {}),
+                **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
+            _write_json(layout.context, context)
+        finally:
+            release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
+    return effects
 
 
 @collector_paused()  # judged and written: a large run's verdict is millions of objects
@@ -371,9 +453,11 @@ def destination_pool() -> Any:
 
 
 def close_destination_pool() -> None:
+    """Stop the pool's processes; a Ctrl-C meanwhile does not cut it short (a second one stops at once)."""
     global _POOL
     if _POOL is not None:
-        _POOL.close()
+        with interrupt.deferred(raise_after=False):
+            _POOL.close()
         _POOL = None
 
 

@@ -12,6 +12,7 @@ ledger rows keep their ``seq``. A malformed log line does not stop loading: it b
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,20 @@ from typing import Any
 from harness.chain import verify_checkpoint_file
 from harness.contract import (
     AGENT_LOG_FILE,
+    CHECKPOINT_FILE,
+    CHECKPOINT_KEY_FILE_ENV,
+    CHECKPOINTS_KEY,
     COMPLETENESS_KEY,
     EVENTS_MODE,
+    INTERRUPTED_KEY,
     JUDGING_MODES,
+    LEDGER_CHECKPOINT_FILE,
     LEDGER_DUMP_FILE,
+    LEDGER_SEAL_KEY,
     OTEL_AGENT_LOG,
+    TRACE_CHECKPOINT_FILE,
     TRACE_EVENTS_FILE,
+    TRACE_FILE,
     ContractError,
     DestinationContract,
     EvidenceLayout,
@@ -232,6 +241,15 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
     return evidence
 
 
+# what a run signs at its end (harness.engine): the file -> its checkpoint, and what a gap calls it
+_CHECKPOINTED = {AGENT_LOG_FILE: CHECKPOINT_FILE, TRACE_FILE: TRACE_CHECKPOINT_FILE,
+                 LEDGER_DUMP_FILE: LEDGER_CHECKPOINT_FILE}
+_CHECKPOINT_NAMES = {CHECKPOINT_FILE: ("agent log", "the log the harness checkpointed when the agent exited"),
+                     TRACE_CHECKPOINT_FILE: ("agent trace", "the trace the harness checkpointed when the agent exited"),
+                     LEDGER_CHECKPOINT_FILE: ("effect ledger", f"the {LEDGER_DUMP_FILE} the harness saved at the end "
+                                                               "of the run")}
+
+
 def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]],
                   ledger_recovered_by: Any = None, key_file: Path | None = None) -> list[str]:
     """What the harness lost of one run, each as "which source: why"; empty when the evidence is whole.
@@ -244,9 +262,15 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     if mark is None:
         return []
     gaps = []
-    if not (isinstance(mark, dict) and mark.get("complete") is True):
+    stopped_by = mark.get(INTERRUPTED_KEY) if isinstance(mark, dict) else None
+    if stopped_by:
+        gaps.append(f"the run was stopped before its end by {stopped_by}: the agent did not finish its work, so its "
+                    "evidence is kept as far as it went and nothing was judged")
+    elif not (isinstance(mark, dict) and mark.get("complete") is True):
         gaps.append("the run never marked its evidence complete: the harness stopped (killed, or crashed) "
                     "before its teardown had written every source")
+    # a run stopped by a signal whose teardown still saved every source: what it saved is whole as far as it went
+    if not (isinstance(mark, dict) and (mark.get("complete") is True or mark.get("saved") is True)):
         if not layout.ledger_dump.exists():
             gaps.append(f"effect ledger: {LEDGER_DUMP_FILE} is missing (the destinations' ground truth was "
                         "never copied into the folder)")
@@ -265,18 +289,30 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     for name, why in (failed or {}).items():
         gaps.append(f"effect ledger: destination {name} (a container service): {why}; what it committed is not "
                     "known, so nothing was judged")
-    for what, log, signed in (("agent log", layout.agent_log, layout.checkpoint),
-                              ("agent trace", layout.trace, layout.trace_checkpoint)):
+    for problem in (mark.get(LEDGER_SEAL_KEY) if isinstance(mark, dict) else None) or ():
+        gaps.append(f"effect ledger: not as the destinations wrote it: {problem}; the ground truth was changed "
+                    "during the run, so nothing was judged on it")
+    made = mark.get(CHECKPOINTS_KEY) if isinstance(mark, dict) else None
+    # a folder from before the run kept the list: the checkpoints it holds, as they are; but under the operator's
+    # key (which the folder's writer does not hold) the agent log's is required, whatever the context says
+    signed_files = dict(made) if isinstance(made, dict) else {
+        name: checkpoint for name, checkpoint in _CHECKPOINTED.items() if (layout.folder / checkpoint).exists()}
+    if key_file is not None or os.environ.get(CHECKPOINT_KEY_FILE_ENV):
+        signed_files.setdefault(AGENT_LOG_FILE, CHECKPOINT_FILE)
+    for name, checkpoint_name in signed_files.items():
+        what, which = _CHECKPOINT_NAMES.get(checkpoint_name, (name, "the file the harness checkpointed"))
+        signed = layout.folder / checkpoint_name
         if not signed.exists():
+            gaps.append(f"{what}: its signed checkpoint {checkpoint_name}, which the run made, is missing: whether "
+                        f"{name} is the file the harness saw at the end of the run cannot be shown")
             continue
         try:
-            unchanged, message = verify_checkpoint_file(log, signed, key_file, folder=True)
+            unchanged, message = verify_checkpoint_file(layout.folder / name, signed, key_file, folder=True)
         except EvidenceError as exc:
             gaps.append(f"{what}: its checkpoint cannot be checked: {exc}")
         else:
             if not unchanged:
-                gaps.append(f"{what}: not the {what.split()[1]} the harness checkpointed when the agent exited: "
-                            f"{message}")
+                gaps.append(f"{what}: not {which}: {message}")
     gaps += crash_survivors(layout.agent_log, context.get("agent"))
     for entry in journal:
         if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import re
@@ -238,11 +239,27 @@ def _without_our_options(args: list[str]) -> list[str]:
 # -- configuration and collection ------------------------------------------------------------------
 
 @pytest.hookimpl(trylast=True)  # after the cache provider: `--lf` reads config.cache
+def _say_past_capture(config: pytest.Config, text: str) -> None:
+    """A line about a signal (harness.interrupt), to the terminal even while a test's output is captured."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=False)
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    finally:
+        if capture is not None:
+            capture.resume_global_capture()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a retry-harness scenario run as a test item")
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
+    from harness import interrupt  # the standard library only
+
+    interrupt.set_writer(functools.partial(_say_past_capture, config))
     agent: str | None = config.getoption(AGENT_DEST)
     if agent is not None:  # an empty --agent (an unset variable) must not run the default agent and pass
         from harness.contract import agent_option_problem

@@ -308,6 +308,7 @@ class LedgerSync:
     default_kind: str | None
     interval: float = 0.2
     lookup: tuple[str, str] | None = None  # the contract's lookup (path, query parameter), for the reads' rows
+    key: bytes | None = None  # signs the rows written (fake_destinations.ledger, PROBE_WRITER)
     synced: list[SyncedEffect] = field(default_factory=list)
     errors: int = 0
     last_error: str | None = None
@@ -339,7 +340,7 @@ class LedgerSync:
                     new.append(effect)
             if not new:
                 return 0
-            writer = EffectWriter(self.ledger_path)
+            writer = EffectWriter(self.ledger_path, self.key)
             try:
                 for effect in sorted(new, key=lambda e: e["committed_at"] if e["committed_at"] is not None else now):
                     committed_at = effect["committed_at"]
@@ -395,7 +396,7 @@ class LedgerSync:
                     time.sleep(pause)
         if problem is not None:
             return f"the ledger probe's last listing failed: {problem}"
-        writer = EffectWriter(self.ledger_path)
+        writer = EffectWriter(self.ledger_path, self.key)
         try:
             inferred = infer_flows(self.synced, self.destination, journal)
             for synced in self.synced:

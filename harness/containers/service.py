@@ -23,6 +23,7 @@ killed outright). Nothing here is pooled: a real service keeps state.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import socket
 import tempfile
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fake_destinations.ledger import EffectWriter
+from fake_destinations.ledger import DESTINATIONS_WRITER, PROBE_WRITER, EffectWriter
 from harness.containers.probe import Exec, LedgerSync, ProbeError, list_http, list_sql
 from harness.contract import LEDGER_DB_FILE
 from harness.errors import ContainerError
@@ -232,7 +233,7 @@ class RunningService:
         where = f"destination {self.name}: ledger probe ({sql.engine} query in the {sql.container} container)"
         return lambda: list_sql(sql.model_dump(), run, where)
 
-    def attach_probe(self, ledger_path: Path) -> LedgerSync:
+    def attach_probe(self, ledger_path: Path, key: bytes | None = None) -> LedgerSync:
         ledger = self.spec.ledger
         assert ledger is not None
         kinds = self.spec.effect_kinds()
@@ -241,7 +242,7 @@ class RunningService:
         found = describe(self.spec).lookup
         self.sync = LedgerSync(self.name, ledger_path, self.lister(), ledger.fields.model_dump(),
                                default_kind=kinds[0] if len(kinds) == 1 else None, interval=ledger.interval_seconds,
-                               lookup=(found.path, found.query_param) if found is not None else None)
+                               lookup=(found.path, found.query_param) if found is not None else None, key=key)
         return self.sync
 
     # -- the end -----------------------------------------------------------------------------
@@ -301,9 +302,11 @@ class ServiceDestinations:
         self._own_dir: Path | None = None
         if fakes is not None:
             self.ledger_path = Path(fakes.ledger_path)
+            self.ledger_key = fakes.ledger_key
         else:
             self._own_dir = Path(tempfile.mkdtemp(prefix="service-ledger-"))
             self.ledger_path = self._own_dir / LEDGER_DB_FILE
+            self.ledger_key = secrets.token_bytes(32)
             EffectWriter(self.ledger_path).close()  # the tables, before any effect: a run may commit none
         self.released = False
 
@@ -323,7 +326,7 @@ class ServiceDestinations:
             self.services[name] = service
             service.start()
         for service in self.services.values():  # effects listed from the start: none before the agent, normally
-            sync = service.attach_probe(self.ledger_path)
+            sync = service.attach_probe(self.ledger_path, self.ledger_key)
             try:
                 sync.sync()
             except ProbeError as exc:
@@ -350,6 +353,20 @@ class ServiceDestinations:
     def stop(self) -> None:
         if self.fakes is not None:
             self.fakes.stop()
+
+    @property
+    def seal_problems(self) -> list[str]:
+        """What the fake destinations' ledger lost while none of their processes held it (a restart)."""
+        return list(self.fakes.seal_problems) if self.fakes is not None else []
+
+    def seal(self) -> dict[str, dict[str, int]]:
+        """Each writer's rows of the ledger by its own account (``verify_ledger``): the fake destinations' and
+        the probes' (the effects they listed, the reads they added)."""
+        written = {DESTINATIONS_WRITER: self.fakes.seal()} if self.fakes is not None else {}
+        syncs = [service.sync for service in self.services.values() if service.sync is not None]
+        written[PROBE_WRITER] = {"effects": sum(len(sync.synced) for sync in syncs),
+                                 "requests": sum(sync.reads for sync in syncs)}
+        return written
 
     def final_probe(self, journal: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, Any]]:
         """The last listing of every service: why a probe failed, per destination, and what each did."""
@@ -413,6 +430,14 @@ def final_probe(host: Any, journal: Sequence[Mapping[str, Any]]) -> tuple[dict[s
     if isinstance(host, ServiceDestinations):
         return host.final_probe(journal)
     return {}, {}
+
+
+def seal_destinations(host: Any) -> dict[str, dict[str, int]]:
+    """Each writer's rows of the run's ledger by its own account (``ServiceDestinations.seal``,
+    ``DestinationHost.seal``), to hold the saved ledger to."""
+    if isinstance(host, ServiceDestinations):
+        return host.seal()
+    return {DESTINATIONS_WRITER: host.seal()}
 
 
 def release_destinations(host: Any, evidence_folder: Path | None) -> list[str]:
