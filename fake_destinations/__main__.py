@@ -11,7 +11,9 @@ under test, which can reach every loopback port, can neither reset the ledger, m
 the state; a closed stdin means the harness is gone (an orphaned stop). The first line on stdin, before
 anything else, is the key that signs the ledger's rows (``{"ledger_key": hex}``): it is never on disk nor in
 any environment, so an agent that edits the ledger file cannot sign what it wrote. ``seal`` answers how many
-rows this process wrote (``Ledger.rows``), which the harness holds the saved ledger to.
+rows this process wrote (``Ledger.rows``), which the harness holds the saved ledger to. ``gate`` sets the
+run's secret the fault proxy adds to what it forwards (``contract.GATE_HEADER``): a request without it, sent
+straight to a port by this run's agent or any other process, is recorded and refused (403), never served.
 
 Imports stay lean (no pydantic; asyncssh only when an SSH host is declared, mcp and uvicorn only when an
 MCP tool server is): this start-up is on every scenario's critical path.
@@ -101,6 +103,7 @@ def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, Destinati
         clock.reset()
         for runtime in runtimes.values():
             runtime.reset()
+            runtime.gate = None  # the next run sets its own
         if folder is not None:
             run["evidence_folder"] = folder
         return {"reset": True}
@@ -115,11 +118,20 @@ def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, Destinati
         return {"now": clock.now(), "in_flight": {
             name: sorted(getattr(runtime, "in_flight", ())) for name, runtime in runtimes.items()}}
 
+    def gate(body: dict[str, Any]) -> dict[str, Any]:
+        """The run's gate (contract.GATE_HEADER): from now on a request without it is refused, recorded."""
+        token = body.get("token")
+        if token is not None and (not isinstance(token, str) or len(token) < 16):
+            raise ControlError("'token' must be a string of 16 characters or more, or null (no gate)")
+        for runtime in runtimes.values():
+            runtime.gate = token
+        return {"gated": token is not None}
+
     def seal(body: dict[str, Any]) -> dict[str, Any]:
         """The rows this ledger holds by the writer's own account, to hold the file to (``verify_ledger``)."""
         return {"rows": dict(ledger.rows)}
 
-    return {"reset": reset, "clock": advance, "state": state, "seal": seal}
+    return {"reset": reset, "clock": advance, "state": state, "gate": gate, "seal": seal}
 
 
 def answer(commands: dict[str, Any], line: bytes) -> dict[str, Any]:

@@ -257,6 +257,11 @@ class DestinationHost:
         """The destination clock and the keys of writes still in progress, per destination."""
         return self._command("state")
 
+    def gate(self, token: str | None) -> None:
+        """Serve only requests carrying ``token`` in ``contract.GATE_HEADER`` (the fault proxy's), until the
+        next reset; ``None``: serve any (a test driving the destinations directly)."""
+        self._command("gate", {"token": token})
+
     def seal(self) -> dict[str, int]:
         """How many rows of each signed table the process wrote into this run's ledger (``verify_ledger``)."""
         self.rows = {str(k): int(v) for k, v in self._command("seal")["rows"].items()}

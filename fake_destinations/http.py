@@ -17,13 +17,14 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from fake_destinations.ledger import Ledger
-from fake_destinations.runtime import Clock, DestinationRuntime, RateLimited
+from fake_destinations.runtime import UNGATED_BODY, UNGATED_STATUS, Clock, DestinationRuntime, RateLimited
 from fake_destinations.services import ASYNC_STATUS_PATH, CREATE, CREATE_ASYNC, DELETE, SET_STATE, Operation
 from harness.contract import (
     ACCOUNT_HEADER,
     CLIENT_REFERENCE_FIELD,
     CLIENT_TOKEN_FIELD,
     FLOW_HEADER,
+    GATE_HEADER,
     IDEMPOTENCY_HEADER,
     LOOKUP_RESULT_FIELD,
     REPLAYED_HEADER,
@@ -74,6 +75,10 @@ class HttpDestination(DestinationRuntime):
         }
         effects: list[dict[str, Any]] = []
         headers: dict[str, str] = {}
+        if not self.past_the_gate(request.headers.get(GATE_HEADER)):  # past the proxy: recorded, nothing done
+            row["status"], row["outcome"] = UNGATED_STATUS, "rejected"
+            self.ledger.record(row)
+            return self.respond(UNGATED_STATUS, UNGATED_BODY, headers)
         try:
             status, body, outcome = await self.dispatch(request, row, effects, headers)
         except _Rejection as rejection:

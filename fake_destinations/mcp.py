@@ -34,10 +34,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from fake_destinations.ledger import Ledger
-from fake_destinations.runtime import Clock, DestinationRuntime, RateLimited
+from fake_destinations.runtime import UNGATED_BODY, UNGATED_STATUS, Clock, DestinationRuntime, RateLimited
 from harness.contract import (
     CLIENT_REFERENCE_FIELD,
     FLOW_HEADER,
+    GATE_HEADER,
     LOOKUP_RESULT_FIELD,
     MCP_ENDPOINT,
     MCP_TOOL_CALL,
@@ -141,6 +142,13 @@ class McpDestination(DestinationRuntime):
             return
         received_at = self.clock.wall()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        if not self.past_the_gate(headers.get(GATE_HEADER.lower())):  # past the proxy: recorded, nothing done
+            self.ledger.record(self._row(scope["method"], scope["path"], headers, received_at,
+                                         status=UNGATED_STATUS, outcome="rejected"))
+            await send({"type": "http.response.start", "status": UNGATED_STATUS,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": json.dumps(UNGATED_BODY).encode()})
+            return
         if scope["path"] != self.endpoint:
             self.ledger.record(self._row(scope["method"], scope["path"], headers, received_at,
                                          status=404, outcome="read"))

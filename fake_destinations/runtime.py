@@ -8,6 +8,7 @@ stay on the real wall clock so that they line up with the proxy journal.
 
 from __future__ import annotations
 
+import hmac
 import time
 from typing import Any
 
@@ -16,6 +17,11 @@ from fake_destinations.services import SERVICES
 
 # The one line the destination process prints on stdout once every port is bound.
 READY_PREFIX = "READY "
+# what a request past the fault proxy gets, when a gate is set: recorded, refused, nothing done
+UNGATED_STATUS = 403
+UNGATED_BODY = {"error": "not_through_the_fault_proxy",
+                "message": "this destination serves the harness's fault proxy only; send to the address in "
+                           "HARNESS_DESTINATION_*"}
 
 
 class Clock:
@@ -50,6 +56,8 @@ class RateLimited(Exception):
 class DestinationRuntime:
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         self.name, self.ledger, self.clock = name, ledger, clock
+        # the run's gate (contract.GATE_HEADER): a request that does not carry it did not cross the fault proxy
+        self.gate: str | None = None
         self.service = SERVICES[spec["service"]]
         self.configure(spec)
         self.reset()
@@ -65,6 +73,10 @@ class DestinationRuntime:
     def reset(self) -> None:
         self.writes = int(self.ledger.get_meta(f"writes:{self.name}", "0") or 0)
         self.window: list[float] = []
+
+    def past_the_gate(self, value: str | None) -> bool:
+        """Whether a request carrying ``value`` as its gate header may be served (always, with no gate set)."""
+        return self.gate is None or (value is not None and hmac.compare_digest(value, self.gate))
 
     def next_failure(self) -> dict[str, Any] | None:
         """Count one side-effecting request; the failure declared for its number, if any."""

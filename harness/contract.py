@@ -257,6 +257,9 @@ def agent_env(layout: EvidenceLayout, urls: Mapping[str, str], secrets: Mapping[
 FLOW_HEADER = "X-Harness-Flow"  # stamped by the proxy on what it forwards; never seen by the agent
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"  # "true" on an answer replayed from a stored key
+# the run's secret the fault proxy adds to every request it forwards to a fake destination (the engine hands it
+# to both over their pipes, never to the agent): a request without it went past the proxy, and is refused (403)
+GATE_HEADER = "X-Harness-Gate"
 ACCOUNT_HEADER = "X-Account"  # the account a key is scoped to (key scope "account")
 TRACEPARENT_HEADER = "traceparent"  # W3C trace context: correlates attempts with the wire
 TRACEPARENT_ENV = "TRACEPARENT"  # the same, passed as an SSH session variable

@@ -232,10 +232,14 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
     agent_running = False
     stopped_by: str | None = None  # why the run ended before its agent did (a signal): never judged then
     try:
+        # this run's secret between the proxy and the destinations: what does not cross the proxy is refused,
+        # whoever sends it (this run's agent, another run's, any process of the user)
+        gate = secrets_module.token_hex(16)
+        host.gate(gate)
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed,
-                                 har_path=layout.traffic_har, flows_path=layout.traffic_flows)
+                                 har_path=layout.traffic_har, flows_path=layout.traffic_flows, gate=gate)
         urls = {**host.urls, **routes.urls}
         env = {**agent_env(layout, urls, canaries), **routes.env}
         timings["startup"] = time.perf_counter() - t0

@@ -359,6 +359,11 @@ class ServiceDestinations:
         """What the fake destinations' ledger lost while none of their processes held it (a restart)."""
         return list(self.fakes.seal_problems) if self.fakes is not None else []
 
+    def gate(self, token: str | None) -> None:
+        """The fake destinations' gate (a team's service takes what it is sent: the header is one more)."""
+        if self.fakes is not None:
+            self.fakes.gate(token)
+
     def seal(self) -> dict[str, dict[str, int]]:
         """Each writer's rows of the ledger by its own account (``verify_ledger``): the fake destinations' and
         the probes' (the effects they listed, the reads they added)."""

@@ -20,7 +20,7 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.flow import Error
 
-from harness.contract import FLOW_HEADER
+from harness.contract import FLOW_HEADER, GATE_HEADER
 from harness.fingerprint import fingerprint_body
 from harness.journal import IN_FLIGHT_AT_END, JournalWriter, redact_headers
 from harness.proxy.faults import FAULT_NOTE, REQUEST_HANDLERS, RESPONSE_HANDLERS, RPC_META
@@ -42,6 +42,7 @@ class ScenarioState:
     upstreams: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # destination -> (host, port)
     secrets: tuple[str, ...] = ()
     traffic: TrafficWriter | None = None  # traffic.har and traffic.mitm, written beside the journal
+    gate: str | None = None  # the run's contract.GATE_HEADER value, added to every request forwarded
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     flows: dict[str, http.HTTPFlow] = field(default_factory=dict)  # flow_id -> flow still in flight
@@ -152,6 +153,8 @@ class FaultInjector:
         state.flows[flow_id] = flow
         state.idle.clear()
         req.headers[FLOW_HEADER] = flow_id
+        if state.gate is not None:  # the destinations serve only what carries it: nothing past the proxy
+            req.headers[GATE_HEADER] = state.gate
         handler = REQUEST_HANDLERS.get(rule.action) if rule is not None else None
         if rule is None or handler is None:  # untouched, or a fault that acts on the response
             meta["forwarded"], meta["forward_count"] = True, 1

@@ -275,11 +275,13 @@ class ProxyHost:
         seed: int | str = 0,
         har_path: str | Path | None = None,
         flows_path: str | Path | None = None,
+        gate: str | None = None,
     ) -> ProxyRoutes:
         """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
 
         ``har_path`` / ``flows_path``: where the proxy writes the run's traffic as a HAR file and a mitmproxy
-        flow dump (docs/proxy.md, "Traffic files"); neither is written when not given.
+        flow dump (docs/proxy.md, "Traffic files"); neither is written when not given. ``gate``: the run's
+        ``contract.GATE_HEADER`` value, added to every request forwarded (the destinations refuse any without it).
         Rules, routes and mode are checked here, so a bad one is a ValueError before the proxy sees it."""
         _, parsed, _ = checked_scenario(routes, rules, mode)
         reply = self._request({"op": "configure", "routes": dict(routes),
@@ -287,7 +289,8 @@ class ProxyHost:
                                "journal": str(Path(journal_path).resolve()), "secrets": dict(secrets),
                                "mode": mode, "seed": seed,
                                "har": str(Path(har_path).resolve()) if har_path else None,
-                               "flows": str(Path(flows_path).resolve()) if flows_path else None}, CALL_MARGIN)
+                               "flows": str(Path(flows_path).resolve()) if flows_path else None,
+                               "gate": gate}, CALL_MARGIN)
         self._configured = True
         return ProxyRoutes.from_dict(reply["routes"])
 

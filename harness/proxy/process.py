@@ -31,7 +31,7 @@ async def handle(server: Any, message: dict[str, Any]) -> dict[str, Any]:
             routes = await server.configure_async(
                 message["routes"], [FaultRule.model_validate(r) for r in message["rules"]], message["journal"],
                 secrets=message["secrets"], mode=message["mode"], seed=message["seed"],
-                har_path=message.get("har"), flows_path=message.get("flows"))
+                har_path=message.get("har"), flows_path=message.get("flows"), gate=message.get("gate"))
             reply = {"routes": routes.to_dict()}
         elif op in ("finish", "stop"):
             reply = {"in_flight": await server.finish_async(message["timeout"])}

@@ -197,17 +197,19 @@ class ProxyServer:
         seed: int | str = 0,
         har_path: str | Path | None = None,
         flows_path: str | Path | None = None,
+        gate: str | None = None,
     ) -> ProxyRoutes:
         """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
 
-        ``har_path`` / ``flows_path``: where to write the run's traffic (``harness.proxy.traffic``), if anywhere."""
+        ``har_path`` / ``flows_path``: where to write the run's traffic (``harness.proxy.traffic``), if anywhere.
+        ``gate``: the value of ``contract.GATE_HEADER`` added to every request forwarded."""
         return self.call(self.configure_async(routes, rules, journal_path, secrets=secrets, mode=mode, seed=seed,
-                                              har_path=har_path, flows_path=flows_path), 60)
+                                              har_path=har_path, flows_path=flows_path, gate=gate), 60)
 
     async def configure_async(self, routes: Mapping[str, str], rules: Sequence[FaultRule | Mapping[str, Any]],
                               journal_path: str | Path, *, secrets: Mapping[str, str] = {}, mode: str = "reverse",
                               seed: int | str = 0, har_path: str | Path | None = None,
-                              flows_path: str | Path | None = None) -> ProxyRoutes:
+                              flows_path: str | Path | None = None, gate: str | None = None) -> ProxyRoutes:
         """``configure``, on the proxy's own event loop (``harness.proxy.process`` reads its commands there)."""
         from harness.proxy.traffic import TrafficWriter
 
@@ -219,7 +221,7 @@ class ProxyServer:
             if har_path or flows_path:
                 traffic = TrafficWriter(har_path, flows_path, tuple(secrets.values()))
             return await self._apply(upstreams, RuleBook(parsed, seed=seed), journal, dict(secrets), mode, refused,
-                                     traffic)
+                                     traffic, gate)
         except BaseException:
             journal.close()
             if traffic is not None:
@@ -228,7 +230,7 @@ class ProxyServer:
 
     async def _apply(self, upstreams: dict[str, tuple[str, int]], book: RuleBook, journal: JournalWriter,
                      secrets: dict[str, str], mode: str, refused: set[str | None],
-                     traffic: Any = None) -> ProxyRoutes:
+                     traffic: Any = None, gate: str | None = None) -> ProxyRoutes:
         from mitmproxy import ctx
 
         from harness.proxy.addon import ScenarioState
@@ -241,7 +243,7 @@ class ProxyServer:
             specs, urls, env, by_listener, by_address = self._plan_listeners(upstreams, mode, refused)
             self._injector.scenario = ScenarioState(
                 book=book, journal=journal, by_listener=by_listener, by_address=by_address,
-                upstreams=upstreams, secrets=tuple(secrets.values()), traffic=traffic)
+                upstreams=upstreams, secrets=tuple(secrets.values()), traffic=traffic, gate=gate)
             try:
                 await self._update_listeners(specs)
             except _PortTaken as taken:

@@ -36,7 +36,7 @@ from mitmproxy.addons.savehar import SaveHar
 from mitmproxy.connection import Server
 from mitmproxy.flow import Error
 
-from harness.contract import FLOW_HEADER
+from harness.contract import FLOW_HEADER, GATE_HEADER
 from harness.journal import IN_FLIGHT_AT_END, redact_headers, redaction
 
 # what the client saw instead of an answer, in the words browsers' devtools write in a HAR's ``_error``
@@ -181,6 +181,7 @@ class TrafficWriter:
             facts["upstream_error"] = upstream_error
         copy.metadata = {"harness": facts}
         copy.request.headers.pop(FLOW_HEADER, None)
+        copy.request.headers.pop(GATE_HEADER, None)  # the run's secret: these files are written while the agent runs
         outcome = str(record.get("client_outcome"))
         error = client_error(outcome, record.get("fault"))
         if error is None:

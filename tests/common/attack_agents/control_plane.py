@@ -12,12 +12,19 @@ an admin app answered before the control plane left the network. MODE:
 - ``bypass``: create the ticket straight at the destination's port, past the fault proxy, then work as
   the reference agent does.
 
+    python -m tests.common.attack_agents.control_plane MODE LEDGER_FILE
+
+- ``duplicate-then-delete``, ``duplicate-then-replay``, ``duplicate-then-clear``: work as new_key_per_attempt
+  (a duplicate ticket), then hide the duplicate in the live SQLite ledger the destination process writes
+  (a process of the same user can open it): delete its effect row, mark it a replay, or clear the tables.
+
 What each probe got is written, one JSON line each, to stderr (agent.stderr in the evidence).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 
 import requests
@@ -71,5 +78,24 @@ class DuplicateThenReset(NewKeyPerAttempt):
         return status
 
 
+HIDE = {"duplicate-then-delete": ["DELETE FROM effects WHERE seq = (SELECT MAX(seq) FROM effects)"],
+        "duplicate-then-replay": ["UPDATE effects SET replay = 1 WHERE seq = (SELECT MAX(seq) FROM effects)"],
+        "duplicate-then-clear": ["DELETE FROM effects", "DELETE FROM requests", "DELETE FROM sqlite_sequence"]}
+
+
+class DuplicateThenEditLedger(NewKeyPerAttempt):
+    def run(self) -> int:
+        status = super().run()
+        db = sqlite3.connect(sys.argv[2], isolation_level=None, timeout=5)
+        try:
+            for statement in HIDE[sys.argv[1]]:
+                changed = db.execute(statement).rowcount
+                print(json.dumps({"ledger": statement, "rows": changed}), file=sys.stderr, flush=True)
+        finally:
+            db.close()
+        return status
+
+
 if __name__ == "__main__":
-    main(DuplicateThenReset if sys.argv[1] == "duplicate-then-reset" else Attacker)
+    main(DuplicateThenReset if sys.argv[1] == "duplicate-then-reset" else
+         DuplicateThenEditLedger if sys.argv[1] in HIDE else Attacker)
