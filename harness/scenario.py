@@ -257,6 +257,14 @@ else:
 DestinationName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
+class Summary(BaseModel):
+    """A scenario in two phrases, for the catalogue's table (docs/scenarios.md is made from them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    happens: str = Field(min_length=1, description="What the scenario does to the agent, in a phrase.")
+    correct_agent: str = Field(min_length=1, description="What a correct agent does about it, in a phrase.")
+
+
 class Scenario(BaseModel):
     """A fault-injection scenario, as written in a YAML file (the bundled ones: `harness/scenarios/NAME.yaml`)."""
 
@@ -264,6 +272,7 @@ class Scenario(BaseModel):
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                       description="Scenario name; `pytest --scenario NAME` selects it.")
     description: str = Field(min_length=1, description="What happens and what a correct agent does, for a person.")
+    summary: Summary | None = Field(None, description="The description in two phrases, for a catalogue's table.")
     destinations: dict[DestinationName, DestinationSpec] = Field(
         min_length=1, json_schema_extra=_pattern_as_property_names,
         description="The fake destinations, by name. A name also makes the agent's "

@@ -386,8 +386,8 @@ def test_the_documented_declarations_are_valid() -> None:
 
 
 def test_the_readme_declaration_is_valid() -> None:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = text[text.index("### Any API: generic destinations"):].split("```yaml\n", 1)[1].split("```", 1)[0]
+    text = (Path(__file__).resolve().parents[2] / "docs" / "destinations-and-faults.md").read_text()
+    block = text[text.index("## Any API: generic destinations"):].split("```yaml\n", 1)[1].split("```", 1)[0]
     shop = yaml.safe_load(block)["destinations"]["shop"]
     contract = describe(DestinationSpec.model_validate(shop))
     assert list(contract.operations) == ["create_order"] and contract.lookup is not None

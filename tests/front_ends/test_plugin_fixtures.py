@@ -14,7 +14,7 @@ import pytest
 
 from harness.resources import catalogue_dir
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "using.md"
 WRONG = "python -m harness.agents.wrong."
 
 

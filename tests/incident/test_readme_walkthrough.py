@@ -1,4 +1,4 @@
-"""The README's incident walkthrough, run as it reads: a production log of an agent that delivered a webhook
+"""docs/incidents.md's walkthrough, run as it reads: a production log of an agent that delivered a webhook
 twice, `reproduce` on it, the agent failing the scenario written, the fixed agent passing it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from harness.engine import run_scenario
 from harness.resources import catalogue_dir
 from harness.scenario import load
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "incidents.md").read_text()
 WRONG = "python -m harness.agents.wrong.fresh_key_after_5xx"
 
 
@@ -25,8 +25,9 @@ def harness(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_readme_incident_walkthrough(tmp_path: Path) -> None:
     production = run_scenario(load(catalogue_dir() / "server_error_after_commit.yaml"), agent=WRONG,
                               evidence_root=tmp_path / "production")
-    shutil.copy(EvidenceLayout(production.evidence_dir).agent_log, tmp_path / "prod-webhooks.ndjson")
-    command = ("python -m harness reproduce prod-webhooks.ndjson --output incident-2026-11-30.yaml "
+    (tmp_path / "examples").mkdir()
+    shutil.copy(EvidenceLayout(production.evidence_dir).agent_log, tmp_path / "examples" / "prod-webhooks.ndjson")
+    command = ("python -m harness reproduce examples/prod-webhooks.ndjson --output incident-2026-11-30.yaml "
                "--name webhook_delivered_twice")
     assert command in README
     done = harness(tmp_path, *command.split()[3:])

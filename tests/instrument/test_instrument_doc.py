@@ -17,11 +17,12 @@ from tests.instrument.test_end_to_end import FAILS
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "instrument.md").read_text(encoding="utf-8")
 README = (REPO / "README.md").read_text(encoding="utf-8")
+AGENTS_DOC = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")  # the README's section, moved
 
 
 def test_the_readme_links_the_doc_and_its_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "(docs/instrument.md)" in README
-    section = README.split("### Instrumenting an existing Python agent", 1)[1].split("\n## ", 1)[0]
+    section = AGENTS_DOC.split("## Instrumenting an existing Python agent", 1)[1].split("\n## ", 1)[0]
     [snippet] = re.findall(r"```python\n(.*?)```", section, re.S)
     with serving([Reply(201, {"id": "tkt_0001"})]) as server:
         for name, value in harness_env(tmp_path, server.url).items():

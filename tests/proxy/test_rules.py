@@ -121,11 +121,12 @@ def test_registry_checks_at_import(monkeypatch):
 
 
 def test_the_readme_fault_table_is_generated_from_the_registry():
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "destinations-and-faults.md").read_text()
     block = re.search(r"<!-- fault-actions:start[^>]*-->(.*?)<!-- fault-actions:end -->", readme, flags=re.DOTALL)
-    assert block, "README.md lacks the <!-- fault-actions:start --> ... <!-- fault-actions:end --> markers"
+    assert block, ("docs/destinations-and-faults.md lacks the <!-- fault-actions:start --> ... "
+                   "<!-- fault-actions:end --> markers")
     assert block.group(1).strip("\n") == actions_markdown().strip("\n"), (
-        "README.md's fault table differs from the registry; put the output of "
+        "docs/destinations-and-faults.md's fault table differs from the registry; put the output of "
         "python -c 'from harness.proxy.rules import actions_markdown; print(actions_markdown())' between the markers")
 
 
