@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
+
+from harness import notices
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,11 +46,6 @@ class Interrupted(KeyboardInterrupt):
         return f"the run was stopped by {describe_signal(self.signal_name)}{where}"
 
 
-def _to_stderr(text: str) -> None:
-    sys.stderr.write(text)
-    sys.stderr.flush()
-
-
 class _State:
     def __init__(self) -> None:
         # the first signal this process received: never forgotten, as a front end stops once a run is
@@ -61,8 +57,6 @@ class _State:
         # called with the signal's name as soon as the first one comes, before anything else can stop the
         # process (``when_signalled``): the run under way marks its folder interrupted there
         self.callbacks: list[Callable[[str], None]] = []
-        # where the harness's own lines go (a front end that captures stderr, as pytest does, sets its own)
-        self.say: Callable[[str], None] = _to_stderr
 
 
 _STATE = _State()
@@ -86,8 +80,9 @@ def reason(exc: BaseException) -> str:
 def _handler(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     if _STATE.received is not None:
-        _say(f"\nretry-harness: {describe_signal(name)} again: stopping now. The run's evidence folder keeps what "
-             "was saved and says it was interrupted; what the harness started stops as it sees the harness gone.\n")
+        notices.say(f"\nretry-harness: {describe_signal(name)} again: stopping now. The run's evidence folder keeps "
+                    "what was saved and says it was interrupted; what the harness started stops as it sees the "
+                    "harness gone.\n")
         os._exit(128 + signum)
     _STATE.received = name
     for callback in list(_STATE.callbacks):
@@ -95,20 +90,10 @@ def _handler(signum: int, frame: FrameType | None) -> None:
             callback(name)
     if _STATE.deferring:
         _STATE.pending = name
-        _say(f"\nretry-harness: {describe_signal(name)}: saving the evidence of the run under way first "
-             "(press Ctrl-C again to stop at once)\n")
+        notices.say(f"\nretry-harness: {describe_signal(name)}: saving the evidence of the run under way first "
+                    "(press Ctrl-C again to stop at once)\n")
         return
     raise Interrupted(name)
-
-
-def _say(text: str) -> None:
-    with contextlib.suppress(Exception):
-        _STATE.say(text)
-
-
-def set_writer(say: Callable[[str], None]) -> None:
-    """Where the harness's lines about signals go (pytest's plugin: past its output capture)."""
-    _STATE.say = say
 
 
 @contextlib.contextmanager

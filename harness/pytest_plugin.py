@@ -240,7 +240,7 @@ def _without_our_options(args: list[str]) -> list[str]:
 
 @pytest.hookimpl(trylast=True)  # after the cache provider: `--lf` reads config.cache
 def _say_past_capture(config: pytest.Config, text: str) -> None:
-    """A line about a signal (harness.interrupt), to the terminal even while a test's output is captured."""
+    """A notice of the harness (harness.notices), to the terminal even while a test's output is captured."""
     capture = config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
         capture.suspend_global_capture(in_=False)
@@ -257,9 +257,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
-    from harness import interrupt  # the standard library only
+    from harness import notices  # the standard library only
 
-    interrupt.set_writer(functools.partial(_say_past_capture, config))
+    notices.set_writer(functools.partial(_say_past_capture, config))
     agent: str | None = config.getoption(AGENT_DEST)
     if agent is not None:  # an empty --agent (an unset variable) must not run the default agent and pass
         from harness.contract import agent_option_problem

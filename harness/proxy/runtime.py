@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import notices
 from harness.contract import PROXY_PYTHON_ENV as PYTHON_ENV
 from harness.contract import PROXY_VENV_ENV as VENV_ENV
 
@@ -111,8 +112,8 @@ def _make_venv(venv: Path) -> Path:
         if (venv / ".complete").exists():
             return _venv_python(venv)
         shutil.rmtree(venv, ignore_errors=True)
-        print(f"retry-harness: making the fault proxy's runtime (mitmproxy 11) in {venv}, once; it is kept "
-              f"and reused (set {PYTHON_ENV} to use an interpreter of your own)", file=sys.stderr, flush=True)
+        notices.say(f"\nretry-harness: making the fault proxy's runtime (mitmproxy 11) in {venv}, once (10-30 s); "
+                    f"it is kept and reused (set {PYTHON_ENV} to use an interpreter of your own)\n")
         began = time.monotonic()
         try:
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
@@ -129,6 +130,5 @@ def _make_venv(venv: Path) -> Path:
                                 f"(exit {install.returncode}):\n{install.stderr[-2000:]}\nset {PYTHON_ENV} "
                                 f"to an interpreter that has them")
         (venv / ".complete").write_text(" ".join(REQUIREMENTS) + "\n")
-        print(f"retry-harness: fault proxy runtime ready in {time.monotonic() - began:.0f} s", file=sys.stderr,
-              flush=True)
+        notices.say(f"retry-harness: fault proxy runtime ready in {time.monotonic() - began:.0f} s\n")
         return _venv_python(venv)

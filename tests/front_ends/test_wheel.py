@@ -208,4 +208,10 @@ def test_one_venv_holds_the_harness_and_the_agent_frameworks_and_runs_a_scenario
     assert "scenario response_lost with agent 'python -m harness.agents.reference': PASS" in ran.stdout, ran.stdout
     assert "making the fault proxy's runtime" in ran.stderr  # made for this venv, not found elsewhere
     assert (workspace / "proxy-runtime" / ".complete").exists()
+    # the main job's first run on a machine says so too, past pytest's capture: no 20 s of silence
+    env["HARNESS_PROXY_VENV"] = str(workspace / "proxy-runtime-pytest")
+    ran = ok(run([python, "-m", "pytest", "-p", "no:cacheprovider", "--scenario", "response_lost"], cwd=caller,
+                 env=env, timeout=INSTALL_TIMEOUT))
+    assert "1 passed" in ran.stdout, ran.stdout
+    assert "making the fault proxy's runtime" in ran.stderr and "fault proxy runtime ready in" in ran.stderr, ran.stderr
     wait_empty(tmp)
