@@ -499,10 +499,10 @@ def _writable(target: Path) -> None:
 def _report(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.contract import EvidenceLayout
-    from harness.engine import ScenarioResult
     from harness.evidence import load_evidence
     from harness.html_report import RunInfo, write_html_report, write_result_report
     from harness.report import render_incomplete, render_result, render_text
+    from harness.results.scenario_result import ScenarioResult
 
     folder = args.folder
     layout = EvidenceLayout(folder)
@@ -523,9 +523,9 @@ def _report(args: argparse.Namespace) -> int:
         if args.html is not None:
             print(f"html report: {args.html}")
         return EXIT_INCOMPLETE if result.incomplete else EXIT_PASSED if result.passed else EXIT_FAILED
-    from harness.agent_process import AgentRun
     from harness.checker import Verdict, check
     from harness.engine import expectation_findings
+    from harness.results.scenario_result import AgentRun
 
     run = RunInfo(scenario=evidence.scenario, agent=str(evidence.agent.get("command") or "-"),
                   evidence_dir=str(folder), incomplete=list(evidence.incomplete))
@@ -604,12 +604,12 @@ def _print_document(value: Any) -> None:
 
 @collector_paused()  # the report and its JSON too: a large verdict is millions of objects
 def _check(args: argparse.Namespace) -> int:
-    from harness.agent_process import AgentRun
     from harness.checker import check
     from harness.colour import paint_for
     from harness.engine import expectation_findings
     from harness.evidence import load_evidence
     from harness.report import render_check, render_incomplete
+    from harness.results.scenario_result import AgentRun
 
     export = _otel_out(args.otel_out)
     evidence = load_evidence(args.folder, key_file=args.key_file, limits=dict(args.limit))
@@ -642,10 +642,11 @@ def _check(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.engine import caller_folder
-    from harness.matrix import agent_specs, as_dict, default_jobs, load_expectations, run_matrix, unexpected
+    from harness.matrix import agent_specs, default_jobs, load_expectations, run_matrix, unexpected
     from harness.progress import progress_line
     from harness.report import render_matrix, render_matrix_html, render_matrix_markdown
     from harness.resources import catalogue_dir
+    from harness.results.matrix import as_dict
     from harness.scenario import load, resolve
 
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
@@ -808,13 +809,13 @@ def _images(args: argparse.Namespace) -> int:
 
 
 def _containers(args: argparse.Namespace) -> int:
-    from harness.containers import engine
+    from harness.containers import docker_client
     from harness.report import render_containers, render_removed
 
     if args.action == "list":
-        print(render_containers(engine.listing(args.owner)))
+        print(render_containers(docker_client.listing(args.owner)))
     else:
-        print(render_removed(engine.remove_ours(args.owner)))
+        print(render_removed(docker_client.remove_ours(args.owner)))
     return EXIT_PASSED
 
 

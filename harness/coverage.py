@@ -15,9 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.checker.model import HELD, Verdict
 from harness.model.operation import PATHS, TRANSITIONS
 from harness.resources import package_path
+from harness.results.verdict import HELD, Verdict
 
 COVERAGE_FILE = "catalogue_coverage.json"
 # rows a scenario may or may not take by the machine's timing (a lookup while a destination restarts gets an

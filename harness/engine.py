@@ -18,16 +18,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import interrupt
-from harness.agent_process import AgentRun, run_agent
+from harness.agent_process import run_agent
 from harness.chain import checkpoint_key, write_checkpoints
-from harness.checker.model import EXPECTATION_CODE as EXPECTATION_CODE
-from harness.checker.model import EXPECTATION_RULE as EXPECTATION_RULE
-from harness.checker.model import Finding
 from harness.contract import (
     AGENT_LOGS,
     AGENT_STDERR_FILE,
@@ -50,56 +46,14 @@ from harness.errors import ContainerError, HarnessError
 from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
 from harness.ndjson import json_document
 from harness.report import render_result
+from harness.results.scenario_result import AgentRun, ScenarioResult
+from harness.results.verdict import EXPECTATION_CODE as EXPECTATION_CODE
+from harness.results.verdict import EXPECTATION_RULE as EXPECTATION_RULE
+from harness.results.verdict import Finding
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
 if TYPE_CHECKING:
-    from harness.checker import Verdict
-
-
-@dataclass
-class ScenarioResult:
-    """The outcome of one scenario run: the checker's verdict plus the scenario's own expectations."""
-
-    scenario: str
-    agent: str
-    passed: bool
-    verdict: Verdict
-    evidence_dir: Path
-    agent_runs: list[AgentRun]
-    timings: dict[str, float] = field(default_factory=dict)
-    expectation_failures: list[str] = field(default_factory=list)
-    evidence_kept: bool = True
-    # why the harness lost evidence of this run; when not empty the agent is not judged (``verdict`` is empty)
-    incomplete: list[str] = field(default_factory=list)
-    # what the wire and the ledger show, whatever the mode (``Attribution.facts``): effects committed, write
-    # attempts, key behaviour, per intent; what a certification table shows (empty when evidence is incomplete)
-    facts: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
-
-        ``passed`` is the run's; ``verdict_passed`` the verdict's, which holds the scenario's
-        expectations as X001 findings (so it never reads passed when an expectation failed);
-        ``rules_passed`` the checker's rules alone (what ``verdict_passed`` meant before X001 joined it)."""
-        verdict = self.verdict.to_dict()
-        verdict["verdict_passed"] = verdict.pop("passed")
-        verdict["rules_passed"] = self.verdict.rules_passed
-        return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
-                "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
-                "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
-                "incomplete": list(self.incomplete), "facts": dict(self.facts),
-                "agent_runs": [asdict(run) for run in self.agent_runs], **verdict}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScenarioResult:
-        from harness.checker import Verdict
-
-        verdict = Verdict.from_dict(data)
-        verdict.add_expectation_failures(list(data.get("expectation_failures", [])))  # an older file's strings
-        return cls(data["scenario"], data["agent"], data["passed"], verdict,
-                   Path(data["evidence_dir"]), [AgentRun(**run) for run in data.get("agent_runs", [])],
-                   dict(data.get("timings", {})), list(data.get("expectation_failures", [])),
-                   data.get("evidence_kept", True), list(data.get("incomplete", [])), dict(data.get("facts", {})))
+    pass
 
 
 def caller_folder() -> Path:

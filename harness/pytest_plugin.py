@@ -30,7 +30,7 @@ from harness.contract import AGENT_LOGS
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # what Node.repr_failure returns; pytest does not export it
 
-    from harness.engine import ScenarioResult
+    from harness.results.scenario_result import ScenarioResult
     from harness.scenario import ContainerAgent, Scenario
 
 SCENARIO_OPTION = "--harness-scenario"
@@ -575,8 +575,8 @@ class _HarnessSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
             return
-        from harness.engine import ScenarioResult
         from harness.report import render_failure_pointer, render_pass_line, render_result
+        from harness.results.scenario_result import ScenarioResult
 
         verbosity = self.config.get_verbosity()
         full = verbosity >= 1 or "P" in getattr(terminalreporter, "reportchars", "")

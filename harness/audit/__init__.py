@@ -37,10 +37,11 @@ from harness.audit.article import article_record
 from harness.audit.engine import ENGINES, AuditEngine, EngineUnsuitable, audit_with, expand, open_engine
 from harness.audit.fast_path import clean_summary
 from harness.audit.lines import load_log
-from harness.audit.output import AuditSummary, write_summary
+from harness.audit.output import write_summary
 from harness.audit.stream import AuditProgress, StreamingAudit, _audit_alone
 from harness.errors import EvidenceError
 from harness.ndjson import open_text
+from harness.results.audit import AuditSummary
 
 __all__ = ["ENGINES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary", "load_log"]
 FORMATS = ("json", "text")

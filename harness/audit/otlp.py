@@ -13,11 +13,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
-from harness.audit.output import AuditSummary, _json_text, _op_json, write_summary
+from harness.audit.output import _json_text, _op_json, write_summary
 from harness.checker import check
 from harness.errors import EvidenceError
 from harness.evidence import Evidence, load_trace
 from harness.report import render_operation
+from harness.results.audit import AuditSummary
 
 
 def trace_log_name(path: Path) -> str:

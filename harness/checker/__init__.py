@@ -20,7 +20,12 @@ from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
 from harness.checker.context import OperationContext, RunContext, wire_summary
 from harness.checker.history import replay
-from harness.checker.model import (
+from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
+from harness.checker.run_rules import RunRules
+from harness.contract import BLACK_BOX_MODE
+from harness.evidence import Evidence
+from harness.limits import collector_paused
+from harness.results.verdict import (
     CLASSIFICATIONS,
     FAILED,
     HELD,
@@ -32,11 +37,6 @@ from harness.checker.model import (
     OperationVerdict,
     Verdict,
 )
-from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
-from harness.checker.run_rules import RunRules
-from harness.contract import BLACK_BOX_MODE
-from harness.evidence import Evidence
-from harness.limits import collector_paused
 
 __all__ = [
     "AttemptVerdict",

@@ -28,11 +28,11 @@ from harness.checker.context import (
 )
 from harness.checker.correlation import RPC_TOOL_CALL, bare_path, crashed_between, tool_annotations, ts_value
 from harness.checker.history import replay
-from harness.checker.model import Finding
 from harness.checker.registry import RunRule, rule
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
+from harness.results.verdict import Finding
 
 OpFindings = Iterator[tuple[str, list[dict[str, Any]]]]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.model import Finding
 from harness.checker.registry import RULES, RunRule, applicable
+from harness.results.verdict import Finding
 
 if TYPE_CHECKING:
     from harness.checker.context import OperationContext, RunContext
