@@ -33,7 +33,7 @@ from harness.contract import (
 from harness.fingerprint import fingerprint
 
 
-def _pattern(path: str) -> re.Pattern[str]:
+def route_pattern(path: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(path)) + "$")
 
 
@@ -54,9 +54,9 @@ class HttpDestination(DestinationRuntime):
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         super().__init__(name, spec, ledger, clock)
         s = self.service
-        self.routes = [(op.method, _pattern(op.path), op) for op in s.operations]
-        self.item_pattern = _pattern(s.collection + "/{id}")
-        self.status_pattern = _pattern(ASYNC_STATUS_PATH)
+        self.routes = [(op.method, route_pattern(op.path), op) for op in s.operations]
+        self.item_pattern = route_pattern(s.collection + "/{id}")
+        self.status_pattern = route_pattern(ASYNC_STATUS_PATH)
         self.in_flight: Counter[str] = Counter()  # writes being processed, by key ("(no key)" for the keyless)
 
     def app(self) -> web.Application:

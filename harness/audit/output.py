@@ -22,7 +22,7 @@ def write_summary(summary: AuditSummary, format: str, out: TextIO) -> None:
         out.write(render_audit_summary(summary))
 
 
-def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:
+def json_text(data: dict[str, Any], *, careful: bool = False) -> str:
     """Compact JSON of one operation's verdict: orjson, 3x faster than pydantic_core's encoder and the
     same bytes (a property test holds it) for what the fast path vouched for: strings, 64-bit integers,
     booleans, no float anywhere. An operation with a ``careful`` line (coerced by pydantic, or in the
@@ -40,7 +40,7 @@ def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:
 NOT_AUDITED = ("held", "not_exercised", "transitions")
 
 
-def _op_json(verdict: OperationVerdict) -> dict[str, Any]:
+def operation_json(verdict: OperationVerdict) -> dict[str, Any]:
     data = verdict.to_dict()
     for key in NOT_AUDITED:
         data.pop(key, None)

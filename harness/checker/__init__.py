@@ -125,16 +125,16 @@ def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *,
         operation_id=op_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
         intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,
         held=held_labels, not_exercised=idle, transitions=transitions,
-        observations=[_observation_view(o) for o in op.observations],
-        resolution=_resolution_view(op.resolution))
+        observations=[observation_view(o) for o in op.observations],
+        resolution=resolution_view(op.resolution))
 
 
-def _observation_view(obs: dict[str, Any]) -> dict[str, Any]:
+def observation_view(obs: dict[str, Any]) -> dict[str, Any]:
     return {"observation_id": obs.get("observation_id"), "source": obs.get("source"), "found": obs.get("found"),
             "effect_refs": obs.get("effect_refs"), "lag_possible": obs.get("lag_possible"), "line": obs.get("_line")}
 
 
-def _resolution_view(resolution: dict[str, Any] | None) -> dict[str, Any] | None:
+def resolution_view(resolution: dict[str, Any] | None) -> dict[str, Any] | None:
     if resolution is None:
         return None
     return {"state": resolution.get("state"), "evidence": resolution.get("evidence"),

@@ -142,7 +142,7 @@ def idempotency_key_reused(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H003
-def _first_id_in(key: str, ids: list[str]) -> str | None:
+def first_id_in(key: str, ids: list[str]) -> str | None:
     """The first of ``ids`` (in their order) that ``key`` contains, or None. A retry storm logs thousands of
     attempts under one operation: when the key is short, its substrings are looked up instead of every id
     tried against it, so the cost is the smaller of the two."""
@@ -162,7 +162,7 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
         if not key:
             continue
         if key not in first_hit:
-            first_hit[key] = _first_id_in(key, attempt_ids)
+            first_hit[key] = first_id_in(key, attempt_ids)
         hit = first_hit[key]
         if hit is not None:
             hits = [hit]

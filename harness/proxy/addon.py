@@ -89,7 +89,7 @@ class FaultInjector:
                     "client_outcome": outcome, "client_status": client_status,
                     "client_retry_after": resp.headers.get("retry-after") if resp is not None else None,
                     "forward_count": meta["forward_count"],
-                    "rpc": _rpc_entry(flow.metadata.get(RPC_META), resp, outcome),
+                    "rpc": rpc_entry(flow.metadata.get(RPC_META), resp, outcome),
                     "fault_note": flow.metadata.get(FAULT_NOTE),
                 })
                 if state.traffic is not None:
@@ -193,7 +193,7 @@ class FaultInjector:
             self._finish(flow, "connection_closed")
 
 
-def _rpc_entry(rpc: RpcFacts | None, response: http.Response | None, outcome: str) -> dict[str, Any] | None:
+def rpc_entry(rpc: RpcFacts | None, response: http.Response | None, outcome: str) -> dict[str, Any] | None:
     """The journal's ``rpc`` of a JSON-RPC flow: its method, id, tool, and whether the result the client
     received is a tool error (null when it received no JSON-RPC result)."""
     if rpc is None:

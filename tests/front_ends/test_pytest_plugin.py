@@ -138,7 +138,7 @@ def test_black_box_judges_an_agent_that_writes_no_log_from_the_wire(run_plugin, 
 
 
 def test_a_flag_of_ours_takes_no_value_when_the_rootdir_is_chosen_again() -> None:
-    from harness.pytest_plugin import _without_our_options
+    from harness.pytest_plugin import without_our_options
 
-    assert _without_our_options(["--black-box", "tests/x.py", "--agent", "a", "--harness-black-box", "-v"]) == [
+    assert without_our_options(["--black-box", "tests/x.py", "--agent", "a", "--harness-black-box", "-v"]) == [
         "tests/x.py", "-v"]
