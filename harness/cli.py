@@ -19,7 +19,7 @@ from typing import Any, TextIO, cast
 
 from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
-from harness.explore import (
+from harness.explore_defaults import (
     DATABASE_FOLDER,
     DEFAULT_CLIENT_TIMEOUT,
     DEFAULT_EXAMPLES,
@@ -727,10 +727,11 @@ def _coverage(args: argparse.Namespace) -> int:
 
     from harness import coverage
     from harness.checker import RULES
+    from harness.matrix import measure_coverage
     from harness.model.operation import TRANSITIONS
 
     with tempfile.TemporaryDirectory(prefix="retry-harness-coverage-") as scratch:
-        measured = coverage.measure(Path(args.evidence or scratch))
+        measured = measure_coverage(Path(args.evidence or scratch))
     checks = [r.label for r in RULES.values() if "black_box" not in r.requires]
     for label in checks:
         names = coverage.scenarios_exercising(label, measured)

@@ -28,6 +28,9 @@ from typing import Any
 # Scenario names, intent ids and destination names. A destination name must stay usable in an
 # environment variable name, hence no spaces and nothing outside ASCII.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# a container image reference, an environment variable's name (a container agent's: harness.scenario)
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 # -- the agent command -----------------------------------------------------------------------------
 

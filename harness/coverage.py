@@ -113,26 +113,6 @@ def coverage_line(verdicts: Iterable[Verdict]) -> str | None:
             f"{len(checks)} checks exercised over {len(verdicts)} run(s){tail}")
 
 
-def measure(evidence_root: Path, names: Iterable[str] | None = None) -> dict[str, dict[str, list[str]]]:
-    """Run the reference agent over the catalogue (or ``names``) and say what each scenario exercised."""
-    from harness.contract import REFERENCE_AGENT
-    from harness.engine import run_scenario
-    from harness.resources import catalogue
-    from harness.scenario import load as load_scenario
-
-    wanted = set(names) if names is not None else None
-    measured: dict[str, dict[str, list[str]]] = {}
-    for path in catalogue():
-        if wanted is not None and path.stem not in wanted:
-            continue
-        result = run_scenario(load_scenario(path), agent=REFERENCE_AGENT, evidence_root=evidence_root)
-        if result.incomplete or not result.passed:
-            raise RuntimeError(f"the reference agent did not pass {path.stem} ({result.evidence_dir}): coverage is "
-                               f"measured on passing runs only")
-        measured[path.stem] = entry(result.verdict)
-    return measured
-
-
 def write(measured: Mapping[str, Any], path: Path | None = None) -> Path:
     path = path or coverage_path()
     text = json.dumps({"about": "what each catalogue scenario exercises with the reference agent; made by "

@@ -32,20 +32,19 @@ from typing import TYPE_CHECKING
 
 from harness.contract import NAME_PATTERN
 from harness.errors import HarnessError
+from harness.explore_defaults import (
+    DEFAULT_CLIENT_TIMEOUT,
+    DEFAULT_EXAMPLES,
+    DEFAULT_MAX_FAULTS,
+    DEFAULT_MAX_SHRINK_RUNS,
+)
 from harness.results.exploration import Exploration, Flake, Found, ScheduleRun
 
-if TYPE_CHECKING:  # imported when a search runs: the CLI reads the defaults below at start-up
+if TYPE_CHECKING:  # imported when a search runs
     from harness.results.scenario_result import ScenarioResult
     from harness.scenario import ContainerAgent, Scenario
     from harness.schedule import Schedule
 
-# the reference agent's read timeout (harness.agents.reference.READ_TIMEOUT, a test keeps them equal):
-# hold times are drawn around the client's timeout, so give yours for another agent
-DEFAULT_CLIENT_TIMEOUT = 1.5
-DEFAULT_MAX_FAULTS = 3
-DEFAULT_EXAMPLES = 100
-DEFAULT_MAX_SHRINK_RUNS = 150
-DATABASE_FOLDER = Path(".retry-harness") / "explore"  # under the project (the caller's folder, pytest's rootdir)
 MAX_NAME_LENGTH = 100  # harness.scenario.MAX_NAME_LENGTH (a test keeps them equal)
 
 

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -178,3 +178,25 @@ def unexpected(cell: Cell) -> bool:
 
 def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def measure_coverage(evidence_root: Path, names: Iterable[str] | None = None) -> dict[str, dict[str, list[str]]]:
+    """Run the reference agent over the catalogue (or ``names``) and say what each scenario exercised
+    (``harness.coverage`` keeps it)."""
+    from harness import coverage
+    from harness.contract import REFERENCE_AGENT
+    from harness.engine import run_scenario
+    from harness.resources import catalogue
+    from harness.scenario import load as load_scenario
+
+    wanted = set(names) if names is not None else None
+    measured: dict[str, dict[str, list[str]]] = {}
+    for path in catalogue():
+        if wanted is not None and path.stem not in wanted:
+            continue
+        result = run_scenario(load_scenario(path), agent=REFERENCE_AGENT, evidence_root=evidence_root)
+        if result.incomplete or not result.passed:
+            raise RuntimeError(f"the reference agent did not pass {path.stem} ({result.evidence_dir}): coverage is "
+                               f"measured on passing runs only")
+        measured[path.stem] = coverage.entry(result.verdict)
+    return measured
