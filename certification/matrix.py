@@ -376,7 +376,8 @@ def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str
 
     if agent.agent_log == "events":
         return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
-    from harness.engine import EXPECTATION_CODE, run_scenario
+    from harness.engine import run_scenario
+    from harness.results.verdict import EXPECTATION_CODE
     from harness.scenario import load
 
     scenario = load(column.path)

@@ -17,7 +17,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,6 @@ from harness.agent_process import run_agent
 from harness.chain import checkpoint_key, write_checkpoints
 from harness.contract import (
     AGENT_LOGS,
-    AGENT_STDERR_FILE,
     BLACK_BOX_MODE,
     CHECKPOINT_FILE,
     CHECKPOINTS_KEY,
@@ -47,9 +46,6 @@ from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
 from harness.ndjson import json_document
 from harness.report import render_result
 from harness.results.scenario_result import AgentRun, ScenarioResult
-from harness.results.verdict import EXPECTATION_CODE as EXPECTATION_CODE
-from harness.results.verdict import EXPECTATION_RULE as EXPECTATION_RULE
-from harness.results.verdict import Finding
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
 if TYPE_CHECKING:
@@ -311,7 +307,7 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
     judge it by the rules and the scenario's expectations (``expect``, with the agent's ``runs`` and the ledger's
     ``effects``), and write verdict.json, verdict.txt and a failed run's investigation page. A run whose evidence
     is incomplete is not judged."""
-    from harness.checker import Verdict, attribute, check
+    from harness.checker import judge
     from harness.evidence import load_evidence
 
     timings = {} if timings is None else timings
@@ -320,19 +316,11 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
     evidence = load_evidence(evidence_dir)
     if agent_log == OTEL_AGENT_LOG:  # what the checker judged, readable beside the trace it came from
         write_trace_events(evidence, layout.trace_events)
-    facts: dict[str, Any] = {}
-    if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
-        verdict, failures = Verdict(mode=evidence.mode), []
-    else:
-        verdict = check(evidence)  # in the run's mode (context.json)
-        facts = attribute(evidence).facts(evidence)
-        unmet = expectation_findings(expect, verdict, runs, effects)
-        verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
-        failures = [f.message for f in unmet]
+    judged = judge(evidence, expect=expect, runs=runs, effects=effects)  # in the run's mode (context.json)
     timings["check"] = time.perf_counter() - t3
-    passed = verdict.passed and not evidence.incomplete
-    result = ScenarioResult(scenario, label, passed, verdict, evidence_dir, runs, timings, failures,
-                            incomplete=list(evidence.incomplete), facts=facts)
+    result = ScenarioResult(scenario, label, judged.passed, judged.verdict, evidence_dir, runs, timings,
+                            judged.expectation_failures, incomplete=judged.incomplete, facts=judged.facts)
+    passed = result.passed
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
@@ -423,91 +411,6 @@ def expectations_of(scenario: Scenario) -> dict[str, Any]:
     """The scenario's own expectations as data (kept in context.json, so ``check`` applies them too)."""
     return {"states": scenario.expect.allowed_states(), "effects": dict(scenario.expect.effects),
             "agent_timeout_seconds": scenario.agent_timeout_seconds}
-
-
-def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
-                         effects: list[dict[str, Any]]) -> list[str]:
-    """What the scenario itself demands beyond the generic rules, as sentences (``expectation_findings``)."""
-    return [f.message for f in expectation_findings(expect, verdict, runs, effects)]
-
-
-def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
-                         effects: list[dict[str, Any]]) -> list[Finding]:
-    """What the scenario itself demands beyond the generic rules (``expectations_of``): final states
-    and effect counts, and an agent that finished in time with status 0. Each failure is an X001
-    finding with its evidence: the resolution's log line and the ledger rows that contradict it. A
-    black-box verdict has no states to hold against (no log): only the effects and the exit apply."""
-    from harness.checker.context import effect_ref_row
-
-    def finding(operation_id: str | None, message: str, evidence: list[dict[str, Any]]) -> Finding:
-        return Finding(EXPECTATION_CODE, EXPECTATION_RULE, operation_id, message, evidence)
-
-    found: list[Finding] = []
-    last = runs[-1] if runs else None
-    if last is not None:
-        run_ref = {"source": "context", "agent_run": len(runs), "exit_status": last.exit_status,
-                   "timed_out": last.timed_out, "seconds": round(last.seconds, 2)}
-        if last.timed_out:
-            found.append(finding(None, f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
-                                       "(it was stopped; its evidence so far was judged)", [run_ref]))
-        elif last.exit_status not in (0, None):
-            found.append(finding(None, f"the agent exited with status {last.exit_status} (the contract asks for 0 "
-                                       f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
-                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
-    live = [e for e in effects if not e.get("replay")]
-    live_by_ref: dict[Any, list[dict[str, Any]]] = {}
-    for effect in live:  # an index, so that each intent's rows are found without reading the ledger again
-        ref = effect.get("effect_ref")
-        live_by_ref.setdefault(ref if isinstance(ref, (str, int, float)) else repr(ref), []).append(effect)
-
-    def live_of(refs: list[Any]) -> list[dict[str, Any]]:
-        """The live effect rows of these refs, in ledger order."""
-        rows = [e for ref in dict.fromkeys(r for r in refs if isinstance(r, (str, int, float)))
-                for e in live_by_ref.get(ref, ())]
-        return sorted(rows, key=lambda e: position[id(e)])
-
-    position = {id(e): n for n, e in enumerate(live)}
-    by_intent = {op.intent_id: op for op in verdict.operations}
-    # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
-    borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
-                for e in f.evidence if e.get("intent_id")}
-    states = {} if getattr(verdict, "black_box", False) else expect.get("states", {})
-    for intent_id, allowed in states.items():
-        op = by_intent.get(intent_id)
-        state = getattr(op, "state", None)
-        wanted = " or ".join(allowed)
-        if op is None and intent_id in borrowed:
-            found.append(finding(borrowed[intent_id], (
-                f"intent {intent_id} has no operation of its own: it was declared under {borrowed[intent_id]}, "
-                f"another intent's operation id (H032); a correct agent ends it {wanted} in this scenario"),
-                [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
-        elif op is None:
-            found.append(finding(None, (f"intent {intent_id} ended without an operation; a correct agent ends it "
-                                        f"{wanted} in this scenario"),
-                                 [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
-        elif state not in allowed:
-            resolution = op.resolution or {}
-            evidence: list[dict[str, Any]] = [{"source": "log", "line": resolution.get("line"), "event": "resolution",
-                                               "state": state}] if resolution else [
-                {"source": "context", "intent_id": intent_id, "state": state, "expected_state": wanted}]
-            evidence += [effect_ref_row(e) for e in live_of(op.effects)]
-            held = f"; the destination holds {', '.join(op.effects)} for it" if op.effects else ""
-            found.append(finding(op.operation_id, (
-                f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "
-                f"this scenario"), evidence))
-    for destination, expected in expect.get("effects", {}).items():
-        rows = [e for e in live if e.get("destination") == destination]
-        refs = sorted({e["effect_ref"] for e in rows})
-        if len(refs) != expected:
-            first: dict[str, dict[str, Any]] = {}
-            for row in rows:
-                first.setdefault(row["effect_ref"], row)
-            found.append(finding(None, f"destination {destination} holds {len(refs)} distinct effect(s) {refs}; "
-                                       f"expected {expected}",
-                                 [effect_ref_row(r) for r in first.values()] or [
-                                     {"source": "ledger", "table": "effects", "destination": destination,
-                                      "rows": 0}]))
-    return found
 
 
 @contextlib.contextmanager

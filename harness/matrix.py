@@ -116,7 +116,8 @@ def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, exp
     an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone. `image`: run the agent's
     command in a container of that image (a bundled agent's `python` is the image's `python3`)."""
     from harness import coverage
-    from harness.engine import EXPECTATION_CODE, run_scenario
+    from harness.engine import run_scenario
+    from harness.results.verdict import EXPECTATION_CODE
     from harness.scenario import ContainerAgent, agent_label, container_agent, load
 
     expected = expected or load_expectations()

@@ -489,7 +489,7 @@ def _failure_repr(path: Path, message: str, text: str) -> TerminalRepr:
 
 def result_properties(result: ScenarioResult) -> list[tuple[str, str]]:
     """What a run records on its test (JUnit `<properties>`): scenario, agent, rule codes, evidence."""
-    from harness.engine import EXPECTATION_CODE
+    from harness.results.verdict import EXPECTATION_CODE
 
     codes = sorted(result.verdict.codes | ({EXPECTATION_CODE} if result.expectation_failures else set()))
     checks = result.verdict.checks

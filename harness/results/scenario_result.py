@@ -58,9 +58,7 @@ class ScenarioResult:
         ``passed`` is the run's; ``verdict_passed`` the verdict's, which holds the scenario's
         expectations as X001 findings (so it never reads passed when an expectation failed);
         ``rules_passed`` the checker's rules alone (what ``verdict_passed`` meant before X001 joined it)."""
-        verdict = self.verdict.to_dict()
-        verdict["verdict_passed"] = verdict.pop("passed")
-        verdict["rules_passed"] = self.verdict.rules_passed
+        verdict = self.verdict.document()
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import EXPECTATION_CODE, run_scenario
+from harness.engine import run_scenario
 from harness.resources import catalogue_dir
-from harness.results import ScenarioResult
+from harness.results import EXPECTATION_CODE, ScenarioResult
 from harness.scenario import load
 
 AGENTS = ("langgraph_agent", "openai_agents_agent", "pydantic_ai_agent")
