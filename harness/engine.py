@@ -35,14 +35,17 @@ from harness.contract import (
     LEDGER_CHECKPOINT_FILE,
     LEDGER_DUMP_FILE,
     LEDGER_SEAL_KEY,
+    LIMITS_KEY,
     OTEL_AGENT_LOG,
+    PROBE_FAILURES_KEY,
+    PROBE_KEY,
     REFERENCE_AGENT,
     EvidenceLayout,
     agent_env,
     env_suffix,
 )
 from harness.errors import ContainerError, HarnessError
-from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
+from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import json_document
 from harness.report import render_result
 from harness.results.scenario_result import AgentRun, ScenarioResult
@@ -243,8 +246,7 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
     marked complete last, and only if the run was not stopped (``stopped_by``)."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import save_run_ledger, verify_ledger
-    from harness.containers.service import PROBE_KEY, final_probe, release_destinations, seal_destinations
-    from harness.evidence import PROBE_FAILURES_KEY
+    from harness.containers.service import final_probe, release_destinations, seal_destinations
     from harness.journal import read_journal
 
     evidence_dir = layout.folder

@@ -51,7 +51,6 @@ DATABASE_LOG_FILE = "service.{name}.database.log"
 LOG_TAIL_LINES = 20
 PUBLISH_ATTEMPTS = 5  # a host port picked at random may be taken before the engine binds it: pick another
 HEALTH_POLL_SECONDS = 0.1
-PROBE_KEY = "ledger_probes"  # context.json: what each probe did; its failures go under the completeness mark
 
 
 class ServiceStartError(ContainerError):
