@@ -54,7 +54,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import ts_value
+from harness.checker.readings import ts_value
 
 if TYPE_CHECKING:
     import jinja2
@@ -213,7 +213,7 @@ class _Records:
         evidence = self.evidence
         if evidence is None or not evidence.journal:
             return
-        from harness.checker.context import RunContext
+        from harness.checker.run_context import RunContext
 
         try:
             run = RunContext(evidence)

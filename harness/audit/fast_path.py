@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.checker import OperationContext, observation_view, resolution_view
 from harness.checker.context import SAFE_METHODS
-from harness.checker.correlation import ts_value
+from harness.checker.readings import ts_value
 from harness.events import RETRY_REASONS
 
 

@@ -19,10 +19,11 @@ from harness.checker import black_box_rules as _black_box_rules  # noqa: F401  (
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
-from harness.checker.context import OperationContext, RunContext, wire_summary
+from harness.checker.context import OperationContext, wire_summary
 from harness.checker.expectations import expectation_findings
 from harness.checker.history import replay
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
+from harness.checker.run_context import RunContext
 from harness.checker.run_rules import RunRules
 from harness.contract import BLACK_BOX_MODE
 from harness.evidence import Evidence
@@ -214,7 +215,7 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
         return check_black_box(evidence)
     run_findings: list[Finding] = []
     run_rules = RunRules(evidence, run_findings.append, offline=offline)
-    run = RunContext(evidence, offline=offline, run_rules=run_rules)
+    run = RunContext(evidence, offline=offline, feed=run_rules.feed_evidence)
     for context in run.ops.values():
         run_rules.operation_done(context)
     run_rules.finish(run)

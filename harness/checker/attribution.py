@@ -32,7 +32,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from harness.checker.context import SAFE_METHODS
-from harness.checker.correlation import bare_path, ts_value, wire_records
+from harness.checker.correlation import wire_records
+from harness.checker.readings import bare_path, ts_value
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 

@@ -22,7 +22,8 @@ from harness.model.operation import exercise_tags
 from harness.results.verdict import Finding
 
 if TYPE_CHECKING:
-    from harness.checker.context import OperationContext, RunContext
+    from harness.checker.context import OperationContext
+    from harness.checker.run_context import RunContext
     from harness.evidence import Evidence
 
 

@@ -17,7 +17,6 @@ from harness.checker.context import (
     SAFE_METHODS,
     SENT_STATES,
     OperationContext,
-    RunContext,
     bypassed,
     effect_ref_row,
     is_read,
@@ -26,9 +25,11 @@ from harness.checker.context import (
     tool_error,
     wire_ref,
 )
-from harness.checker.correlation import RPC_TOOL_CALL, bare_path, crashed_between, tool_annotations, ts_value
+from harness.checker.correlation import RPC_TOOL_CALL, tool_annotations
 from harness.checker.history import replay
+from harness.checker.readings import bare_path, crashed_between, ts_value
 from harness.checker.registry import RunRule, rule
+from harness.checker.run_context import RunContext
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence

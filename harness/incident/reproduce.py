@@ -185,7 +185,7 @@ def _intent_ids_of(incident: Incident, operation: str) -> set[str]:
 def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
     from pathlib import Path
 
-    from harness.checker.context import RunContext
+    from harness.checker.run_context import RunContext
     from harness.evidence import load_evidence
 
     run = RunContext(load_evidence(Path(incident.source)))
@@ -705,7 +705,7 @@ def _description(incident: Incident, operation: str | None, draft: Draft) -> str
              + (f", operation {operation}" if operation else "") + "."]
     times = [x.started for x in incident.exchanges if x.started]
     if not times:  # an audit log: its records' own clock
-        from harness.checker.correlation import ts_value
+        from harness.checker.readings import ts_value
 
         times = [t for records in incident.operations.values() for r in records if (t := ts_value(r.get("ts")))]
     times = [t for t in times if 0 < t < 32503680000]  # a clock a log may hold: 1970 to the year 3000

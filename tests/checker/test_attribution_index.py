@@ -23,7 +23,8 @@ from harness.checker.attribution import (
     route_pattern,
     row_params,
 )
-from harness.checker.correlation import bare_path, wire_records
+from harness.checker.correlation import wire_records
+from harness.checker.readings import bare_path
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 from tests.checker.test_attribution import PAYMENTS_CONTRACT, Run

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.checker.context import OperationContext
-from harness.checker.correlation import bare_path, correlate, ts_value, wire_records
+from harness.checker.correlation import correlate, wire_records
+from harness.checker.readings import bare_path, ts_value
 
 
 def scan_correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
