@@ -21,7 +21,7 @@ def run_plugin(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFacto
 
 # ------------------------------------------------------------------------------------ containers left behind
 # After the whole suite, nothing of ours may remain on the Docker engine: a container, network or volume (by our
-# labels, harness.containers.engine) that appeared during the session and whose owner process is gone was left
+# labels, harness.containers.docker_client) that appeared during the session and whose owner process is gone was left
 # behind. Each container test already checks its own process's; this catches what a process left at its end
 # (the reaper would take it eventually: the suite must not need it). The controller alone checks, at the end.
 _CONTAINERS_BEFORE: set[tuple[str, str]] | None = None
@@ -34,11 +34,11 @@ def _our_objects() -> list[tuple[str, dict[str, str]]] | None:
 
     if os.environ.get("HARNESS_NO_DOCKER") == "1":
         return None
-    from harness.containers import engine
+    from harness.containers import docker_client
     from harness.errors import ContainerError
 
     try:
-        return [(kind, row) for kind, rows in engine.listing().items() for row in rows]
+        return [(kind, row) for kind, rows in docker_client.listing().items() for row in rows]
     except ContainerError:
         return None
     except Exception as exc:  # noqa: BLE001 - an engine failing mid-listing: say so, never an internal error
@@ -47,7 +47,7 @@ def _our_objects() -> list[tuple[str, dict[str, str]]] | None:
 
 
 def _owner_gone(owner: str) -> bool:
-    """Whether the process an owner label names (``host-pid-token``, engine.OWNER) ended; another host's: no."""
+    """Whether the process an owner label names (``host-pid-token``, docker_client.OWNER) ended; another host's: no."""
     import os
     import socket
 
@@ -79,10 +79,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if (kind, row["name"]) not in _CONTAINERS_BEFORE and _owner_gone(row.get("owner", ""))]
     if not left:
         return
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     for owner in sorted({row["owner"] for _, row in left}):
-        engine.remove_ours(owner)
+        docker_client.remove_ours(owner)
     listed = ", ".join(f"{kind[:-1]} {row['name']} (owner {row['owner']}, role {row['role']})" for kind, row in left)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     reporter.write("\n")  # after the progress line, which has no newline yet

@@ -116,7 +116,7 @@ def work(connectors: Iterable[Connector]) -> list[tuple[Connector, str]]:
 
 
 def run_cell(connector: Connector, fault: str, evidence_root: str) -> Any:
-    """Run one cell through the real engine, in black-box mode (``harness.matrix.Cell``)."""
+    """Run one cell through the real engine, in black-box mode (``harness.results.matrix.Cell``)."""
     from harness.matrix import AgentSpec
     from harness.matrix import run_cell as harness_cell
 
@@ -370,12 +370,14 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
 def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str) -> Any:
     """Run one framework cell through the real engine, judged from the agent's log (its audit log, or its trace
     for an ``agent_log: otel`` row), the wire and the ledger."""
-    from harness.matrix import AgentSpec, Cell
+    from harness.matrix import AgentSpec
     from harness.matrix import run_cell as harness_cell
+    from harness.results.matrix import Cell
 
     if agent.agent_log == "events":
         return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
-    from harness.engine import EXPECTATION_CODE, run_scenario
+    from harness.engine import run_scenario
+    from harness.results.verdict import EXPECTATION_CODE
     from harness.scenario import load
 
     scenario = load(column.path)

@@ -338,7 +338,7 @@ def load_api_file(reference: str, base_dir: Path | None) -> dict[str, Any]:
     YAML file relative to the scenario's folder; validated, with errors naming that file's lines."""
     from harness.errors import ScenarioError
     from harness.resources import api_profile, api_profiles
-    from harness.scenario import load_yaml_mapping, validation_message
+    from harness.yaml_files import load_yaml_mapping, validation_message
 
     if "/" in reference or reference.endswith((".yaml", ".yml")):
         path = Path(reference)

@@ -277,7 +277,7 @@ class DestinationHost:
 POOL_PREFIX = "destination-pool-"
 
 
-def _remove_dead_pools(tmp: Path) -> None:
+def remove_dead_pools(tmp: Path) -> None:
     """Remove pool folders whose harness (the pid in the name) is dead. Its destination processes
     remove their own folders when they notice they are orphaned; this covers a harness killed
     between creating a folder and starting the process that would have cleaned it."""
@@ -306,7 +306,7 @@ class DestinationPool:
     def __init__(self, root: Path | None = None, *, max_hosts: int = 4) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if root is None:
-            _remove_dead_pools(Path(tempfile.gettempdir()))
+            remove_dead_pools(Path(tempfile.gettempdir()))
             self._tmp = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
             root = Path(self._tmp.name)
         self.root = Path(root)

@@ -11,13 +11,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections import Counter
 from typing import Any, NamedTuple
 
 from aiohttp import web
 
 from fake_destinations.ledger import Ledger
-from fake_destinations.runtime import UNGATED_BODY, UNGATED_STATUS, Clock, DestinationRuntime, RateLimited
+from fake_destinations.runtime import (
+    UNGATED_BODY,
+    UNGATED_STATUS,
+    Clock,
+    DestinationRuntime,
+    KeyInUse,
+    KeyReused,
+    RateLimited,
+)
 from fake_destinations.services import ASYNC_STATUS_PATH, CREATE, CREATE_ASYNC, DELETE, SET_STATE, Operation
 from harness.contract import (
     ACCOUNT_HEADER,
@@ -33,7 +40,7 @@ from harness.contract import (
 from harness.fingerprint import fingerprint
 
 
-def _pattern(path: str) -> re.Pattern[str]:
+def route_pattern(path: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(path)) + "$")
 
 
@@ -54,10 +61,9 @@ class HttpDestination(DestinationRuntime):
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         super().__init__(name, spec, ledger, clock)
         s = self.service
-        self.routes = [(op.method, _pattern(op.path), op) for op in s.operations]
-        self.item_pattern = _pattern(s.collection + "/{id}")
-        self.status_pattern = _pattern(ASYNC_STATUS_PATH)
-        self.in_flight: Counter[str] = Counter()  # writes being processed, by key ("(no key)" for the keyless)
+        self.routes = [(op.method, route_pattern(op.path), op) for op in s.operations]
+        self.item_pattern = route_pattern(s.collection + "/{id}")
+        self.status_pattern = route_pattern(ASYNC_STATUS_PATH)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 20)
@@ -198,23 +204,21 @@ class HttpDestination(DestinationRuntime):
         scoped = self.scoped_key(request, key, keys) if key is not None else None
 
         if scoped is not None:
-            stored = self.ledger.get_key(self.name, scoped)
             # a key is remembered retention_seconds after its first request completed (as Stripe stores it);
             # while that request is in progress it is in use (409), whatever the retention
-            if stored is not None and stored["state"] != "in_progress" and self.expired(stored["created_at"]):
-                self.ledger.drop_key(self.name, scoped)
-                stored = None
-            if stored is not None:
-                if stored["state"] == "in_progress" or scoped in self.in_flight:
-                    raise self.reject(keys.in_progress_status, "idempotency_key_in_use",
-                                      "a request with this key is still being processed")
-                if stored["payload_fingerprint"] != row["payload_fingerprint"]:
-                    if style == "client_token":
-                        raise self.reject(keys.mismatch_status, keys.mismatch_code,
-                                          "the client token was already used with other parameters")
+            try:
+                stored = self.stored_answer(scoped, row["payload_fingerprint"], expired=self.expired)
+            except KeyInUse:
+                raise self.reject(keys.in_progress_status, "idempotency_key_in_use",
+                                  "a request with this key is still being processed") from None
+            except KeyReused as reused:
+                if style == "client_token":
                     raise self.reject(keys.mismatch_status, keys.mismatch_code,
-                                      "the key was already used with another payload",
-                                      first_payload_fingerprint=stored["payload_fingerprint"])
+                                      "the client token was already used with other parameters") from None
+                raise self.reject(keys.mismatch_status, keys.mismatch_code,
+                                  "the key was already used with another payload",
+                                  first_payload_fingerprint=reused.first) from None
+            if stored is not None:
                 row["effect_ref"] = stored["effect_ref"]
                 answer = json.loads(stored["body"])
                 headers.update(answer["headers"])
@@ -226,25 +230,10 @@ class HttpDestination(DestinationRuntime):
             raise self.reject(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
                               required=list(op.required))
 
-        # every write being processed, keyed or not, counted: the harness asks at the end of a run, so that
-        # a late commit never lands in the next scenario's ledger (two writes may share a key once the
-        # first one's key expired; the second must not end the first one's count)
-        busy = scoped if scoped is not None else "(no key)"
-        if scoped is not None:
-            self.ledger.lock_key(self.name, scoped, row["payload_fingerprint"], self.clock.now())
-        self.in_flight[busy] += 1
-        try:
+        with self.processing(scoped, row["payload_fingerprint"]):
             if spec["processing_delay_seconds"]:
                 await asyncio.sleep(spec["processing_delay_seconds"])
             status, answer, outcome = self.commit(op, params, row, effects, failure, headers)
-        except BaseException:
-            if scoped is not None:
-                self.ledger.drop_key(self.name, scoped)
-            raise
-        finally:
-            self.in_flight[busy] -= 1
-            if not self.in_flight[busy]:
-                del self.in_flight[busy]
         # what the key remembers: the whole answer, so that a replay repeats its headers too (a generic
         # destination's). Stripe-like keys replay what the client got, a failure after the commit included;
         # a client token names a resource (EC2): it remembers the committed one, never an error

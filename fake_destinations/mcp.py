@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
@@ -34,7 +33,15 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from fake_destinations.ledger import Ledger
-from fake_destinations.runtime import UNGATED_BODY, UNGATED_STATUS, Clock, DestinationRuntime, RateLimited
+from fake_destinations.runtime import (
+    UNGATED_BODY,
+    UNGATED_STATUS,
+    Clock,
+    DestinationRuntime,
+    KeyInUse,
+    KeyReused,
+    RateLimited,
+)
 from harness.contract import (
     CLIENT_REFERENCE_FIELD,
     FLOW_HEADER,
@@ -88,7 +95,6 @@ class McpDestination(DestinationRuntime):
 
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         super().__init__(name, spec, ledger, clock)
-        self.in_flight: Counter[str] = Counter()  # tool calls being processed, by key ("(no key)": keyless)
         self.server = self._server()
         self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
         self.http: _QuietServer | None = None
@@ -296,23 +302,20 @@ class McpDestination(DestinationRuntime):
         same = fingerprint({k: v for k, v in arguments.items() if k != argument}, ignore=self.spec["volatile_fields"])
         scoped = f"{name}|{key}" if key is not None else None  # keys are per tool
         if scoped is not None:
-            stored = self.ledger.get_key(self.name, scoped)
+            try:  # a natural key names the resource whatever else the call says
+                stored = self.stored_answer(scoped, same, same_payload=style == "argument")
+            except KeyInUse:
+                raise ToolError("idempotency_key_in_use", "a call with this key is still being processed") from None
+            except KeyReused:
+                raise ToolError("idempotent_parameter_mismatch",
+                                f"{argument} {key!r} was already used with other arguments") from None
             if stored is not None:
-                if stored["state"] == "in_progress" or scoped in self.in_flight:
-                    raise ToolError("idempotency_key_in_use", "a call with this key is still being processed")
-                if style == "argument" and stored["payload_fingerprint"] != same:
-                    raise ToolError("idempotent_parameter_mismatch",
-                                    f"{argument} {key!r} was already used with other arguments")
                 row["effect_ref"] = stored["effect_ref"]
                 return json.loads(stored["body"]), "replayed"
         missing = [arg for arg in tool.get("required") or () if arguments.get(arg) in (None, "")]
         if missing:
             raise ToolError("missing_argument", f"missing required argument(s): {', '.join(missing)}")
-        busy = scoped if scoped is not None else "(no key)"
-        if scoped is not None:
-            self.ledger.lock_key(self.name, scoped, same, self.clock.now())
-        self.in_flight[busy] += 1
-        try:
+        with self.processing(scoped, same, committed=lambda: bool(effects)):
             if self.spec["processing_delay_seconds"]:
                 await asyncio.sleep(self.spec["processing_delay_seconds"])
             if failure and failure["fault"] == "error_before_commit":
@@ -327,14 +330,6 @@ class McpDestination(DestinationRuntime):
             row["effect_ref"] = rid
             if scoped is not None:  # the key names the committed resource, a failure after the commit too
                 self.ledger.finish_key(self.name, scoped, 200, resource, rid, self.clock.now())
-        except BaseException:
-            if scoped is not None and not effects:
-                self.ledger.drop_key(self.name, scoped)
-            raise
-        finally:
-            self.in_flight[busy] -= 1
-            if not self.in_flight[busy]:
-                del self.in_flight[busy]
         if failure and failure["fault"] == "error_after_commit":
             raise ToolError("internal_error", "the destination failed", "failed_after_commit")
         return resource, "committed"

@@ -1,5 +1,6 @@
 """What every destination shares at run time: the destination clock, the write counter that
-drives declared failures, and the rate-limit window.
+drives declared failures, the rate-limit window, and the idempotent commit's keys (a stored answer replayed, a
+key in use, a key reused with another payload; the writes in progress), whatever the destination speaks.
 
 The destination clock is wall time plus an offset the harness can advance (its control pipe), so that tests of
 key retention, index lag and async completion jump forward instead of sleeping. Ledger timestamps
@@ -8,8 +9,12 @@ stay on the real wall clock so that they line up with the proxy journal.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import sqlite3
 import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fake_destinations.ledger import Ledger
@@ -53,9 +58,27 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
+class KeyInUse(Exception):
+    """Raised by ``stored_answer`` while the first write with the key is still being processed."""
+
+
+class KeyReused(Exception):
+    """Raised by ``stored_answer`` when the key was first used with another payload (``first``: its fingerprint)."""
+
+    def __init__(self, first: str | None) -> None:
+        super().__init__(first)
+        self.first = first
+
+
+NO_KEY = "(no key)"  # how ``in_flight`` counts the writes that carry no key
+
+
 class DestinationRuntime:
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         self.name, self.ledger, self.clock = name, ledger, clock
+        # writes being processed, by scoped key (NO_KEY for the keyless): the harness asks at the end of a run, so
+        # that a late commit never lands in the next scenario's ledger
+        self.in_flight: Counter[str] = Counter()
         # the run's gate (contract.GATE_HEADER): a request that does not carry it did not cross the fault proxy
         self.gate: str | None = None
         self.service = SERVICES[spec["service"]]
@@ -93,3 +116,42 @@ class DestinationRuntime:
         if len(self.window) >= limit["max_requests"]:
             raise RateLimited(limit["retry_after_seconds"])
         self.window.append(now)
+
+    def stored_answer(self, scoped: str, payload_fingerprint: str | None, *, same_payload: bool = True,
+                      expired: Callable[[float], bool] | None = None) -> sqlite3.Row | None:
+        """What the ledger keeps of a write's key, to replay (its status, body, effect ref); None for a new key, or
+        one ``expired`` (given when it was first used) forgets. ``KeyInUse`` while the first write with it is being
+        processed, whatever the retention; ``KeyReused`` when ``same_payload`` and it came with another payload."""
+        stored = self.ledger.get_key(self.name, scoped)
+        if stored is not None and expired is not None and stored["state"] != "in_progress" \
+                and expired(stored["created_at"]):
+            self.ledger.drop_key(self.name, scoped)
+            stored = None
+        if stored is None:
+            return None
+        if stored["state"] == "in_progress" or scoped in self.in_flight:
+            raise KeyInUse(scoped)
+        if same_payload and stored["payload_fingerprint"] != payload_fingerprint:
+            raise KeyReused(stored["payload_fingerprint"])
+        return stored
+
+    @contextlib.contextmanager
+    def processing(self, scoped: str | None, payload_fingerprint: str | None, *,
+                   committed: Callable[[], bool] = lambda: False) -> Iterator[None]:
+        """While a write is processed: its key held in progress and the write counted in ``in_flight`` (keyed or
+        not: two writes may share a key once the first one's expired, and the second must not end the first
+        one's count). A write that fails lets its key go, unless it ``committed`` first."""
+        busy = scoped if scoped is not None else NO_KEY
+        if scoped is not None:
+            self.ledger.lock_key(self.name, scoped, payload_fingerprint, self.clock.now())
+        self.in_flight[busy] += 1
+        try:
+            yield
+        except BaseException:
+            if scoped is not None and not committed():
+                self.ledger.drop_key(self.name, scoped)
+            raise
+        finally:
+            self.in_flight[busy] -= 1
+            if not self.in_flight[busy]:
+                del self.in_flight[busy]

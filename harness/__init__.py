@@ -12,7 +12,7 @@ from typing import Any
 
 _EXPORTS = {
     "AgentError": "harness.errors",
-    "AuditSummary": "harness.audit",
+    "AuditSummary": "harness.results",
     "Evidence": "harness.evidence",
     "Exploration": "harness.explore",
     "EvidenceError": "harness.errors",
@@ -21,7 +21,7 @@ _EXPORTS = {
     "Recorder": "harness.recorder",
     "Scenario": "harness.scenario",
     "ScenarioError": "harness.errors",
-    "ScenarioResult": "harness.engine",
+    "ScenarioResult": "harness.results",
     "Schedule": "harness.schedule",
     "Verdict": "harness.checker",
     "audit_file": "harness.audit",

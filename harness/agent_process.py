@@ -14,36 +14,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV, agent_words
 from harness.errors import AgentError
+from harness.results.scenario_result import AgentRun
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
 KILL_GRACE_SECONDS = 2.0
 GROUP_GONE_SECONDS = 5.0  # how long the harness waits for a SIGKILLed agent group to be reaped
-
-
-@dataclass
-class AgentRun:
-    """How one run of the agent process ended."""
-
-    command: str
-    exit_status: int | None
-    timed_out: bool
-    killed_by_harness: bool
-    seconds: float
-    # wall clock (the log's and the journal's): what a later run logs about an attempt the harness's
-    # kill interrupted (the checker reads it)
-    started_at: float | None = None
-    ended_at: float | None = None
-    # the size of the audit log when this run ended (once nothing of it was left running): a killed run's
-    # session writing past it is proof the crash did not stop the agent (``harness.evidence``); None when
-    # not measured (an older folder)
-    log_bytes_at_end: int | None = None
-    # a container agent's container (its name), None for a process
-    container: str | None = None
 
 
 def log_size(env: Mapping[str, str]) -> int:

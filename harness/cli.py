@@ -19,7 +19,7 @@ from typing import Any, TextIO, cast
 
 from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
-from harness.explore import (
+from harness.explore_defaults import (
     DATABASE_FOLDER,
     DEFAULT_CLIENT_TIMEOUT,
     DEFAULT_EXAMPLES,
@@ -479,12 +479,12 @@ def _audit(args: argparse.Namespace) -> int:
     if args.html is not None and status != EXIT_USAGE:
         from harness.audit import load_log
         from harness.audit.otlp import load_trace_log
-        from harness.checker import check
+        from harness.checker import judge
         from harness.html_report import RunInfo, write_html_report
 
-        # the audit's verdict, whole: check(load_log(path), offline=True) finds what the streaming audit finds
+        # the audit's verdict, whole: judged offline, it finds what the streaming audit finds
         evidence = load_trace_log(args.file) if otlp else load_log(args.file)
-        verdict = check(evidence, offline=True)
+        verdict = judge(evidence, offline=True, facts=False).verdict
         write_html_report(args.html, verdict, evidence=evidence,
                           run=RunInfo(evidence_dir=str(args.file), title=f"audit of {args.file}", source="audit"))
         print(f"html report: {args.html}", file=sys.stderr)
@@ -499,10 +499,10 @@ def _writable(target: Path) -> None:
 def _report(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.contract import EvidenceLayout
-    from harness.engine import ScenarioResult
     from harness.evidence import load_evidence
     from harness.html_report import RunInfo, write_html_report, write_result_report
     from harness.report import render_incomplete, render_result, render_text
+    from harness.results.scenario_result import ScenarioResult
 
     folder = args.folder
     layout = EvidenceLayout(folder)
@@ -523,20 +523,14 @@ def _report(args: argparse.Namespace) -> int:
         if args.html is not None:
             print(f"html report: {args.html}")
         return EXIT_INCOMPLETE if result.incomplete else EXIT_PASSED if result.passed else EXIT_FAILED
-    from harness.agent_process import AgentRun
-    from harness.checker import Verdict, check
-    from harness.engine import expectation_findings
+    from harness.checker import judge
 
     run = RunInfo(scenario=evidence.scenario, agent=str(evidence.agent.get("command") or "-"),
                   evidence_dir=str(folder), incomplete=list(evidence.incomplete))
+    verdict = judge(evidence, facts=False).verdict  # judged again, as `check` judges it
     if evidence.incomplete:
-        verdict = Verdict(mode=evidence.mode)
         print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
-    else:  # judged again, as `check` judges it
-        verdict = check(evidence)
-        runs = [AgentRun(**r) for r in evidence.agent.get("runs") or []]
-        verdict.add_findings(expectation_findings(evidence.expect, verdict, runs, evidence.effects)
-                             if evidence.expect else [])
+    else:
         print(paint_for(sys.stdout).lines(render_text(verdict, shown=args.findings_shown)))
     if args.html is not None:
         write_html_report(args.html, verdict, evidence=evidence, run=run)
@@ -604,10 +598,8 @@ def _print_document(value: Any) -> None:
 
 @collector_paused()  # the report and its JSON too: a large verdict is millions of objects
 def _check(args: argparse.Namespace) -> int:
-    from harness.agent_process import AgentRun
-    from harness.checker import check
+    from harness.checker import judge
     from harness.colour import paint_for
-    from harness.engine import expectation_findings
     from harness.evidence import load_evidence
     from harness.report import render_check, render_incomplete
 
@@ -619,21 +611,15 @@ def _check(args: argparse.Namespace) -> int:
         else:
             print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
         return EXIT_INCOMPLETE
-    verdict = check(evidence, black_box=True if args.black_box else None)  # None: as the run was judged
-    runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
-    unmet = expectation_findings(evidence.expect, verdict, runs, evidence.effects) if evidence.expect else []
-    verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
-    failures = [f.message for f in unmet]
-    passed = verdict.passed
+    # None: as the run was judged; the wire's facts are the certification table's, not check's
+    judged = judge(evidence, black_box=True if args.black_box else None, facts=False)
+    verdict, failures, passed = judged.verdict, judged.expectation_failures, judged.passed
     if export is not None:
         export(verdict, args.otel_out, scenario=evidence.scenario, agent=evidence.agent.get("command"),
                evidence_dir=str(args.folder))
     if args.format == "json":
-        data = verdict.to_dict()
-        data["verdict_passed"] = data.pop("passed")  # == passed: X001 findings are the verdict's
-        data["rules_passed"] = verdict.rules_passed  # the checker's rules alone
         _print_document({"outcome": "passed" if passed else "failed", "passed": passed,
-                         "expectation_failures": failures, **data})
+                         "expectation_failures": failures, **verdict.document()})
     else:
         print(paint_for(sys.stdout).lines(render_check(verdict, failures, shown=args.findings_shown)))
     return EXIT_PASSED if passed else EXIT_FAILED
@@ -642,10 +628,11 @@ def _check(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.engine import caller_folder
-    from harness.matrix import agent_specs, as_dict, default_jobs, load_expectations, run_matrix, unexpected
+    from harness.matrix import agent_specs, default_jobs, load_expectations, run_matrix, unexpected
     from harness.progress import progress_line
     from harness.report import render_matrix, render_matrix_html, render_matrix_markdown
     from harness.resources import catalogue_dir
+    from harness.results.matrix import as_dict
     from harness.scenario import load, resolve
 
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
@@ -726,10 +713,11 @@ def _coverage(args: argparse.Namespace) -> int:
 
     from harness import coverage
     from harness.checker import RULES
+    from harness.matrix import measure_coverage
     from harness.model.operation import TRANSITIONS
 
     with tempfile.TemporaryDirectory(prefix="retry-harness-coverage-") as scratch:
-        measured = coverage.measure(Path(args.evidence or scratch))
+        measured = measure_coverage(Path(args.evidence or scratch))
     checks = [r.label for r in RULES.values() if "black_box" not in r.requires]
     for label in checks:
         names = coverage.scenarios_exercising(label, measured)
@@ -808,13 +796,13 @@ def _images(args: argparse.Namespace) -> int:
 
 
 def _containers(args: argparse.Namespace) -> int:
-    from harness.containers import engine
+    from harness.containers import docker_client
     from harness.report import render_containers, render_removed
 
     if args.action == "list":
-        print(render_containers(engine.listing(args.owner)))
+        print(render_containers(docker_client.listing(args.owner)))
     else:
-        print(render_removed(engine.remove_ours(args.owner)))
+        print(render_removed(docker_client.remove_ours(args.owner)))
     return EXIT_PASSED
 
 

@@ -26,7 +26,7 @@ STYLES: dict[str, str] = {
     "alarm": "1;31",  # bold red: a miss or a false alarm of the matrix, a cell that never ran
     "dim": "2",
 }
-# the matrix's symbols and verdicts (harness.matrix.Cell.verdict) by role
+# the matrix's symbols and verdicts (harness.results.matrix.Cell.verdict) by role
 VERDICT_ROLES: dict[str, str] = {"ok": "pass", "caught": "pass", "fail": "fail", "missed": "alarm",
                                  "false-alarm": "alarm"}
 

@@ -28,6 +28,9 @@ from typing import Any
 # Scenario names, intent ids and destination names. A destination name must stay usable in an
 # environment variable name, hence no spaces and nothing outside ASCII.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# a container image reference, an environment variable's name (a container agent's: harness.scenario)
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 # -- the agent command -----------------------------------------------------------------------------
 
@@ -129,6 +132,13 @@ COMPLETENESS_KEY = "evidence"
 CHECKPOINTS_KEY = "checkpoints"
 LEDGER_SEAL_KEY = "ledger_tampering"
 INTERRUPTED_KEY = "interrupted"
+# and the mark's {destination: why} of the container services whose ledger probe failed at the end: their ground
+# truth is unknown, so the run is INCOMPLETE
+PROBE_FAILURES_KEY = "ledger_probe_failures"
+# context.json keys beside the mark: how much of the agent's log is read to judge it (``harness.limits``; the
+# scenario's YAML key too), and what each container service's ledger probe did (``harness.containers.service``)
+LIMITS_KEY = "limits"
+PROBE_KEY = "ledger_probes"
 INTENTS_FILE = "intents.json"
 VERDICT_JSON_FILE = "verdict.json"
 VERDICT_TEXT_FILE = "verdict.txt"

@@ -15,9 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.checker.model import HELD, Verdict
 from harness.model.operation import PATHS, TRANSITIONS
 from harness.resources import package_path
+from harness.results.verdict import HELD, Verdict
 
 COVERAGE_FILE = "catalogue_coverage.json"
 # rows a scenario may or may not take by the machine's timing (a lookup while a destination restarts gets an
@@ -111,26 +111,6 @@ def coverage_line(verdicts: Iterable[Verdict]) -> str | None:
     tail = f" (never exercised: {', '.join(c.split(' ', 1)[0] for c in never)})" if never else ""
     return (f"coverage: {len(taken & rows)}/{len(rows)} transitions of the operation model, {len(exercised)}/"
             f"{len(checks)} checks exercised over {len(verdicts)} run(s){tail}")
-
-
-def measure(evidence_root: Path, names: Iterable[str] | None = None) -> dict[str, dict[str, list[str]]]:
-    """Run the reference agent over the catalogue (or ``names``) and say what each scenario exercised."""
-    from harness.contract import REFERENCE_AGENT
-    from harness.engine import run_scenario
-    from harness.resources import catalogue
-    from harness.scenario import load as load_scenario
-
-    wanted = set(names) if names is not None else None
-    measured: dict[str, dict[str, list[str]]] = {}
-    for path in catalogue():
-        if wanted is not None and path.stem not in wanted:
-            continue
-        result = run_scenario(load_scenario(path), agent=REFERENCE_AGENT, evidence_root=evidence_root)
-        if result.incomplete or not result.passed:
-            raise RuntimeError(f"the reference agent did not pass {path.stem} ({result.evidence_dir}): coverage is "
-                               f"measured on passing runs only")
-        measured[path.stem] = entry(result.verdict)
-    return measured
 
 
 def write(measured: Mapping[str, Any], path: Path | None = None) -> Path:

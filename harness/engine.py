@@ -17,20 +17,15 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import interrupt
-from harness.agent_process import AgentRun, run_agent
+from harness.agent_process import run_agent
 from harness.chain import checkpoint_key, write_checkpoints
-from harness.checker.model import EXPECTATION_CODE as EXPECTATION_CODE
-from harness.checker.model import EXPECTATION_RULE as EXPECTATION_RULE
-from harness.checker.model import Finding
 from harness.contract import (
     AGENT_LOGS,
-    AGENT_STDERR_FILE,
     BLACK_BOX_MODE,
     CHECKPOINT_FILE,
     CHECKPOINTS_KEY,
@@ -40,66 +35,24 @@ from harness.contract import (
     LEDGER_CHECKPOINT_FILE,
     LEDGER_DUMP_FILE,
     LEDGER_SEAL_KEY,
+    LIMITS_KEY,
     OTEL_AGENT_LOG,
+    PROBE_FAILURES_KEY,
+    PROBE_KEY,
     REFERENCE_AGENT,
     EvidenceLayout,
     agent_env,
     env_suffix,
 )
 from harness.errors import ContainerError, HarnessError
-from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
+from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import json_document
 from harness.report import render_result
+from harness.results.scenario_result import AgentRun, ScenarioResult
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
 if TYPE_CHECKING:
-    from harness.checker import Verdict
-
-
-@dataclass
-class ScenarioResult:
-    """The outcome of one scenario run: the checker's verdict plus the scenario's own expectations."""
-
-    scenario: str
-    agent: str
-    passed: bool
-    verdict: Verdict
-    evidence_dir: Path
-    agent_runs: list[AgentRun]
-    timings: dict[str, float] = field(default_factory=dict)
-    expectation_failures: list[str] = field(default_factory=list)
-    evidence_kept: bool = True
-    # why the harness lost evidence of this run; when not empty the agent is not judged (``verdict`` is empty)
-    incomplete: list[str] = field(default_factory=list)
-    # what the wire and the ledger show, whatever the mode (``Attribution.facts``): effects committed, write
-    # attempts, key behaviour, per intent; what a certification table shows (empty when evidence is incomplete)
-    facts: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
-
-        ``passed`` is the run's; ``verdict_passed`` the verdict's, which holds the scenario's
-        expectations as X001 findings (so it never reads passed when an expectation failed);
-        ``rules_passed`` the checker's rules alone (what ``verdict_passed`` meant before X001 joined it)."""
-        verdict = self.verdict.to_dict()
-        verdict["verdict_passed"] = verdict.pop("passed")
-        verdict["rules_passed"] = self.verdict.rules_passed
-        return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
-                "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
-                "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
-                "incomplete": list(self.incomplete), "facts": dict(self.facts),
-                "agent_runs": [asdict(run) for run in self.agent_runs], **verdict}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScenarioResult:
-        from harness.checker import Verdict
-
-        verdict = Verdict.from_dict(data)
-        verdict.add_expectation_failures(list(data.get("expectation_failures", [])))  # an older file's strings
-        return cls(data["scenario"], data["agent"], data["passed"], verdict,
-                   Path(data["evidence_dir"]), [AgentRun(**run) for run in data.get("agent_runs", [])],
-                   dict(data.get("timings", {})), list(data.get("expectation_failures", [])),
-                   data.get("evidence_kept", True), list(data.get("incomplete", [])), dict(data.get("facts", {})))
+    pass
 
 
 def caller_folder() -> Path:
@@ -293,8 +246,7 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
     marked complete last, and only if the run was not stopped (``stopped_by``)."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import save_run_ledger, verify_ledger
-    from harness.containers.service import PROBE_KEY, final_probe, release_destinations, seal_destinations
-    from harness.evidence import PROBE_FAILURES_KEY
+    from harness.containers.service import final_probe, release_destinations, seal_destinations
     from harness.journal import read_journal
 
     evidence_dir = layout.folder
@@ -357,7 +309,7 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
     judge it by the rules and the scenario's expectations (``expect``, with the agent's ``runs`` and the ledger's
     ``effects``), and write verdict.json, verdict.txt and a failed run's investigation page. A run whose evidence
     is incomplete is not judged."""
-    from harness.checker import Verdict, attribute, check
+    from harness.checker import judge
     from harness.evidence import load_evidence
 
     timings = {} if timings is None else timings
@@ -366,19 +318,11 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
     evidence = load_evidence(evidence_dir)
     if agent_log == OTEL_AGENT_LOG:  # what the checker judged, readable beside the trace it came from
         write_trace_events(evidence, layout.trace_events)
-    facts: dict[str, Any] = {}
-    if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
-        verdict, failures = Verdict(mode=evidence.mode), []
-    else:
-        verdict = check(evidence)  # in the run's mode (context.json)
-        facts = attribute(evidence).facts(evidence)
-        unmet = expectation_findings(expect, verdict, runs, effects)
-        verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
-        failures = [f.message for f in unmet]
+    judged = judge(evidence, expect=expect, runs=runs, effects=effects)  # in the run's mode (context.json)
     timings["check"] = time.perf_counter() - t3
-    passed = verdict.passed and not evidence.incomplete
-    result = ScenarioResult(scenario, label, passed, verdict, evidence_dir, runs, timings, failures,
-                            incomplete=list(evidence.incomplete), facts=facts)
+    result = ScenarioResult(scenario, label, judged.passed, judged.verdict, evidence_dir, runs, timings,
+                            judged.expectation_failures, incomplete=judged.incomplete, facts=judged.facts)
+    passed = result.passed
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
@@ -469,91 +413,6 @@ def expectations_of(scenario: Scenario) -> dict[str, Any]:
     """The scenario's own expectations as data (kept in context.json, so ``check`` applies them too)."""
     return {"states": scenario.expect.allowed_states(), "effects": dict(scenario.expect.effects),
             "agent_timeout_seconds": scenario.agent_timeout_seconds}
-
-
-def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
-                         effects: list[dict[str, Any]]) -> list[str]:
-    """What the scenario itself demands beyond the generic rules, as sentences (``expectation_findings``)."""
-    return [f.message for f in expectation_findings(expect, verdict, runs, effects)]
-
-
-def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
-                         effects: list[dict[str, Any]]) -> list[Finding]:
-    """What the scenario itself demands beyond the generic rules (``expectations_of``): final states
-    and effect counts, and an agent that finished in time with status 0. Each failure is an X001
-    finding with its evidence: the resolution's log line and the ledger rows that contradict it. A
-    black-box verdict has no states to hold against (no log): only the effects and the exit apply."""
-    from harness.checker.context import effect_ref_row
-
-    def finding(operation_id: str | None, message: str, evidence: list[dict[str, Any]]) -> Finding:
-        return Finding(EXPECTATION_CODE, EXPECTATION_RULE, operation_id, message, evidence)
-
-    found: list[Finding] = []
-    last = runs[-1] if runs else None
-    if last is not None:
-        run_ref = {"source": "context", "agent_run": len(runs), "exit_status": last.exit_status,
-                   "timed_out": last.timed_out, "seconds": round(last.seconds, 2)}
-        if last.timed_out:
-            found.append(finding(None, f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
-                                       "(it was stopped; its evidence so far was judged)", [run_ref]))
-        elif last.exit_status not in (0, None):
-            found.append(finding(None, f"the agent exited with status {last.exit_status} (the contract asks for 0 "
-                                       f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
-                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
-    live = [e for e in effects if not e.get("replay")]
-    live_by_ref: dict[Any, list[dict[str, Any]]] = {}
-    for effect in live:  # an index, so that each intent's rows are found without reading the ledger again
-        ref = effect.get("effect_ref")
-        live_by_ref.setdefault(ref if isinstance(ref, (str, int, float)) else repr(ref), []).append(effect)
-
-    def live_of(refs: list[Any]) -> list[dict[str, Any]]:
-        """The live effect rows of these refs, in ledger order."""
-        rows = [e for ref in dict.fromkeys(r for r in refs if isinstance(r, (str, int, float)))
-                for e in live_by_ref.get(ref, ())]
-        return sorted(rows, key=lambda e: position[id(e)])
-
-    position = {id(e): n for n, e in enumerate(live)}
-    by_intent = {op.intent_id: op for op in verdict.operations}
-    # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
-    borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
-                for e in f.evidence if e.get("intent_id")}
-    states = {} if getattr(verdict, "black_box", False) else expect.get("states", {})
-    for intent_id, allowed in states.items():
-        op = by_intent.get(intent_id)
-        state = getattr(op, "state", None)
-        wanted = " or ".join(allowed)
-        if op is None and intent_id in borrowed:
-            found.append(finding(borrowed[intent_id], (
-                f"intent {intent_id} has no operation of its own: it was declared under {borrowed[intent_id]}, "
-                f"another intent's operation id (H032); a correct agent ends it {wanted} in this scenario"),
-                [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
-        elif op is None:
-            found.append(finding(None, (f"intent {intent_id} ended without an operation; a correct agent ends it "
-                                        f"{wanted} in this scenario"),
-                                 [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
-        elif state not in allowed:
-            resolution = op.resolution or {}
-            evidence: list[dict[str, Any]] = [{"source": "log", "line": resolution.get("line"), "event": "resolution",
-                                               "state": state}] if resolution else [
-                {"source": "context", "intent_id": intent_id, "state": state, "expected_state": wanted}]
-            evidence += [effect_ref_row(e) for e in live_of(op.effects)]
-            held = f"; the destination holds {', '.join(op.effects)} for it" if op.effects else ""
-            found.append(finding(op.operation_id, (
-                f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "
-                f"this scenario"), evidence))
-    for destination, expected in expect.get("effects", {}).items():
-        rows = [e for e in live if e.get("destination") == destination]
-        refs = sorted({e["effect_ref"] for e in rows})
-        if len(refs) != expected:
-            first: dict[str, dict[str, Any]] = {}
-            for row in rows:
-                first.setdefault(row["effect_ref"], row)
-            found.append(finding(None, f"destination {destination} holds {len(refs)} distinct effect(s) {refs}; "
-                                       f"expected {expected}",
-                                 [effect_ref_row(r) for r in first.values()] or [
-                                     {"source": "ledger", "table": "effects", "destination": destination,
-                                      "rows": 0}]))
-    return found
 
 
 @contextlib.contextmanager

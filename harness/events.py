@@ -8,7 +8,7 @@ Two ways to validate one line:
 - ``validate_event(record)`` runs pydantic on a decoded object and returns the typed event or a
   readable error naming the field, the bad value and the valid choices;
 - ``parse_line(text)`` validates the raw JSON text straight into a plain dict: the audit's hot path.
-  orjson decodes the line and ``_vouch`` checks the common shapes field by field (exact JSON types, no
+  orjson decodes the line and ``vouch_for`` checks the common shapes field by field (exact JSON types, no
   coercion needed); any line it cannot vouch for goes to pydantic (TypedDicts built from the same
   models, ``parse_line_pydantic``). Property tests keep all three in agreement.
 """
@@ -175,7 +175,7 @@ def parse_line(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
         record = orjson.loads(text)
     except orjson.JSONDecodeError:
         return parse_line_pydantic(text)
-    if type(record) is dict and _vouch(record):
+    if type(record) is dict and vouch_for(record):
         return record, None
     return parse_line_pydantic(text)
 
@@ -198,13 +198,13 @@ def parse_line_pydantic(text: str | bytes) -> tuple[dict[str, Any] | None, str |
     return None, validate_event(value)[1] or "does not fit the audit event schema"
 
 
-# How _vouch checks one field: the exact Python types orjson may give for a value pydantic would keep
+# How vouch_for checks one field: the exact Python types orjson may give for a value pydantic would keep
 # unchanged. Anything else (an int for a float, 1 for a bool, a number for a string) goes to pydantic,
 # which may coerce it or reject it with its own message.
-_STR, _STR_OR_NONE, _INT_OR_NONE, _BOOL_OR_NONE, _FLOAT_OR_NONE, _TS, _STRS_OR_NONE, _DICT_OR_NONE = range(8)
+STR, STR_OR_NONE, INT_OR_NONE, BOOL_OR_NONE, FLOAT_OR_NONE, TS, STRS_OR_NONE, DICT_OR_NONE = range(8)
 _NONE = type(None)
-_FIELD_TYPES = {_STR: (str,), _STR_OR_NONE: (str, _NONE), _INT_OR_NONE: (int, _NONE), _BOOL_OR_NONE: (bool, _NONE),
-                _FLOAT_OR_NONE: (float, _NONE), _TS: (float, str)}
+_FIELD_TYPES = {STR: (str,), STR_OR_NONE: (str, _NONE), INT_OR_NONE: (int, _NONE), BOOL_OR_NONE: (bool, _NONE),
+                FLOAT_OR_NONE: (float, _NONE), TS: (float, str)}
 
 
 def _vouch_plan(model: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]:
@@ -220,28 +220,28 @@ def _vouch_plan(model: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]
         if literal is not None:
             plan[name] = frozenset(literal.__args__)  # a set of the allowed strings (None is never allowed)
         elif annotation == (float | str):
-            plan[name] = _TS
+            plan[name] = TS
         elif annotation is str:
-            plan[name] = _STR
+            plan[name] = STR
         elif annotation == (str | None):
-            plan[name] = _STR_OR_NONE
+            plan[name] = STR_OR_NONE
         elif annotation == (int | None):
-            plan[name] = _INT_OR_NONE
+            plan[name] = INT_OR_NONE
         elif annotation == (bool | None):
-            plan[name] = _BOOL_OR_NONE
+            plan[name] = BOOL_OR_NONE
         elif annotation == (float | None):
-            plan[name] = _FLOAT_OR_NONE
+            plan[name] = FLOAT_OR_NONE
         elif annotation == (list[str] | None):
-            plan[name] = _STRS_OR_NONE
+            plan[name] = STRS_OR_NONE
         elif annotation == (dict[str, Any] | None):
-            plan[name] = _DICT_OR_NONE
-        else:  # a new field type: teach _vouch about it (a test fails until then)
+            plan[name] = DICT_OR_NONE
+        else:  # a new field type: teach vouch_for about it (a test fails until then)
             raise TypeError(f"{model.__name__}.{name}: no fast check for {annotation!r}")
     required = frozenset(name for name, info in model.model_fields.items() if info.is_required())
     return plan, required
 
 
-def _plain(value: Any, depth: int = 1) -> bool:
+def plain_json(value: Any, depth: int = 1) -> bool:
     """True when an arbitrary JSON value holds no float: orjson turns an integer beyond 64 bits into a
     float where pydantic keeps the int, so a float in free-form data is left to pydantic. Nor is a value
     nested deeper than ``MAX_DEPTH`` levels (orjson decodes up to 1024): ``parse_line_pydantic`` applies
@@ -251,20 +251,20 @@ def _plain(value: Any, depth: int = 1) -> bool:
         if depth >= MAX_DEPTH:
             return False
         for item in value.values():
-            if not _plain(item, depth + 1):
+            if not plain_json(item, depth + 1):
                 return False
     elif kind is list:
         if depth >= MAX_DEPTH:
             return False
         for item in value:
-            if not _plain(item, depth + 1):
+            if not plain_json(item, depth + 1):
                 return False
     elif kind is float:
         return False
     return True
 
 
-def _vouch(record: dict[str, Any]) -> bool:
+def vouch_for(record: dict[str, Any]) -> bool:
     """Does this decoded line fit its event model exactly as it stands (so pydantic would return it as is)?
 
     Lines of one shape (the same keys in the same order) get one checker, written for that shape
@@ -273,22 +273,22 @@ def _vouch(record: dict[str, Any]) -> bool:
     checker = _SHAPE_CHECKERS.get(shape)
     if checker is None:
         event = record.get("event")
-        if type(event) is not str or event not in _VOUCH_PLANS:
+        if type(event) is not str or event not in VOUCH_PLANS:
             return False
         if len(_SHAPE_CHECKERS) >= _MAX_SHAPES:  # a log of ever new shapes: check field by field
-            return _vouch_fields(record, *_VOUCH_PLANS[event])
+            return vouch_for_fields(record, *VOUCH_PLANS[event])
         checker = _SHAPE_CHECKERS[shape] = _shape_checker(shape, event)
     return checker(record)
 
 
 _MAX_SHAPES = 1024
 _SHAPE_CHECKERS: dict[tuple[str, ...], Any] = {}
-# what each check is, as an expression over the value ``v`` (the _STR... codes above)
+# what each check is, as an expression over the value ``v`` (the STR... codes above)
 _CHECK_SOURCE = {
-    _STR: "v.__class__ is str", _STR_OR_NONE: "(v is None or v.__class__ is str)",
-    _INT_OR_NONE: "(v is None or v.__class__ is int)", _BOOL_OR_NONE: "(v is None or v.__class__ is bool)",
-    _FLOAT_OR_NONE: "(v is None or v.__class__ is float)", _TS: "(v.__class__ is float or v.__class__ is str)",
-    _STRS_OR_NONE: "(v is None or _strs(v))", _DICT_OR_NONE: "(v is None or (v.__class__ is dict and _plain(v)))",
+    STR: "v.__class__ is str", STR_OR_NONE: "(v is None or v.__class__ is str)",
+    INT_OR_NONE: "(v is None or v.__class__ is int)", BOOL_OR_NONE: "(v is None or v.__class__ is bool)",
+    FLOAT_OR_NONE: "(v is None or v.__class__ is float)", TS: "(v.__class__ is float or v.__class__ is str)",
+    STRS_OR_NONE: "(v is None or _strs(v))", DICT_OR_NONE: "(v is None or (v.__class__ is dict and plain_json(v)))",
 }
 
 
@@ -303,16 +303,16 @@ def _strs(value: Any) -> bool:
 
 def _shape_checker(shape: tuple[str, ...], event: str) -> Any:
     """A function checking a record of exactly these keys, in this order, against the event's plan."""
-    fields, required = _VOUCH_PLANS[event]
+    fields, required = VOUCH_PLANS[event]
     if not required <= set(shape):
         return lambda record: False
     names = [f"v{i}" for i in range(len(shape))]
     tests = []
-    scope: dict[str, Any] = {"_strs": _strs, "_plain": _plain}
+    scope: dict[str, Any] = {"_strs": _strs, "plain_json": plain_json}
     for name, key in zip(names, shape, strict=True):
         check = fields.get(key)
         if check is None:
-            tests.append(f"_plain({name})")
+            tests.append(f"plain_json({name})")
         elif check.__class__ is frozenset:
             scope[f"allowed_{name}"] = check
             tests.append(f"({name}.__class__ is str and {name} in allowed_{name})")
@@ -324,21 +324,21 @@ def _shape_checker(shape: tuple[str, ...], event: str) -> Any:
     return scope["check"]
 
 
-def _vouch_fields(record: dict[str, Any], fields: dict[str, Any], required: frozenset[str]) -> bool:
+def vouch_for_fields(record: dict[str, Any], fields: dict[str, Any], required: frozenset[str]) -> bool:
     if not required <= record.keys():
         return False
     types = _FIELD_TYPES
     for name, value in record.items():
         check = fields.get(name)
         if check is None:  # an extra field: kept as decoded
-            if not _plain(value):
+            if not plain_json(value):
                 return False
         elif check.__class__ is int:
-            if check == _STRS_OR_NONE:
+            if check == STRS_OR_NONE:
                 if value is not None and not _strs(value):
                     return False
-            elif check == _DICT_OR_NONE:
-                if value is not None and (type(value) is not dict or not _plain(value)):
+            elif check == DICT_OR_NONE:
+                if value is not None and (type(value) is not dict or not plain_json(value)):
                     return False
             elif type(value) not in types[check]:
                 return False
@@ -365,7 +365,7 @@ def validate_event(record: Any) -> tuple[BaseModel | None, str | None]:
         return None, f"{event} event: " + "; ".join(problems)
 
 
-_VOUCH_PLANS: dict[str, tuple[dict[str, Any], frozenset[str]]] = {
+VOUCH_PLANS: dict[str, tuple[dict[str, Any], frozenset[str]]] = {
     model.model_fields["event"].annotation.__args__[0]: _vouch_plan(model)  # type: ignore[union-attr]
     for model in (OperationEvent, AttemptEvent, ObservationEvent, ResolutionEvent, ApprovalEvent)}
 

@@ -31,7 +31,9 @@ from harness.contract import (
     LEDGER_CHECKPOINT_FILE,
     LEDGER_DUMP_FILE,
     LEDGER_SEAL_KEY,
+    LIMITS_KEY,
     OTEL_AGENT_LOG,
+    PROBE_FAILURES_KEY,
     TRACE_CHECKPOINT_FILE,
     TRACE_EVENTS_FILE,
     TRACE_FILE,
@@ -42,12 +44,8 @@ from harness.contract import (
 from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
-from harness.limits import LIMITS_KEY, EvidenceLimits, collector_paused
+from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import numbered_lines, open_text
-
-# the completeness mark's {destination: why} of the container services whose ledger probe failed at the end
-# (harness.containers.service): their ground truth is unknown, so the run is INCOMPLETE
-PROBE_FAILURES_KEY = "ledger_probe_failures"
 
 
 @dataclass

@@ -4,7 +4,7 @@
 a little inline JavaScript as an enhancement only, no CDN; readable with JavaScript off); every failing
 scenario run gets one in its evidence folder (``REPORT_HTML``), and ``python -m harness report DIR --html FILE``
 and ``python -m harness audit LOG --html FILE`` write one on demand. The page is built from data: the
-``Verdict`` (``harness.checker.model``) and, when there is one, the ``Evidence`` (log events with ``_line``,
+``Verdict`` (``harness.results.verdict``) and, when there is one, the ``Evidence`` (log events with ``_line``,
 journal entries with ``_line``, ledger effects and requests with ``seq``), never from the text report.
 Escaping is Jinja2's autoescape: nothing here escapes by hand.
 
@@ -54,14 +54,14 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.correlation import ts_value
+from harness.checker.readings import ts_value
 
 if TYPE_CHECKING:
     import jinja2
 
-    from harness.checker.model import Finding, IntentVerdict, OperationVerdict, Verdict
-    from harness.engine import ScenarioResult
     from harness.evidence import Evidence
+    from harness.results.scenario_result import ScenarioResult
+    from harness.results.verdict import Finding, IntentVerdict, OperationVerdict, Verdict
 
 REPORT_HTML = "report.html"  # what every failing run writes into its evidence folder
 ONE_FILE_LIMIT = 1000  # up to this many operations, one file; above, paged
@@ -213,7 +213,7 @@ class _Records:
         evidence = self.evidence
         if evidence is None or not evidence.journal:
             return
-        from harness.checker.context import RunContext
+        from harness.checker.run_context import RunContext
 
         try:
             run = RunContext(evidence)

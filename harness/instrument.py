@@ -532,12 +532,12 @@ class Operation:
         if lookup is not None and method == lookup.method.upper() and path == lookup.path:
             return "lookup"
         status = self.contract.status
-        if status is not None and method == status.method.upper() and _template(status.path).fullmatch(path):
+        if status is not None and method == status.method.upper() and template_pattern(status.path).fullmatch(path):
             return "status_poll"
         own = self.operation_contract
         if method in READ_METHODS and not (own is not None and own.method.upper() == method):
             collection = own.path if own is not None and own.path else None
-            if collection and _template(collection.rstrip("/") + "/{id}").fullmatch(path):
+            if collection and template_pattern(collection.rstrip("/") + "/{id}").fullmatch(path):
                 return "read_after_write"
             return None  # some other read: no evidence about this operation, not an attempt either
         return "attempt"
@@ -613,9 +613,9 @@ class Operation:
             if status == 429:
                 record.retry_after_seconds = _retry_after(ex.headers.get("retry-after"))
             if 200 <= status < 300:
-                body = _parse(bytes(ex.body), ex.headers.get("content-type", ""))
+                body = parse_body(bytes(ex.body), ex.headers.get("content-type", ""))
                 field_name = self.operation_contract.effect_ref_field if self.operation_contract else None
-                ref = _dig(body, field_name or "id")
+                ref = dig(body, field_name or "id")
                 if status == 202 and isinstance(body, dict) and isinstance(body.get("operation"), dict):
                     record.status_url = str(body["operation"].get("status_url") or "") or None
                 elif ref is not None and not isinstance(ref, (dict, list)):
@@ -628,13 +628,13 @@ class Operation:
         status_text: str | None = None
         detail = f"lookup failed: {error}" if error else f"HTTP {ex.status}"
         ok = error is None and ex.status is not None and 200 <= ex.status < 300
-        body = _parse(bytes(ex.body), ex.headers.get("content-type", "")) if ok else None
+        body = parse_body(bytes(ex.body), ex.headers.get("content-type", "")) if ok else None
         field_name = (self.operation_contract.effect_ref_field if self.operation_contract else None) or "id"
         if ex.role == "lookup" and ok and self.contract.lookup is not None:
             items = body.get(self.contract.lookup.result_field or LOOKUP_RESULT_FIELD) \
                 if isinstance(body, dict) else None
             if isinstance(items, list):
-                refs = [str(ref) for ref in (_dig(item, field_name) for item in items) if ref is not None]
+                refs = [str(ref) for ref in (dig(item, field_name) for item in items) if ref is not None]
                 found = bool(refs)
         elif ex.role == "status_poll" and ok and isinstance(body, dict) and isinstance(body.get("status"), str):
             status_text = body["status"]
@@ -642,7 +642,7 @@ class Operation:
             refs = [str(body["effect_ref"])] if found and body.get("effect_ref") is not None else []
             detail = f"operation is {status_text}"
         elif ex.role == "read_after_write" and error is None:
-            ref = _dig(body, field_name) if ok else None
+            ref = dig(body, field_name) if ok else None
             if ok and ref is not None:
                 found, refs = True, [str(ref)]
             elif ex.status == 404:
@@ -1027,7 +1027,7 @@ def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
 _TEMPLATES: dict[str, re.Pattern[str]] = {}
 
 
-def _template(path: str) -> re.Pattern[str]:
+def template_pattern(path: str) -> re.Pattern[str]:
     """A path template (``/operations/{id}``) as a pattern: each placeholder one path segment."""
     pattern = _TEMPLATES.get(path)
     if pattern is None:
@@ -1051,7 +1051,7 @@ def _body_params(body: bytes | None) -> dict[str, Any]:
         return {}
 
 
-def _parse(body: bytes, content_type: str) -> Any:
+def parse_body(body: bytes, content_type: str) -> Any:
     """A JSON body as data, an XML body as its element tree, anything else None."""
     if not body:
         return None
@@ -1067,7 +1067,7 @@ def _parse(body: bytes, content_type: str) -> Any:
     return None
 
 
-def _dig(value: Any, path: str) -> Any:
+def dig(value: Any, path: str) -> Any:
     """``a.b.0.c`` in a JSON value, or the element path of local names in an XML tree (its text)."""
     if value is None:
         return None

@@ -26,8 +26,6 @@ from typing import Any, ClassVar
 FINDINGS_SHOWN = 20  # findings a text report shows in full (--findings-shown N; 0: all)
 BLOCKS_SHOWN = 100  # operations (intents) a text report shows one by one when it need not summarise
 
-LIMITS_KEY = "limits"  # in context.json and in a scenario's YAML
-
 _paused_lock = threading.Lock()
 _paused = {"depth": 0, "was_enabled": False}
 

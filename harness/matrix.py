@@ -17,22 +17,21 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from harness.contract import BLACK_BOX_MODE, EVENTS_MODE, agent_words
 from harness.errors import AgentError
 from harness.resources import expected_outcomes_file
+from harness.results.matrix import REFERENCE, Cell, Matrix
 
 EXPECTED_FILE = expected_outcomes_file()  # package data (harness.resources)
 WRONG_AGENT_MODULE = "harness.agents.wrong."
-REFERENCE = "reference"
 
 
 @dataclass(frozen=True)
@@ -111,86 +110,14 @@ def agent_specs(values: list[str] | list[AgentSpec], expected: Expectations, *,
     return list(dict.fromkeys(specs))
 
 
-@dataclass
-class Cell:
-    agent: str  # the row's label: a bundled agent's name, or a team's own label (LABEL=COMMAND, else the command)
-    scenario: str
-    passed: bool
-    codes: list[str]
-    evidence: str
-    expected_codes: list[str] | None = None  # set where the matrix asserts a catch
-    error: str | None = None
-    command: str = ""
-    bundled: bool = True  # False: a team's own agent, no expected outcome
-    mode: str = EVENTS_MODE  # how the run was judged: with its audit log, or black-box
-    # what the wire and the ledger show (``ScenarioResult.facts``): effects, attempts, key_behaviour, intents
-    facts: dict[str, Any] = field(default_factory=dict)
-    # what the run exercised (harness.coverage.entry): the checks that held having been reached, the model's rows
-    exercised: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def verdict(self) -> str:
-        """`ok` (as expected), `caught`, `missed` (a wrong agent slipped through), `false-alarm`; a team's own
-        agent (no expected outcome): `ok` or `fail`."""
-        if self.agent == REFERENCE and self.bundled:
-            return "ok" if self.passed else "false-alarm"
-        if self.expected_codes is None:
-            return "ok" if self.passed else "fail"
-        if not self.passed and set(self.expected_codes) <= set(self.codes):
-            return "caught"
-        return "missed"
-
-    @property
-    def outcome(self) -> str:
-        """The cell in a certification table: PASS, or FAIL with the rule codes found (ERROR if it never ran);
-        where the matrix asserts something of a bundled agent, what it asserted follows."""
-        if self.error:
-            return "ERROR"
-        said = "PASS" if self.passed else " ".join(["FAIL", *self.codes])
-        if self.bundled and self.verdict in ("caught", "missed", "false-alarm"):
-            said += f" ({self.verdict})"
-        return said
-
-    def fact(self, name: str) -> str:
-        """One black-box fact as the table shows it ("-" when the run gave none)."""
-        value = self.facts.get(name)
-        return "-" if value is None else str(value)
-
-
-@dataclass
-class Matrix:
-    cells: list[Cell] = field(default_factory=list)
-
-    def catch_rate(self) -> tuple[int, int]:
-        """Wrong agents caught on every scenario that targets them / wrong agents."""
-        targeted: dict[str, bool] = {}
-        for cell in self.cells:
-            if cell.agent != REFERENCE and cell.expected_codes is not None:
-                targeted[cell.agent] = targeted.get(cell.agent, True) and cell.verdict == "caught"
-        return sum(targeted.values()), len(targeted)
-
-    def false_alarms(self) -> tuple[int, int]:
-        ref = [c for c in self.cells if c.agent == REFERENCE and c.bundled]
-        return sum(not c.passed for c in ref), len(ref)
-
-    def uncertified(self) -> list[Cell]:
-        """The cells of a team's own agents that failed, and any cell that never ran."""
-        return [c for c in self.cells if c.error or (not c.bundled and not c.passed)]
-
-    @property
-    def ok(self) -> bool:
-        """Every wrong agent caught where targeted, no false alarm, every team agent passed, every cell ran."""
-        caught, wrong = self.catch_rate()
-        return caught == wrong and self.false_alarms()[0] == 0 and not self.uncertified()
-
-
 def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, expected: Expectations | None = None,
              black_box: bool = False, image: str | None = None) -> Cell:
     """Run one agent on one scenario (in this process, reusing its proxy); `agent` is a bundled agent's name or
     an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone. `image`: run the agent's
     command in a container of that image (a bundled agent's `python` is the image's `python3`)."""
     from harness import coverage
-    from harness.engine import EXPECTATION_CODE, run_scenario
+    from harness.engine import run_scenario
+    from harness.results.verdict import EXPECTATION_CODE
     from harness.scenario import ContainerAgent, agent_label, container_agent, load
 
     expected = expected or load_expectations()
@@ -254,12 +181,23 @@ def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def as_dict(matrix: Matrix) -> dict[str, Any]:
-    """The matrix as JSON (`--format json`, `--json FILE`): the rates, the agents (label, command, bundled),
-    and every cell with its verdict, its outcome (PASS/FAIL and codes) and its black-box facts."""
-    caught, wrong = matrix.catch_rate()
-    alarms, ref = matrix.false_alarms()
-    agents = {c.agent: {"label": c.agent, "command": c.command, "bundled": c.bundled} for c in matrix.cells}
-    return {"catch_rate": [caught, wrong], "false_alarms": [alarms, ref], "passed": matrix.ok,
-            "agents": list(agents.values()),
-            "cells": [{**c.__dict__, "verdict": c.verdict, "outcome": c.outcome} for c in matrix.cells]}
+def measure_coverage(evidence_root: Path, names: Iterable[str] | None = None) -> dict[str, dict[str, list[str]]]:
+    """Run the reference agent over the catalogue (or ``names``) and say what each scenario exercised
+    (``harness.coverage`` keeps it)."""
+    from harness import coverage
+    from harness.contract import REFERENCE_AGENT
+    from harness.engine import run_scenario
+    from harness.resources import catalogue
+    from harness.scenario import load as load_scenario
+
+    wanted = set(names) if names is not None else None
+    measured: dict[str, dict[str, list[str]]] = {}
+    for path in catalogue():
+        if wanted is not None and path.stem not in wanted:
+            continue
+        result = run_scenario(load_scenario(path), agent=REFERENCE_AGENT, evidence_root=evidence_root)
+        if result.incomplete or not result.passed:
+            raise RuntimeError(f"the reference agent did not pass {path.stem} ({result.evidence_dir}): coverage is "
+                               f"measured on passing runs only")
+        measured[path.stem] = coverage.entry(result.verdict)
+    return measured

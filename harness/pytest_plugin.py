@@ -30,7 +30,7 @@ from harness.contract import AGENT_LOGS
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # what Node.repr_failure returns; pytest does not export it
 
-    from harness.engine import ScenarioResult
+    from harness.results.scenario_result import ScenarioResult
     from harness.scenario import ContainerAgent, Scenario
 
 SCENARIO_OPTION = "--harness-scenario"
@@ -176,7 +176,7 @@ def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str])
     if ns.rootdir or ns.inifilename or not (ours or any(".yaml" in a or ".yml" in a for a in ns.file_or_dir)):
         return  # given explicitly (nothing was guessed), or nothing of ours to misread
     invocation_dir = config.invocation_params.dir
-    positional = [arg for arg in parser.parse_known_args(_without_our_options(args)).file_or_dir
+    positional = [arg for arg in parser.parse_known_args(without_our_options(args)).file_or_dir
                   if not _in_bundled_catalogue(invocation_dir / str(arg).split("::", 1)[0])]
     setup: Any = determine_setup  # private: its signature differs between pytest 8 and 9
     found: tuple[Any, ...]
@@ -217,7 +217,7 @@ def _in_bundled_catalogue(path: Path) -> bool:
     return path.suffix in (".yaml", ".yml") and path.resolve().parent == catalogue_dir().resolve()
 
 
-def _without_our_options(args: list[str]) -> list[str]:
+def without_our_options(args: list[str]) -> list[str]:
     """`args` without this plugin's options and their values (long forms and aliases)."""
     names = set(_OPTIONS) | set(ALIASES.values())
     flags = {spelling for name, attrs in _OPTIONS.items() if attrs.get("action") == "store_true"
@@ -489,7 +489,7 @@ def _failure_repr(path: Path, message: str, text: str) -> TerminalRepr:
 
 def result_properties(result: ScenarioResult) -> list[tuple[str, str]]:
     """What a run records on its test (JUnit `<properties>`): scenario, agent, rule codes, evidence."""
-    from harness.engine import EXPECTATION_CODE
+    from harness.results.verdict import EXPECTATION_CODE
 
     codes = sorted(result.verdict.codes | ({EXPECTATION_CODE} if result.expectation_failures else set()))
     checks = result.verdict.checks
@@ -575,8 +575,8 @@ class _HarnessSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
             return
-        from harness.engine import ScenarioResult
         from harness.report import render_failure_pointer, render_pass_line, render_result
+        from harness.results.scenario_result import ScenarioResult
 
         verbosity = self.config.get_verbosity()
         full = verbosity >= 1 or "P" in getattr(terminalreporter, "reportchars", "")
@@ -696,7 +696,8 @@ class HarnessEngine:
         The example database is <rootdir>/.retry-harness/explore; the reproducer goes to
         <evidence root>/explore/NAME.found.yaml unless `reproducer=` says otherwise."""
         from harness.contract import REFERENCE_AGENT
-        from harness.explore import DATABASE_FOLDER, DEFAULT_EXAMPLES, explore
+        from harness.explore import explore
+        from harness.explore_defaults import DATABASE_FOLDER, DEFAULT_EXAMPLES
 
         loaded = self.load(scenario)
         config = self.config

@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.model import (
+from harness.colour import PLAIN, Paint
+from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN
+from harness.results.verdict import (
     EXPECTATION_CODE,
     EXPECTATION_RULE,
     FAILED,
@@ -19,14 +21,12 @@ from harness.checker.model import (
     OperationVerdict,
     Verdict,
 )
-from harness.colour import PLAIN, Paint
-from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN
 
 if TYPE_CHECKING:
-    from harness.audit import AuditSummary
-    from harness.engine import ScenarioResult
-    from harness.explore import Exploration
-    from harness.matrix import Matrix
+    from harness.results.audit import AuditSummary
+    from harness.results.exploration import Exploration
+    from harness.results.matrix import Matrix
+    from harness.results.scenario_result import ScenarioResult
     from harness.scenario import Scenario
 
 
@@ -359,8 +359,6 @@ def render_failure_line(result: ScenarioResult, *, shown: int | None = None) -> 
     """A failed run in one line (pytest's short summary, JUnit's ``message``): the rule codes per
     operation, the scenario's own expectations that failed, or why the evidence is incomplete. Past ``shown``
     operations (``FINDINGS_SHOWN``; 0: all), the first ones, then the findings of all counted per rule."""
-    from harness.engine import EXPECTATION_CODE
-
     if result.incomplete:
         return f"INCOMPLETE: the harness lost evidence: {result.incomplete[0].splitlines()[0]}"
     by_operation: dict[str | None, dict[str, None]] = {}
@@ -490,7 +488,7 @@ def render_matrix_markdown(matrix: Matrix) -> str:
 def matrix_html_data(matrix: Matrix) -> dict[str, Any]:
     """What the HTML page shows, from the matrix's data: the agents (rows), the scenarios (columns), each
     cell with its verdict, outcome, codes and facts, the rates, and each agent's command."""
-    from harness.matrix import as_dict
+    from harness.results.matrix import as_dict
 
     data = as_dict(matrix)
     scenarios = list(dict.fromkeys(c.scenario for c in matrix.cells))

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from fake_destinations.services import SERVICES
 from fake_destinations.spec import EXPLORABLE_OPTIONS, FAULTS_BY_TRANSPORT, DestinationSpec, describe
 from harness.contract import MCP_TRANSPORT
-from harness.explore import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_FAULTS
+from harness.explore_defaults import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_FAULTS
 from harness.proxy.rules import ACTIONS, ClientTimeouts, FaultAction, FaultRule, Match
 from harness.scenario import AgentRestart, DestinationRestart, Scenario
 from harness.schedule import Schedule

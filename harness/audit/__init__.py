@@ -7,7 +7,7 @@ article's effect-ledger NDJSON (``type``: attempt | effect, with ``operationId``
 no wire and no ledger here, so the rules that need them are skipped and effects are counted from the log.
 A glob is audited as one log: its files in name order, their lines numbered through.
 
-Engines (``harness.audit.engine``): ``duckdb`` (the default) reads the file in SQL, in parallel, and writes
+Engines (``harness.audit.engines``): ``duckdb`` (the default) reads the file in SQL, in parallel, and writes
 the verdicts of the operations no rule can fire on from SQL (``harness.audit.triage``); the rules judge the
 rest. ``spark`` does the same on a Spark session (``--master URL``; docs/spark.md), with the same output.
 ``stream`` reads line by line in this process alone, memory growing with open operations, not with the
@@ -34,13 +34,15 @@ from pathlib import Path
 from typing import TextIO
 
 from harness.audit.article import article_record
-from harness.audit.engine import ENGINES, AuditEngine, EngineUnsuitable, audit_with, expand, open_engine
+from harness.audit.engines import ENGINES, AuditEngine, EngineUnsuitable, audit_with, open_engine
 from harness.audit.fast_path import clean_summary
+from harness.audit.files import expand
 from harness.audit.lines import load_log
-from harness.audit.output import AuditSummary, write_summary
-from harness.audit.stream import AuditProgress, StreamingAudit, _audit_alone
+from harness.audit.output import write_summary
+from harness.audit.stream import AuditProgress, StreamingAudit, audit_alone
 from harness.errors import EvidenceError
 from harness.ndjson import open_text
+from harness.results.audit import AuditSummary
 
 __all__ = ["ENGINES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary", "load_log"]
 FORMATS = ("json", "text")
@@ -61,7 +63,7 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
     ``engine``: ``duckdb`` (embedded, the default), ``spark`` (``master``: a Spark master URL, default
-    ``local[2]``) or ``stream``; or an open engine (``harness.audit.engine``), which the caller closes. The
+    ``local[2]``) or ``stream``; or an open engine (``harness.audit.engines``), which the caller closes. The
     verdicts are the same; ``stream`` lists operations as they are judged, the others in the order of their
     first line. ``progress(bytes read, unhealthy operations so far)`` is called as the file is read.
     """
@@ -105,7 +107,7 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
                 chosen.close()
     if result is None:  # the stream engine, or a file the embedded engine cannot read as Python does
         counts: list[int] = []
-        result = _audit_alone((_open(p) for p in paths), name, format, window, write, progress, counts)
+        result = audit_alone((_open(p) for p in paths), name, format, window, write, progress, counts)
         files = list(zip(paths, counts, strict=True))
     stats, run_findings = result
     summary = AuditSummary.from_stats(name, stats, run_findings)

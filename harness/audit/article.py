@@ -16,8 +16,8 @@ from pydantic_core import from_json
 from harness.ndjson import limit_error
 
 # Transport results of the article's format, mapped to dispatch states.
-_NOT_SENT = frozenset({"not_sent", "refused", "connection_refused", "blocked"})
-_UNKNOWN = frozenset({"timeout", "timed_out", "no_response", "lost", "unknown", "ambiguous", "sent_no_response"})
+NOT_SENT_WORDS = frozenset({"not_sent", "refused", "connection_refused", "blocked"})
+UNKNOWN_WORDS = frozenset({"timeout", "timed_out", "no_response", "lost", "unknown", "ambiguous", "sent_no_response"})
 
 
 def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | None, str | None]:
@@ -35,7 +35,8 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
             if value is not None and not isinstance(value, str):
                 return None, f"attempt line: {name} must be a string or null, got {json.dumps(value)}"
         result = str(raw.get("result") or "").lower()
-        state = "not_sent" if result in _NOT_SENT else "sent_no_response" if result in _UNKNOWN else "response_received"
+        state = ("not_sent" if result in NOT_SENT_WORDS else "sent_no_response" if result in UNKNOWN_WORDS
+                 else "response_received")
         return {"event": "attempt", "operation_id": op, "attempt_id": attempt_id, "dispatch_state": state,
                 "idempotency_key": raw.get("idempotencyKey"), "request_fingerprint": raw.get("payloadHash"),
                 "result": raw.get("result"), "ts": raw.get("observedAt"), "_line": line, "_format": "ledger"}, None
@@ -46,7 +47,7 @@ def article_record(raw: dict[str, Any], line: int) -> tuple[dict[str, Any] | Non
             "_format": "ledger"}, None
 
 
-def _article_line(text: str, line: int) -> tuple[dict[str, Any] | None, str | None] | None:
+def article_line(text: str, line: int) -> tuple[dict[str, Any] | None, str | None] | None:
     """`article_record` of a line in the article's format (`type: attempt|effect`), or None when the
     line is not in that format at all."""
     if '"type"' not in text or limit_error(text) is not None:  # beyond the limits: parse_line said why

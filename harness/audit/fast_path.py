@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checker import OperationContext, _observation_view, _resolution_view
+from harness.checker import OperationContext, observation_view, resolution_view
 from harness.checker.context import SAFE_METHODS
-from harness.checker.correlation import ts_value
+from harness.checker.readings import ts_value
 from harness.events import RETRY_REASONS
 
 
@@ -102,6 +102,6 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
             return None
     return {"operation_id": op.operation_id, "intent_id": declared.get("intent_id"), "intent": declared.get("intent"),
             "classification": "healthy", "state": "succeeded", "attempts": [_attempt_json(a) for a in attempts],
-            "effects": list(refs), "findings": [], "observations": [_observation_view(o) for o in op.observations],
-            "resolution": _resolution_view(resolution)}
+            "effects": list(refs), "findings": [], "observations": [observation_view(o) for o in op.observations],
+            "resolution": resolution_view(resolution)}
 

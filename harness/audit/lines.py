@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.audit.article import _article_line
+from harness.audit.article import article_line
 from harness.events import parse_line
 from harness.evidence import Evidence, load_events
 
@@ -19,7 +19,7 @@ def read_line(text: str) -> tuple[dict[str, Any] | None, str | None]:
     it is neither (the reason parsing it as our event gave)."""
     record, error = parse_line(text)
     if record is None:
-        article = _article_line(text, 0)
+        article = article_line(text, 0)
         if article is not None:
             return article
     return record, error

@@ -13,11 +13,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
-from harness.audit.output import AuditSummary, _json_text, _op_json, write_summary
+from harness.audit.output import json_text, operation_json, write_summary
 from harness.checker import check
 from harness.errors import EvidenceError
 from harness.evidence import Evidence, load_trace
 from harness.report import render_operation
+from harness.results.audit import AuditSummary
 
 
 def trace_log_name(path: Path) -> str:
@@ -45,7 +46,7 @@ def audit_trace(path: Path, *, format: str = "text", out: TextIO) -> AuditSummar
     problems = [op for op in verdict.operations if op.classification != "healthy" or op.findings]
     if format == "json":
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
-        out.write(",".join("\n    " + _json_text(_op_json(op), careful=True) for op in verdict.operations))
+        out.write(",".join("\n    " + json_text(operation_json(op), careful=True) for op in verdict.operations))
     else:
         for op in problems:
             out.write("\n".join(render_operation(op, offline=True)) + "\n\n")

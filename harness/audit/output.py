@@ -3,51 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import orjson
 from pydantic_core import to_json
 
-from harness.checker import Finding, OperationVerdict
 from harness.report import render_audit_summary
-
-
-@dataclass
-class AuditSummary:
-    """What an audit found, as data: counts, the run-wide findings, and its outcome."""
-
-    file: str
-    events: int
-    malformed_lines: int
-    classifications: dict[str, int]
-    findings: int  # every finding, the operations' and the run-wide ones
-    unhealthy: int  # operations not healthy or with a finding
-    run_findings: list[Finding] = field(default_factory=list)
-    files: list[tuple[str, int]] = field(default_factory=list)  # a glob's files and their lines, in order
-
-    @classmethod
-    def from_stats(cls, name: str, stats: dict[str, Any], run_findings: list[Finding]) -> AuditSummary:
-        return cls(name, stats["events"], stats["malformed"], dict(sorted(stats["classes"].items())),
-                   stats["findings"], stats["unhealthy"], run_findings)
-
-    @property
-    def operations(self) -> int:
-        return sum(self.classifications.values())
-
-    @property
-    def outcome(self) -> str:
-        """``healthy`` (every operation, no finding), ``unhealthy``, or ``unusable`` (no usable line)."""
-        if self.events == 0:
-            return "unusable"
-        return "unhealthy" if self.unhealthy or self.run_findings else "healthy"
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {"events": self.events, "malformed_lines": self.malformed_lines, "operations": self.operations,
-                "classifications": self.classifications, "findings": self.findings, "outcome": self.outcome}
-        if self.files:
-            data["files"] = [{"file": name, "lines": lines} for name, lines in self.files]
-        return data
+from harness.results.audit import AuditSummary
+from harness.results.verdict import OperationVerdict
 
 
 def write_summary(summary: AuditSummary, format: str, out: TextIO) -> None:
@@ -59,7 +22,7 @@ def write_summary(summary: AuditSummary, format: str, out: TextIO) -> None:
         out.write(render_audit_summary(summary))
 
 
-def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:
+def json_text(data: dict[str, Any], *, careful: bool = False) -> str:
     """Compact JSON of one operation's verdict: orjson, 3x faster than pydantic_core's encoder and the
     same bytes (a property test holds it) for what the fast path vouched for: strings, 64-bit integers,
     booleans, no float anywhere. An operation with a ``careful`` line (coerced by pydantic, or in the
@@ -77,7 +40,7 @@ def _json_text(data: dict[str, Any], *, careful: bool = False) -> str:
 NOT_AUDITED = ("held", "not_exercised", "transitions")
 
 
-def _op_json(verdict: OperationVerdict) -> dict[str, Any]:
+def operation_json(verdict: OperationVerdict) -> dict[str, Any]:
     data = verdict.to_dict()
     for key in NOT_AUDITED:
         data.pop(key, None)

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from harness.audit.engine import FileLines, matching, spans
+from harness.audit.files import FileLines, matching, spans
 from harness.errors import EvidenceError, HarnessError
 
 LINES_DDL = "line BIGINT, text STRING"
@@ -111,7 +111,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Running (a zombie has exited: only its parent's reaping is left)."""
     try:
         stat = Path("/proc", str(pid), "stat").read_text()
@@ -130,11 +130,11 @@ def _alive(pid: int) -> bool:
 
 def _wait_gone(pids: Iterable[int], timeout: float) -> None:
     """Wait (at most ``timeout``) for processes that are not our children to exit; SIGKILL what is left."""
-    left = [pid for pid in pids if _alive(pid)]
+    left = [pid for pid in pids if pid_alive(pid)]
     deadline = time.monotonic() + timeout
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = [pid for pid in left if _alive(pid)]
+        left = [pid for pid in left if pid_alive(pid)]
     for pid in left:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

@@ -13,11 +13,11 @@ from typing import Any, TextIO
 
 import orjson
 
-from harness.audit.article import _article_line
+from harness.audit.article import article_line
 from harness.audit.fast_path import clean_summary
-from harness.audit.output import _json_text, _op_json
+from harness.audit.output import json_text, operation_json
 from harness.checker import Finding, OperationContext, RunRules, judge_operation
-from harness.events import _vouch, parse_line_pydantic
+from harness.events import parse_line_pydantic, vouch_for
 from harness.evidence import Evidence
 from harness.limits import collector_paused
 from harness.report import render_operation
@@ -52,7 +52,7 @@ class StreamingAudit:
     every line as it is read and each operation as the window judges it; what they find about an
     operation still open goes into its verdict, the rest is run-wide.
 
-    The triaged engines (``harness.audit.engine``) feed it only the lines SQL could not judge, in file order.
+    The triaged engines (``harness.audit.engines``) feed it only the lines SQL could not judge, in file order.
     """
 
     def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000) -> None:
@@ -94,12 +94,12 @@ class StreamingAudit:
             record = orjson.loads(text)
         except orjson.JSONDecodeError:
             record = None
-        careful = record.__class__ is not dict or not _vouch(record)
+        careful = record.__class__ is not dict or not vouch_for(record)
         error = None
         fmt = "events"
         if careful:  # what the fast path could not vouch for: pydantic, or the article's format
             record, error = parse_line_pydantic(text)
-            article = _article_line(text, line) if record is None else None
+            article = article_line(text, line) if record is None else None
             if article is not None:
                 (record, error), fmt = article, "ledger"
         read_line = self._read_line if read_text else None
@@ -156,7 +156,7 @@ class StreamingAudit:
             summary = clean_summary(op)
             if summary is not None:
                 self.classes["healthy"] += 1
-                self.sink(op, _json_text(summary, careful=careful) if self.format == "json" else "")
+                self.sink(op, json_text(summary, careful=careful) if self.format == "json" else "")
                 return
         verdict = judge_operation(op, extra, held=False)
         self.classes[verdict.classification] += 1
@@ -164,7 +164,7 @@ class StreamingAudit:
         problem = verdict.classification != "healthy" or bool(verdict.findings)
         self.unhealthy += problem
         if self.format == "json":
-            self.sink(op, _json_text(_op_json(verdict), careful=careful))
+            self.sink(op, json_text(operation_json(verdict), careful=careful))
         else:
             self.sink(op, "\n".join(render_operation(verdict, offline=True)) + "\n\n" if problem else "")
 
@@ -189,7 +189,7 @@ def position(handle: TextIO) -> int:
 AuditProgress = Callable[[int, int], None]  # (bytes read, unhealthy operations so far)
 
 
-def _audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
+def audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
                  write: Any, progress: AuditProgress | None = None,
                  counts: list[int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """One process, one pass over the files in turn (their lines numbered through): ``write(piece)`` for each

@@ -1,7 +1,7 @@
 """The audit's triage in SQL: which operations no rule can fire on (their verdict is written from SQL), and
 which lines the rules must read (``harness.checker``, the one implementation of the rules).
 
-Two statements, run by either engine (``harness.audit.engine``):
+Two statements, run by either engine (``harness.audit.engines``):
 
 - ``FEATURES_SQL`` turns each line of the view ``lines(line, text)`` into typed columns: its operation, its
   event, the fields the clean stories read, and ``ok``, whether the line is one the rules would read exactly
@@ -16,7 +16,7 @@ Two statements, run by either engine (``harness.audit.engine``):
 the rules (the engine reads their text: ``lines_at``).
 
 A line SQL cannot read for certain (``kind = 'loose'``: not JSON to DuckDB, duplicate keys, an escaped
-operation id) is read first by the audit itself (``harness.audit.engine``), and whatever it names is
+operation id) is read first by the audit itself (``harness.audit.engines``), and whatever it names is
 ``forced`` through the rules. SQL may send an operation to the rules that needs no rule; it must never
 call one clean that a rule would fault. The differential tests (tests/audit/test_triage.py) hold each
 clean verdict equal to ``judge_operation``'s on generated logs, and the whole output equal to the
@@ -28,20 +28,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from harness.audit.article import _NOT_SENT, _UNKNOWN
+from harness.audit.article import NOT_SENT_WORDS, UNKNOWN_WORDS
 from harness.checker.context import SAFE_METHODS
 from harness.checker.secrets import SECRET_HINTS
 from harness.events import (
-    _BOOL_OR_NONE,
-    _DICT_OR_NONE,
-    _FLOAT_OR_NONE,
-    _INT_OR_NONE,
-    _STR,
-    _STR_OR_NONE,
-    _STRS_OR_NONE,
-    _TS,
-    _VOUCH_PLANS,
+    BOOL_OR_NONE,
+    DICT_OR_NONE,
+    FLOAT_OR_NONE,
+    INT_OR_NONE,
     RETRY_REASONS,
+    STR,
+    STR_OR_NONE,
+    STRS_OR_NONE,
+    TS,
+    VOUCH_PLANS,
 )
 
 
@@ -59,7 +59,7 @@ def _in_list(values: Any) -> str:
 _EXTRA_READ = ("exit_status", "type", "operationId", "attemptId", "idempotencyKey", "payloadHash", "result",
                "effectRef", "observedAt")
 FIELDS: tuple[str, ...] = tuple(dict.fromkeys(
-    [name for plan, _ in _VOUCH_PLANS.values() for name in plan] + list(_EXTRA_READ)))
+    [name for plan, _ in VOUCH_PLANS.values() for name in plan] + list(_EXTRA_READ)))
 _STRUCT = "{" + ", ".join(f'"{name}": "JSON"' for name in FIELDS) + "}"
 _SAFE_INT = 9007199254740992  # 2**53: the integers SQL and Python compare alike
 _INT = "-?[0-9]{1,15}"
@@ -77,22 +77,22 @@ def _type_ok(check: Any, r: str) -> str:
     if isinstance(check, frozenset):  # a Literal: one of these strings
         return f"(starts_with({r}, '\"') AND substr({r}, 2, length({r}) - 2) IN {_in_list(check)})"
     return {
-        _STR: f"starts_with({r}, '\"')",
-        _STR_OR_NONE: f"({r} IS NULL OR starts_with({r}, '\"'))",
-        _INT_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_INT}'))",
-        _BOOL_OR_NONE: f"({r} IS NULL OR {r} IN ('true', 'false'))",
-        _FLOAT_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_FLOAT}'))",
-        _TS: f"(starts_with({r}, '\"') OR regexp_full_match({r}, '{_FLOAT}'))",
-        _STRS_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_STRINGS}'))",
+        STR: f"starts_with({r}, '\"')",
+        STR_OR_NONE: f"({r} IS NULL OR starts_with({r}, '\"'))",
+        INT_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_INT}'))",
+        BOOL_OR_NONE: f"({r} IS NULL OR {r} IN ('true', 'false'))",
+        FLOAT_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_FLOAT}'))",
+        TS: f"(starts_with({r}, '\"') OR regexp_full_match({r}, '{_FLOAT}'))",
+        STRS_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_STRINGS}'))",
         # free-form data: no float (orjson and pydantic read those differently), no NaN, two levels of
         # objects at most and their keys distinct (so no duplicate key can hide), no deep lists
-        _DICT_OR_NONE: f"({r} IS NULL OR (starts_with({r}, '{{') AND _plain_object({r})))",
+        DICT_OR_NONE: f"({r} IS NULL OR (starts_with({r}, '{{') AND _plain_object({r})))",
     }[check]
 
 
 def _vouch_sql(event: str) -> str:
-    """The line fits the event's model as it stands (``harness.events._vouch``)."""
-    plan, required = _VOUCH_PLANS[event]
+    """The line fits the event's model as it stands (``harness.events.vouch_for``)."""
+    plan, required = VOUCH_PLANS[event]
     tests = [f"{_r(name)} IS NOT NULL" for name in sorted(required)]
     tests += [_type_ok(check, _r(name)) for name, check in plan.items()]
     return " AND ".join(tests)
@@ -150,7 +150,7 @@ _HINT = " OR ".join(f"text ILIKE '%{hint}%'" for hint in SECRET_HINTS)
 # (no space after a quote), holds no null and no field of its own. Otherwise the keys are listed and compared.
 _KEYS_IN_TEXT = "(length(text) - length(replace(text, '\":', ''))) // 2"
 _KEYS_READ = " + ".join(f"({_r(name)} IS NOT NULL)::INT" for name in FIELDS)
-_EVENT_OK = " ".join(f"WHEN {_quote(event)} THEN {_vouch_sql(event)}" for event in _VOUCH_PLANS)
+_EVENT_OK = " ".join(f"WHEN {_quote(event)} THEN {_vouch_sql(event)}" for event in VOUCH_PLANS)
 _ARTICLE_OK = (f"{_s('operationId')} <> '' AND CASE {_s('type')} "
                f"WHEN 'attempt' THEN coalesce({_s('attemptId')}, '') <> '' "
                f"AND ({_r('idempotencyKey')} IS NULL OR starts_with({_r('idempotencyKey')}, '\"')) "
@@ -159,8 +159,8 @@ _ARTICLE_OK = (f"{_s('operationId')} <> '' AND CASE {_s('type')} "
                f"ELSE coalesce({_s('effectRef')}, '') <> '' END")
 _RESULT = f"lower(coalesce({_s('result')}, ''))"
 _DISPATCH = (f"CASE WHEN fmt = 'event' THEN {_s('dispatch_state')} WHEN {_s('type')} = 'attempt' THEN "
-             f"CASE WHEN {_RESULT} IN {_in_list(_NOT_SENT)} THEN 'not_sent' "
-             f"WHEN {_RESULT} IN {_in_list(_UNKNOWN)} THEN 'sent_no_response' ELSE 'response_received' END END")
+             f"CASE WHEN {_RESULT} IN {_in_list(NOT_SENT_WORDS)} THEN 'not_sent' "
+             f"WHEN {_RESULT} IN {_in_list(UNKNOWN_WORDS)} THEN 'sent_no_response' ELSE 'response_received' END END")
 
 
 def _loose_row() -> str:

@@ -11,6 +11,7 @@ intents (``attribute``) and the black-box rules judge each intent (``judge_inten
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -18,9 +19,17 @@ from harness.checker import black_box_rules as _black_box_rules  # noqa: F401  (
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
-from harness.checker.context import OperationContext, RunContext, wire_summary
+from harness.checker.context import OperationContext, wire_summary
+from harness.checker.expectations import expectation_findings
 from harness.checker.history import replay
-from harness.checker.model import (
+from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
+from harness.checker.run_context import RunContext
+from harness.checker.run_rules import RunRules
+from harness.contract import BLACK_BOX_MODE
+from harness.evidence import Evidence
+from harness.limits import collector_paused
+from harness.results.scenario_result import AgentRun
+from harness.results.verdict import (
     CLASSIFICATIONS,
     FAILED,
     HELD,
@@ -29,14 +38,10 @@ from harness.checker.model import (
     AttemptVerdict,
     Finding,
     IntentVerdict,
+    Judgement,
     OperationVerdict,
     Verdict,
 )
-from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
-from harness.checker.run_rules import RunRules
-from harness.contract import BLACK_BOX_MODE
-from harness.evidence import Evidence
-from harness.limits import collector_paused
 
 __all__ = [
     "AttemptVerdict",
@@ -45,6 +50,7 @@ __all__ = [
     "Finding",
     "IntentContext",
     "IntentVerdict",
+    "Judgement",
     "OperationContext",
     "OperationVerdict",
     "RULES",
@@ -58,6 +64,8 @@ __all__ = [
     "attribute",
     "check",
     "check_black_box",
+    "expectation_findings",
+    "judge",
     "judge_intent",
     "judge_operation",
     "rule",
@@ -125,16 +133,16 @@ def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *,
         operation_id=op_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
         intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,
         held=held_labels, not_exercised=idle, transitions=transitions,
-        observations=[_observation_view(o) for o in op.observations],
-        resolution=_resolution_view(op.resolution))
+        observations=[observation_view(o) for o in op.observations],
+        resolution=resolution_view(op.resolution))
 
 
-def _observation_view(obs: dict[str, Any]) -> dict[str, Any]:
+def observation_view(obs: dict[str, Any]) -> dict[str, Any]:
     return {"observation_id": obs.get("observation_id"), "source": obs.get("source"), "found": obs.get("found"),
             "effect_refs": obs.get("effect_refs"), "lag_possible": obs.get("lag_possible"), "line": obs.get("_line")}
 
 
-def _resolution_view(resolution: dict[str, Any] | None) -> dict[str, Any] | None:
+def resolution_view(resolution: dict[str, Any] | None) -> dict[str, Any] | None:
     if resolution is None:
         return None
     return {"state": resolution.get("state"), "evidence": resolution.get("evidence"),
@@ -207,7 +215,7 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
         return check_black_box(evidence)
     run_findings: list[Finding] = []
     run_rules = RunRules(evidence, run_findings.append, offline=offline)
-    run = RunContext(evidence, offline=offline, run_rules=run_rules)
+    run = RunContext(evidence, offline=offline, feed=run_rules.feed_evidence)
     for context in run.ops.values():
         run_rules.operation_done(context)
     run_rules.finish(run)
@@ -224,6 +232,27 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
     return Verdict(operations=operations, findings=findings, rules_run=rules_run,
                    checks=_run_checks(operations, findings, offline),
                    transitions=sorted({t for op in operations for t in op.transitions}))
+
+
+def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: Sequence[AgentRun] | None = None,
+          effects: list[dict[str, Any]] | None = None, offline: bool = False, black_box: bool | None = None,
+          facts: bool = True) -> Judgement:
+    """Judge one run's evidence, the one way every front end and the engine do: nothing when the evidence is
+    incomplete; else the rules (``check``, with ``offline`` and ``black_box``), the scenario's expectations
+    (X001, ``expectation_findings``: ``expect``, the agent's ``runs`` and the ledger's ``effects``, by default
+    what the evidence folder holds; none when it holds no ``expect``) added to the verdict, and, with ``facts``,
+    what the wire and the ledger show whatever the mode (``Attribution.facts``)."""
+    if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
+        return Judgement(Verdict(mode=evidence.mode), incomplete=list(evidence.incomplete))
+    verdict = check(evidence, offline=offline, black_box=black_box)
+    known = attribute(evidence).facts(evidence) if facts else {}
+    expect = evidence.expect if expect is None else expect
+    if runs is None:
+        runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
+    effects = evidence.effects if effects is None else effects
+    unmet = expectation_findings(expect, verdict, runs, effects) if expect else []
+    verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
+    return Judgement(verdict, [f.message for f in unmet], known)
 
 
 def _run_checks(judged: list[OperationVerdict] | list[IntentVerdict], findings: list[Finding], offline: bool,

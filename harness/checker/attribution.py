@@ -32,7 +32,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from harness.checker.context import SAFE_METHODS
-from harness.checker.correlation import bare_path, ts_value, wire_records
+from harness.checker.correlation import wire_records
+from harness.checker.readings import bare_path, ts_value
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 
@@ -418,7 +419,7 @@ def attribute(evidence: Evidence) -> Attribution:
     for row in evidence.requests:
         rows_of.setdefault(str(row.get("flow_id") or f"ledger:{row.get('seq')}"), []).append(row)
     writes = [e for e in wire_records(evidence.journal, evidence.requests, evidence.destinations)
-              if _is_write(e, rows_of)]
+              if is_write(e, rows_of)]
     owner: dict[int, tuple[IntentContext, str]] = {}  # index in writes -> (its intent, how)
     why: dict[int, str] = {}
     for index, entry in enumerate(writes):
@@ -606,7 +607,7 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def _is_write(entry: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> bool:
+def is_write(entry: dict[str, Any], rows_of: dict[str, list[dict[str, Any]]]) -> bool:
     """A request that may act: not a read, or one a destination served as an operation kind. A JSON-RPC
     message the checker routes as a read (protocol, a tool without effect: ``mcp_route``) never is."""
     if entry.get("read"):

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness.checker.attribution import IntentContext, WireAttempt, payload_prints, retry_after_seconds
-from harness.checker.context import RunContext, effect_ref_row
+from harness.checker.context import effect_ref_row
 from harness.checker.registry import BLACK_BOX, RunRule, rule
 from harness.checker.rules import NoProxyBypass
+from harness.checker.run_context import RunContext
 
 IntentFindings = Iterator[tuple[str, list[dict[str, Any]]]]
 

@@ -1,28 +1,18 @@
-"""Per-operation views of the evidence (``OperationContext``) and of the whole run (``RunContext``).
+"""Per-operation views of the evidence (``OperationContext``), and the evidence pointers findings carry.
 
-The run context ties each operation's attempts to the wire and the ledger through
-``harness.checker.correlation``; the rules read only these views.
+The whole run's view is ``harness.checker.run_context.RunContext``, which ties each operation's attempts to the
+wire and the ledger (``harness.checker.correlation``); the rules read only these views.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.checker.correlation import (
-    attribute_ledger,
-    correlate,
-    correlate_observations,
-    crashed_between,
-    ts_value,
-)
+from harness.checker.readings import crashed_between, ts_value
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
-
-if TYPE_CHECKING:
-    from harness.checker.attribution import Attribution
-    from harness.checker.run_rules import RunRules
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 SENT_STATES = frozenset({"sent_no_response", "response_received"})
@@ -323,57 +313,4 @@ class OperationContext:
         return sorted(events, key=lambda r: r.get("_line") or 0)
 
 
-class RunContext:
-    """The whole run: operations in first-seen order, and what the wire held that no attempt explains.
-
-    ``run_rules`` hear the log in line order while the operations are built (``RunRules.feed_evidence``).
-    """
-
-    def __init__(self, evidence: Evidence, *, offline: bool = False, run_rules: RunRules | None = None,
-                 attribution: Attribution | None = None) -> None:
-        self.evidence = evidence
-        self.offline = offline
-        self.ops: dict[str, OperationContext] = {}
-        # black-box mode: the wire and the ledger given to the intents; no log is read, so no operations
-        self.attribution = attribution
-        self.unmatched_wire: list[dict[str, Any]] = []
-        self.unattributed_effects: list[dict[str, Any]] = []
-        if attribution is not None:
-            return
-        if run_rules is None:
-            for record in evidence.events:
-                self._add(record)
-        else:
-            run_rules.feed_evidence(evidence, self._add)
-        ids = set(self.ops)
-        contracts = {name: DestinationContract.from_dict(entry["contract"])
-                     for name, entry in evidence.destinations.items()
-                     if isinstance(entry, dict) and entry.get("contract") is not None}
-        runs = evidence.agent.get("runs")
-        crashes = tuple(float(r["ended_at"]) for r in (runs if isinstance(runs, list) else [])
-                        if isinstance(r, dict) and r.get("killed_by_harness") is True
-                        and isinstance(r.get("ended_at"), (int, float)) and not isinstance(r["ended_at"], bool))
-        for op in self.ops.values():
-            op.all_operation_ids = ids
-            op.peers = self.ops
-            op.crashes = crashes
-            entry = evidence.destinations.get(op.destination or "")
-            if isinstance(entry, dict):
-                op.contract = contracts.get(op.destination or "")
-                op.spec = entry.get("spec")
-        if not self.offline:
-            self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests, evidence.destinations)
-            correlate_observations(self.ops, self.unmatched_wire, crashes)
-            self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
-
-    def _add(self, record: dict[str, Any]) -> OperationContext:
-        # an operation is in the format of its first line (the article's lines say so), ours once it has one of ours
-        fmt = record.get("_format", "events")
-        op = self.ops.get(record["operation_id"])
-        if op is None:
-            op = self.ops[record["operation_id"]] = OperationContext(record["operation_id"], fmt=fmt,
-                                                                     offline=self.offline)
-        elif fmt == "events":
-            op.format = "events"
-        op.add(record)
-        return op
+#END

@@ -12,27 +12,12 @@ failing that through the idempotency key or client reference.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from harness.checker.readings import bare_path, crashed_between, ts_value
 
 if TYPE_CHECKING:
     from harness.checker.context import OperationContext
-
-
-def ts_value(ts: Any) -> float:
-    """Unix seconds from a float or an RFC 3339 string (unparseable -> 0.0, ordering then falls back to lines)."""
-    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-        return float(ts)
-    if isinstance(ts, str):
-        try:
-            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return 0.0
-    return 0.0
-
-
-def bare_path(path: Any) -> str | None:
-    return path.split("?", 1)[0] if isinstance(path, str) else None
 
 
 RPC_TOOL_CALL = "tools/call"  # the one JSON-RPC method of MCP that may act; the others are protocol
@@ -281,14 +266,6 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
             continue  # the next read went out after this observation was written: not its read
         heads[key] += 1
         op.observed[obs["observation_id"]] = entry
-
-
-def crashed_between(start: Any, end: Any, crashes: tuple[float, ...]) -> bool:
-    """A planned crash (``crashes``, wall clock) fell between ``start`` and ``end`` (floats or RFC 3339);
-    False when either is unknown."""
-    if start is None or end is None or not ts_value(end):
-        return False
-    return any(ts_value(start) <= crash <= ts_value(end) for crash in crashes)
 
 
 def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, Any]],

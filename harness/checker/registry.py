@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.checker.model import Finding
 from harness.model.operation import exercise_tags
+from harness.results.verdict import Finding
 
 if TYPE_CHECKING:
-    from harness.checker.context import OperationContext, RunContext
+    from harness.checker.context import OperationContext
+    from harness.checker.run_context import RunContext
     from harness.evidence import Evidence
 
 

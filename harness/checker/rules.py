@@ -17,7 +17,6 @@ from harness.checker.context import (
     SAFE_METHODS,
     SENT_STATES,
     OperationContext,
-    RunContext,
     bypassed,
     effect_ref_row,
     is_read,
@@ -26,13 +25,15 @@ from harness.checker.context import (
     tool_error,
     wire_ref,
 )
-from harness.checker.correlation import RPC_TOOL_CALL, bare_path, crashed_between, tool_annotations, ts_value
+from harness.checker.correlation import RPC_TOOL_CALL, tool_annotations
 from harness.checker.history import replay
-from harness.checker.model import Finding
+from harness.checker.readings import bare_path, crashed_between, ts_value
 from harness.checker.registry import RunRule, rule
+from harness.checker.run_context import RunContext
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
+from harness.results.verdict import Finding
 
 OpFindings = Iterator[tuple[str, list[dict[str, Any]]]]
 
@@ -142,7 +143,7 @@ def idempotency_key_reused(op: OperationContext) -> OpFindings:
 
 
 # --------------------------------------------------------------------------------------------- H003
-def _first_id_in(key: str, ids: list[str]) -> str | None:
+def first_id_in(key: str, ids: list[str]) -> str | None:
     """The first of ``ids`` (in their order) that ``key`` contains, or None. A retry storm logs thousands of
     attempts under one operation: when the key is short, its substrings are looked up instead of every id
     tried against it, so the cost is the smaller of the two."""
@@ -162,7 +163,7 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
         if not key:
             continue
         if key not in first_hit:
-            first_hit[key] = _first_id_in(key, attempt_ids)
+            first_hit[key] = first_id_in(key, attempt_ids)
         hit = first_hit[key]
         if hit is not None:
             hits = [hit]

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from harness.checker.model import Finding
 from harness.checker.registry import RULES, RunRule, applicable
+from harness.results.verdict import Finding
 
 if TYPE_CHECKING:
-    from harness.checker.context import OperationContext, RunContext
+    from harness.checker.context import OperationContext
+    from harness.checker.run_context import RunContext
     from harness.evidence import Evidence
 
 

@@ -15,7 +15,8 @@ contract's on top (the contract wins); the harness's own environment (its operat
   it), else ``AgentError``; only then does the run return and the restart begin.
 - stdout and stderr (``container.logs``) are appended to the evidence folder's agent.stdout and agent.stderr.
 - The container is removed after every run, whatever ended it: exit, timeout, crash, an exception or Ctrl-C
-  in the harness (``finally``). A harness killed outright leaves it to the reaper (``harness.containers.engine``).
+  in the harness (``finally``). A harness killed outright leaves it to the reaper
+  (``harness.containers.docker_client``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.agent_process import KILL_GRACE_SECONDS, AgentRun, log_size
-from harness.containers.engine import engine_message
+from harness.agent_process import KILL_GRACE_SECONDS, log_size
+from harness.containers.docker_client import engine_message
 from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV
 from harness.errors import AgentError
+from harness.results.scenario_result import AgentRun
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -50,7 +52,7 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
     """Run the agent's container to its end, or until ``timeout`` (stopped), or until ``kill_when()`` turns true
     (killed, and verified gone). ``mounts``: folders bound at their own paths, the first read-write (the
     evidence folder), the others read-only; ``run``: the run label (default: the audit log's folder's name)."""
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     environment = {k: v for k, v in agent.env.items() if k not in OPERATOR_ENV} | dict(env)
     run = run or Path(env.get(AUDIT_LOG_ENV, "agent")).parent.name
@@ -66,7 +68,7 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
         holder, relay = _isolated_network(agent.image, run, name, environment)
         network = f"container:{holder.id}"
     try:
-        container = engine.start(agent.image, role=ROLE, run=run, name=name, command=agent.argv,
+        container = docker_client.start(agent.image, role=ROLE, run=run, name=name, command=agent.argv,
                                  environment=environment, mounts=binds, network_mode=network,
                                  user=f"{os.getuid()}:{os.getgid()}", init=True, stdin_open=False, tty=False)
     except BaseException:  # Ctrl-C between the engine's create and start: the container has a name, not a handle
@@ -93,7 +95,7 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
         try:
             _collect_logs(container, stdout, stderr)
         finally:
-            engine.remove(container)
+            docker_client.remove(container)
             _end_isolation(holder, relay)
     return AgentRun(agent.label, exit_status, timed_out, killed, time.monotonic() - start, started_at, time.time(),
                     log_size(env), container=name)
@@ -102,10 +104,10 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
 def _isolated_network(image: str, run: str, name: str, env: Mapping[str, str]) -> tuple[Container, Relay]:
     """A holder container with a network of its own (loopback only), and the relay that carries the agent's
     contract addresses in it to the host's loopback (``harness.containers.relay``); the agent joins it."""
-    from harness.containers import engine
+    from harness.containers import docker_client
     from harness.containers.relay import Relay, loopback_ports
 
-    holder = engine.start(image, role=ROLE, run=run, name=name + "-net", network_mode="none", init=True,
+    holder = docker_client.start(image, role=ROLE, run=run, name=name + "-net", network_mode="none", init=True,
                           command=["sleep", "infinity"], stdin_open=False, tty=False)
     try:
         pid = holder.attrs.get("State", {}).get("Pid")
@@ -113,26 +115,26 @@ def _isolated_network(image: str, run: str, name: str, env: Mapping[str, str]) -
             raise AgentError(f"the agent's network holder {holder.name} reports no process to join")
         return holder, Relay().start(pid, loopback_ports(env))
     except BaseException:
-        engine.remove(holder)
+        docker_client.remove(holder)
         raise
 
 
 def _end_isolation(holder: Container | None, relay: Relay | None) -> None:
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     if relay is not None:
         relay.close()
     if holder is not None:
-        engine.remove(holder)
+        docker_client.remove(holder)
 
 
 def _remove_named(name: str) -> None:
     import docker.errors
 
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     try:
-        engine.remove(engine.client().containers.get(name))
+        docker_client.remove(docker_client.client().containers.get(name))
     except (docker.errors.DockerException, OSError):
         pass  # never made, or the engine unreachable: the reaper removes what is left when the harness ends
 

@@ -39,7 +39,7 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from harness.containers.engine import (
+from harness.containers.docker_client import (
     LABEL,
     ROLE_LABEL,
     client,

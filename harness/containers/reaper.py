@@ -1,6 +1,6 @@
 """The containers' orphan watch: ``python -m harness.containers.reaper OWNER``.
 
-Started once per harness process by ``harness.containers.engine.client()``, with stdin the read end of a
+Started once per harness process by ``harness.containers.docker_client.client()``, with stdin the read end of a
 pipe whose only write end that process holds and never writes. End of file means the harness is gone,
 however it ended (normal exit, SIGKILL, OOM): the reaper then removes every container, network and
 volume labelled with ``OWNER``. Normally the harness has removed them itself and this finds nothing; after
@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from harness.containers.engine import connect, remove_ours
+from harness.containers.docker_client import connect, remove_ours
 from harness.errors import HarnessError
 
 

@@ -17,7 +17,7 @@ GET of its health path answers 2xx. A ``LedgerSync`` per service writes what the
 live ledger (the fake host's when there is one, else a file of its own), in the harness's schema; after the
 agent ended ``final_probe`` makes the last listing and infers flow ids from the journal. ``release_destinations``
 saves each container's log into the evidence folder and removes the containers and the network, whatever
-happened (the engine calls it in a ``finally``; the reaper of ``harness.containers.engine`` covers a harness
+happened (the engine calls it in a ``finally``; the reaper of ``harness.containers.docker_client`` covers a harness
 killed outright). Nothing here is pooled: a real service keeps state.
 """
 
@@ -51,7 +51,6 @@ DATABASE_LOG_FILE = "service.{name}.database.log"
 LOG_TAIL_LINES = 20
 PUBLISH_ATTEMPTS = 5  # a host port picked at random may be taken before the engine binds it: pick another
 HEALTH_POLL_SECONDS = 0.1
-PROBE_KEY = "ledger_probes"  # context.json: what each probe did; its failures go under the completeness mark
 
 
 class ServiceStartError(ContainerError):
@@ -107,7 +106,7 @@ class RunningService:
     # -- start, readiness, restart -----------------------------------------------------------
 
     def start(self) -> None:
-        from harness.containers.engine import ensure_image, start
+        from harness.containers.docker_client import ensure_image, start
 
         began = time.perf_counter()
         spec = self.spec
@@ -125,7 +124,7 @@ class RunningService:
         self.startup_seconds = time.perf_counter() - began
 
     def _endpoint(self, alias: str) -> Any:
-        from harness.containers.engine import client
+        from harness.containers.docker_client import client
 
         return client().api.create_endpoint_config(aliases=[alias])
 
@@ -150,7 +149,7 @@ class RunningService:
     def _remove_named(name: str) -> None:
         import docker.errors
 
-        from harness.containers.engine import client, remove
+        from harness.containers.docker_client import client, remove
 
         try:
             remove(client().containers.get(name))
@@ -273,7 +272,7 @@ class RunningService:
             (folder / name.format(name=self.name)).write_bytes(data)
 
     def remove(self) -> None:
-        from harness.containers.engine import remove
+        from harness.containers.docker_client import remove
 
         if self.sync is not None:
             self.sync.stop()
@@ -313,7 +312,7 @@ class ServiceDestinations:
     def start(self, specs: Mapping[str, DestinationSpec]) -> None:
         import docker.errors
 
-        from harness.containers.engine import client, labels
+        from harness.containers.docker_client import client, labels
 
         try:
             self.network = client().networks.create(f"rh-{self.run}"[:200], driver="bridge",

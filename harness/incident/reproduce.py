@@ -185,7 +185,7 @@ def _intent_ids_of(incident: Incident, operation: str) -> set[str]:
 def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
     from pathlib import Path
 
-    from harness.checker.context import RunContext
+    from harness.checker.run_context import RunContext
     from harness.evidence import load_evidence
 
     run = RunContext(load_evidence(Path(incident.source)))
@@ -315,7 +315,7 @@ def _destination_names(exchanges: Iterable[Exchange]) -> dict[str, str]:
 _ID_SEGMENT = re.compile(r"^(?=.*\d)[A-Za-z0-9_.-]{4,}$|^[0-9a-f]{8}-[0-9a-f-]{27}$|^\d+$")
 
 
-def _template(path: str) -> str:
+def path_template(path: str) -> str:
     """A path with its id-like segments as placeholders: /v1/charges/ch_000123 -> /v1/charges/{id}."""
     parts = path.split("/")
     out = [p if not _ID_SEGMENT.match(p) or i == 1 else "{id}" for i, p in enumerate(parts)]
@@ -395,7 +395,7 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
             key_headers.add(header)
         if token:
             token_fields.add(token)
-        template = _template(x.path)
+        template = path_template(x.path)
         key = (x.method.upper(), template if fmt != "aws_query" else f"{template}?{params.get('Action')}")
         kind = draft.named.get(x.operation_id or "", (None, None))[1]
         if key not in routes:
@@ -440,7 +440,7 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
         api["client_reference_field"] = reference_field
     for (method, path_key), route_name in routes.items():
         template = path_key.split("?")[0]
-        samples = [x for x in writes if (x.method.upper(), _template(x.path)) == (method, template)
+        samples = [x for x in writes if (x.method.upper(), path_template(x.path)) == (method, template)
                    and (request_format != "aws_query" or _params(x)[0].get("Action") == path_key.split("?")[-1])]
         route: dict[str, Any] = {"method": method, "path": template}
         if request_format == "aws_query":
@@ -463,7 +463,7 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
             if x.method.upper() == "GET" and x.path == lookup_path:
                 routes[("GET", lookup_path)] = lookup_name
     for x in exchanges:  # reads of a resource a route created
-        template = _template(x.path)
+        template = path_template(x.path)
         if x.method.upper() != "GET" or ("GET", template) in routes or template == x.path:
             continue
         parent = template.rsplit("/", 1)[0]
@@ -504,7 +504,7 @@ def _infer_lookups(exchanges: list[Exchange], writes: list[Exchange]) -> tuple[
                 values.setdefault(v, k)
     lookups: dict[str, tuple[str, str, str]] = {}
     field_name: str | None = None
-    collections = {_template(x.path) for x in writes}
+    collections = {path_template(x.path) for x in writes}
     for x in exchanges:
         if x.method.upper() != "GET" or not x.query:
             continue
@@ -592,8 +592,8 @@ def _infer_intents(name: str, exchanges: list[Exchange], routes: dict[tuple[str,
         if x.method.upper() not in WRITE_METHODS:
             continue
         params, fmt = _params(x)
-        route = routes.get((x.method.upper(), _template(x.path) if fmt != "aws_query"
-                            else f"{_template(x.path)}?{params.get('Action')}"))
+        route = routes.get((x.method.upper(), path_template(x.path) if fmt != "aws_query"
+                            else f"{path_template(x.path)}?{params.get('Action')}"))
         if route is None:
             continue
         payload = {k: v for k, v in params.items() if k not in (token, reference_field, "Action", "Version")}
@@ -618,7 +618,7 @@ def _infer_faults(name: str, exchanges: list[Exchange], routes: dict[tuple[str, 
     faults: list[dict[str, Any]] = []
     counts: dict[tuple[str, str], int] = {}
     for x in exchanges:
-        template = _template(x.path)
+        template = path_template(x.path)
         where = (x.method.upper(), template)
         counts[where] = counts.get(where, 0) + 1
         nth = counts[where]
@@ -705,7 +705,7 @@ def _description(incident: Incident, operation: str | None, draft: Draft) -> str
              + (f", operation {operation}" if operation else "") + "."]
     times = [x.started for x in incident.exchanges if x.started]
     if not times:  # an audit log: its records' own clock
-        from harness.checker.correlation import ts_value
+        from harness.checker.readings import ts_value
 
         times = [t for records in incident.operations.values() for r in records if (t := ts_value(r.get("ts")))]
     times = [t for t in times if 0 < t < 32503680000]  # a clock a log may hold: 1970 to the year 3000

@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Span, Status, StatusCode
 
-from harness.checker.model import Finding, Verdict
 from harness.otel.exporter import OtlpJsonLinesExporter
+from harness.results.verdict import Finding, Verdict
 
 VERDICT_SPAN, OPERATION_SPAN, INTENT_SPAN, FINDING_EVENT = ("harness.verdict", "harness.operation",
                                                              "harness.intent", "harness.finding")

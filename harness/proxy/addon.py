@@ -1,6 +1,6 @@
 """The fault-injecting mitmproxy addon: applies a scenario's rules and writes the proxy journal.
 
-The host swaps in one :class:`ScenarioState` per scenario (on the proxy's event loop); the hooks only
+The host swaps in one ``ScenarioState`` (``state.py``) per scenario (on the proxy's event loop); the hooks only
 read it. Each flow is journaled exactly once, at the point where its fate is sealed (response about
 to be sent, connection killed, or error), and counted in flight until then so ``finish()`` can wait.
 When a rule fires, the hook of its action's phase calls the action's handler (``faults.py``).
@@ -8,13 +8,10 @@ When a rule fires, the hook of its action's phase calls the action's handler (``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from mitmproxy import http
@@ -22,33 +19,14 @@ from mitmproxy.flow import Error
 
 from harness.contract import FLOW_HEADER, GATE_HEADER
 from harness.fingerprint import fingerprint_body
-from harness.journal import IN_FLIGHT_AT_END, JournalWriter, redact_headers
+from harness.journal import IN_FLIGHT_AT_END, redact_headers
 from harness.proxy.faults import FAULT_NOTE, REQUEST_HANDLERS, RESPONSE_HANDLERS, RPC_META
-from harness.proxy.rules import FaultRule, RequestFacts, RpcFacts, RuleBook
+from harness.proxy.rules import FaultRule, RequestFacts, RpcFacts
+from harness.proxy.state import ScenarioState
 from harness.proxy.traffic import TrafficWriter
 
 META = "harness"
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ScenarioState:
-    """Everything the hooks need for one scenario run."""
-
-    book: RuleBook
-    journal: JournalWriter
-    by_listener: Mapping[str, str] = field(default_factory=dict)  # reverse mode spec -> destination
-    by_address: Mapping[tuple[str, int], str] = field(default_factory=dict)  # forward: upstream -> destination
-    upstreams: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # destination -> (host, port)
-    secrets: tuple[str, ...] = ()
-    traffic: TrafficWriter | None = None  # traffic.har and traffic.mitm, written beside the journal
-    gate: str | None = None  # the run's contract.GATE_HEADER value, added to every request forwarded
-    in_flight: int = 0
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    flows: dict[str, http.HTTPFlow] = field(default_factory=dict)  # flow_id -> flow still in flight
-
-    def __post_init__(self) -> None:
-        self.idle.set()
 
 
 class FaultInjector:
@@ -89,7 +67,7 @@ class FaultInjector:
                     "client_outcome": outcome, "client_status": client_status,
                     "client_retry_after": resp.headers.get("retry-after") if resp is not None else None,
                     "forward_count": meta["forward_count"],
-                    "rpc": _rpc_entry(flow.metadata.get(RPC_META), resp, outcome),
+                    "rpc": rpc_entry(flow.metadata.get(RPC_META), resp, outcome),
                     "fault_note": flow.metadata.get(FAULT_NOTE),
                 })
                 if state.traffic is not None:
@@ -193,7 +171,7 @@ class FaultInjector:
             self._finish(flow, "connection_closed")
 
 
-def _rpc_entry(rpc: RpcFacts | None, response: http.Response | None, outcome: str) -> dict[str, Any] | None:
+def rpc_entry(rpc: RpcFacts | None, response: http.Response | None, outcome: str) -> dict[str, Any] | None:
     """The journal's ``rpc`` of a JSON-RPC flow: its method, id, tool, and whether the result the client
     received is a tool error (null when it received no JSON-RPC result)."""
     if rpc is None:

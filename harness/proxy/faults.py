@@ -29,7 +29,7 @@ from mitmproxy import ctx, http
 from harness.proxy.rules import ACTIONS, DEFAULT_TOOL_ERROR, FaultRule, RpcFacts
 
 if TYPE_CHECKING:
-    from harness.proxy.addon import ScenarioState
+    from harness.proxy.state import ScenarioState
 
 RequestHandler = Callable[[http.HTTPFlow, FaultRule, "ScenarioState", str], Awaitable[int]]
 ResponseHandler = Callable[[http.HTTPFlow, FaultRule], Awaitable[tuple[str, int | None]]]

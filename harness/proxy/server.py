@@ -233,7 +233,7 @@ class ProxyServer:
                      traffic: Any = None, gate: str | None = None) -> ProxyRoutes:
         from mitmproxy import ctx
 
-        from harness.proxy.addon import ScenarioState
+        from harness.proxy.state import ScenarioState
 
         # mitmproxy's ctx is global and any Master built later in this process takes it over (its
         # own test helper `taddons.context` does): take it back before each scenario

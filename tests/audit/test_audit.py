@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_json
 
-from harness.audit.output import _json_text
+from harness.audit.output import json_text
 from harness.cli import run_audit
-from harness.events import _plain
+from harness.events import plain_json
 from harness.recorder import Recorder
 from tests.common.logs import late_observation_log
 
@@ -194,12 +194,12 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70
 @given(intent=json_values)
 def test_operation_output_is_pydantic_cores_json_byte_for_byte(intent):
     """The audit writes verdicts with orjson; what pydantic_core's encoder wrote before is the reference.
-    Vouched lines hold no float (harness.events._plain): orjson writes those; any other line makes its
+    Vouched lines hold no float (harness.events.plain_json): orjson writes those; any other line makes its
     operation careful, and pydantic_core writes it."""
     data = {"operation_id": "op_1", "intent": intent, "effects": ["t1"], "attempts": [{"line": 3, "wire": None}]}
-    assert _json_text(data, careful=True) == to_json(data).decode()
-    if _plain(intent):
-        assert _json_text(data) == to_json(data).decode()
+    assert json_text(data, careful=True) == to_json(data).decode()
+    if plain_json(intent):
+        assert json_text(data) == to_json(data).decode()
 
 
 def test_numbers_orjson_cannot_write_come_out_as_before(tmp_path):

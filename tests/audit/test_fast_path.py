@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from harness.audit.fast_path import clean_summary
-from harness.audit.output import _op_json
+from harness.audit.output import operation_json
 from harness.checker import OperationContext, judge_operation
 from harness.events import validate_event
 
@@ -126,13 +126,13 @@ def test_fast_path_agrees_with_the_full_rules(story, data, extra, shared_key):
     if fast is not None:
         full = judge_operation(op, held=False)
         assert full.findings == [] and full.classification == "healthy", (events, full.findings)
-        assert fast == _op_json(full), events
+        assert fast == operation_json(full), events
 
 
 def test_fast_path_takes_the_common_clean_stories():
     for story in STORIES.values():
         op = build(story())
-        assert clean_summary(op) == _op_json(judge_operation(op, held=False)), story.__doc__
+        assert clean_summary(op) == operation_json(judge_operation(op, held=False)), story.__doc__
 
 
 def test_fast_path_leaves_a_blind_retry_to_the_rules():
@@ -164,5 +164,5 @@ def test_fast_path_agrees_on_every_single_change():
                         taken += 1
                         full = judge_operation(op, held=False)
                         assert full.findings == [] and full.classification == "healthy", (events, full.findings)
-                        assert fast == _op_json(full), events
+                        assert fast == operation_json(full), events
     assert checked > 300 and taken > 50, (checked, taken)

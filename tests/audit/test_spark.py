@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark engine's tests need pyspark (pip install -e '.[spark]'; CI has it)")
 
 from harness.audit import triage  # noqa: E402
-from harness.audit.spark_engine import SparkEngine, _alive  # noqa: E402
+from harness.audit.spark_engine import SparkEngine, pid_alive  # noqa: E402
 from harness.errors import EvidenceError  # noqa: E402
 
 SPLITS = 4  # every file is read in (at least) 4 splits, so lines meet split boundaries
@@ -228,7 +228,7 @@ def test_close_leaves_no_jvm_no_worker_no_temporary_folder(closed_run: dict[str,
     assert any("org.apache.spark.deploy.SparkSubmit" in command for command in below.values()), below
     assert any("pyspark.daemon" in command for command in below.values()), below
     assert report["left"] == []  # no child of the process once close() returned
-    assert [pid for pid in below if _alive(pid)] == []  # nor anything they started, reparented
+    assert [pid for pid in below if pid_alive(pid)] == []  # nor anything they started, reparented
     # pgrep -f, for this run's JVM only: its command line names the run's temporary folder
     assert [pid for pid in _all_pids() if report["tmpdir"] in _command(pid)] == []
     assert report["tmp_exists"] is False and not os.path.exists(report["tmpdir"])

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.audit import audit_file, engine
-from harness.audit.engine import DuckDBEngine, audit_with
+from harness.audit import audit_file
+from harness.audit.engines import DuckDBEngine, audit_with
+from harness.errors import EvidenceError
 from harness.events import validate_event
 from tests.audit.test_fast_path import EXTRAS, STORIES, mutation
 
@@ -286,7 +287,7 @@ def test_a_glob_is_one_log_numbered_through_its_files(tmp_path):
 
 
 def test_a_glob_matching_nothing_names_the_pattern(tmp_path):
-    with pytest.raises(engine.EvidenceError, match=r"nothing\*\.ndjson: no file matches"):
+    with pytest.raises(EvidenceError, match=r"nothing\*\.ndjson: no file matches"):
         audit_file(str(tmp_path / "nothing*.ndjson"), out=io.StringIO())
 
 

@@ -41,7 +41,7 @@ def test_the_frameworks_are_the_pinned_ones() -> None:
 
 def test_expected_framework_cells_name_real_agents_scenarios_and_rules() -> None:
     from harness.checker import RULES
-    from harness.engine import EXPECTATION_CODE
+    from harness.results import EXPECTATION_CODE
 
     codes = set(RULES) | {EXPECTATION_CODE}
     for column in COLUMNS.values():

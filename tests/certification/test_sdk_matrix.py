@@ -42,7 +42,7 @@ def test_the_certified_sdks_are_the_pinned_ones() -> None:
 
 def test_expected_outcomes_name_real_connectors_scenarios_and_rules() -> None:
     from harness.checker import RULES
-    from harness.engine import EXPECTATION_CODE
+    from harness.results import EXPECTATION_CODE
 
     codes = set(RULES) | {EXPECTATION_CODE}
     scenarios = {p.stem for p in SCENARIOS_DIR.glob("*.yaml")}

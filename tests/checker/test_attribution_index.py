@@ -15,15 +15,16 @@ from harness.checker.attribution import (
     NAMED_INTENTS,
     Attribution,
     IntentContext,
-    _is_write,
     attribute,
     flat_params,
     holds_params,
+    is_write,
     named_intents,
     route_pattern,
     row_params,
 )
-from harness.checker.correlation import bare_path, wire_records
+from harness.checker.correlation import wire_records
+from harness.checker.readings import bare_path
 from harness.contract import DestinationContract
 from harness.evidence import Evidence
 from tests.checker.test_attribution import PAYMENTS_CONTRACT, Run
@@ -42,7 +43,7 @@ def scan_attribute(evidence: Evidence) -> dict[str, tuple[str, str] | str]:
     for row in evidence.requests:
         rows_of.setdefault(str(row.get("flow_id") or f"ledger:{row.get('seq')}"), []).append(row)
     writes = [e for e in wire_records(evidence.journal, evidence.requests, evidence.destinations)
-              if _is_write(e, rows_of)]
+              if is_write(e, rows_of)]
     owner: dict[int, tuple[IntentContext, str]] = {}
     why: dict[int, str] = {}
     for index, entry in enumerate(writes):

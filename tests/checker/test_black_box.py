@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from harness.checker import RULES, Verdict, check
+from harness.checker import RULES, Verdict, check, expectation_findings
 from harness.checker.black_box_rules import MAX_WIRE_ATTEMPTS, NOT_JUDGED, NOT_JUDGED_STATES
-from harness.engine import expectation_findings
 from harness.evidence import load_evidence
 from harness.report import render_text
 from tests.common.evidence_builder import PAYLOAD, EvidenceBuilder, codes, reference_lookup_run

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.checker.context import OperationContext
-from harness.checker.correlation import bare_path, correlate, ts_value, wire_records
+from harness.checker.correlation import correlate, wire_records
+from harness.checker.readings import bare_path, ts_value
 
 
 def scan_correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
@@ -140,8 +141,8 @@ def test_index_takes_the_first_record_in_journal_order() -> None:
 @settings(max_examples=500, deadline=None)
 @given(key=st.text("ab-1", max_size=6), ids=st.lists(st.text("ab-1", max_size=4), max_size=40))
 def test_h003_finds_the_first_attempt_id_a_key_holds_however_it_looks(key: str, ids: list[str]) -> None:
-    """H003's lookup (``_first_id_in``: every id tried, or the key's substrings looked up when they are fewer)
+    """H003's lookup (``first_id_in``: every id tried, or the key's substrings looked up when they are fewer)
     names the id the scan named."""
-    from harness.checker.rules import _first_id_in
+    from harness.checker.rules import first_id_in
 
-    assert _first_id_in(key, ids) == next((i for i in ids if i and i in key), None)
+    assert first_id_in(key, ids) == next((i for i in ids if i and i in key), None)

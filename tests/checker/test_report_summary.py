@@ -105,7 +105,7 @@ def test_many_clean_operations_are_counted_not_listed(tmp_path: Path) -> None:
 
 
 def test_the_failure_line_lists_the_first_operations_and_counts_the_rest(large: Path) -> None:
-    from harness.engine import ScenarioResult
+    from harness.results import ScenarioResult
 
     verdict = check(load_evidence(large))
     result = ScenarioResult("s", "a", False, verdict, large, [], {}, [])

@@ -28,11 +28,11 @@ def require_engine() -> None:
     """Skip under HARNESS_NO_DOCKER=1; fail, saying where no engine answers and what to do, without one."""
     if os.environ.get(NO_DOCKER_ENV) == "1":
         pytest.skip(f"{NO_DOCKER_ENV}=1: the container tests need a Docker engine")
-    from harness.containers import engine
+    from harness.containers import docker_client
     from harness.errors import ContainerError
 
     try:
-        engine.client()
+        docker_client.client()
     except ContainerError as exc:
         message = f"{exc} (set {NO_DOCKER_ENV}=1 to skip the container tests where there is deliberately none)"
     else:
@@ -47,10 +47,10 @@ def docker_engine(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     require_engine()
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     yield
-    leftovers = engine.remove_ours(engine.OWNER)
+    leftovers = docker_client.remove_ours(docker_client.OWNER)
     assert not any(leftovers.values()), f"the test left containers, networks or volumes of ours: {leftovers}"
 
 

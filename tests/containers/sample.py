@@ -80,12 +80,12 @@ def _built(dockerfile: Path, base: str, name: str, files: tuple[Path, ...] = ())
     import shutil
     import tempfile
 
-    from harness.containers import engine, images
+    from harness.containers import docker_client, images
 
     text = dockerfile.read_text()
     digest = hashlib.sha256(base.encode() + text.encode() + b"".join(f.read_bytes() for f in files))
     tag = f"{name}:{digest.hexdigest()[:12]}"
-    if engine.image_present(tag):
+    if docker_client.image_present(tag):
         return tag
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as folder:
         for source in files:

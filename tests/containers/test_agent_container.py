@@ -49,18 +49,18 @@ def container(image: str, *command: str, **env: str) -> ContainerAgent:
 
 
 def our_agent_containers() -> list[str]:
-    from harness.containers import engine
+    from harness.containers import docker_client
 
-    return [row["name"] for row in engine.listing(engine.OWNER)["containers"] if row["role"] == "agent"]
+    return [row["name"] for row in docker_client.listing(docker_client.OWNER)["containers"] if row["role"] == "agent"]
 
 
 def gone(name: str) -> bool:
     import docker.errors
 
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     try:
-        engine.client().containers.get(name)
+        docker_client.client().containers.get(name)
     except docker.errors.NotFound:
         return True
     return False
@@ -315,14 +315,14 @@ def test_the_cli_runs_the_agent_in_the_image(tmp_path: Path, runtime_image: str,
 @pytest.fixture(scope="module")
 def team_image(runtime_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A team's image whose own command is its agent (here the reference agent), built FROM our runtime."""
-    from harness.containers import engine
+    from harness.containers import docker_client
     from harness.containers.images import build
 
     context = tmp_path_factory.mktemp("team-image")
     (context / "Dockerfile").write_text(f"FROM {runtime_image}\nCMD {json.dumps(REFERENCE)}\n")
     tag = build(context, f"retry-harness-test/team-agent:{runtime_image.rsplit(':', 1)[1]}")
     yield tag
-    engine.client().images.remove(tag, force=True)
+    docker_client.client().images.remove(tag, force=True)
 
 
 def test_the_cli_without_a_command_runs_the_images_own(tmp_path: Path, team_image: str,
@@ -356,11 +356,11 @@ def test_the_harness_side_in_its_image_starts_the_agents_image(tmp_path: Path, h
     """docker/compose.yaml's command as it is: the harness image (host network, the engine's socket, the
     evidence folder at its own path) runs a scenario with `--agent-image` a team's image, whose own command is
     the agent; the agent's container is started by the harness in its container, and removed by it."""
-    from harness.containers import engine
+    from harness.containers import docker_client
 
     evidence = tmp_path / "evidence"
     evidence.mkdir()
-    harness = engine.start(harness_image, role="harness", run="test_agent_container", network_mode="host",
+    harness = docker_client.start(harness_image, role="harness", run="test_agent_container", network_mode="host",
                            volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
                                     str(evidence): {"bind": str(evidence), "mode": "rw"}},
                            working_dir=str(evidence),
@@ -370,12 +370,12 @@ def test_the_harness_side_in_its_image_starts_the_agents_image(tmp_path: Path, h
         status = harness.wait(timeout=600)["StatusCode"]
         output, errors = harness.logs(stderr=False).decode(), harness.logs(stdout=False).decode()
     finally:
-        engine.remove(harness)
+        docker_client.remove(harness)
     assert status == 0, output + errors
     assert json.loads(output)["passed"] is True
     [folder] = evidence.iterdir()
     runs = json.loads(EvidenceLayout(folder).context.read_text())["agent"]["runs"]
     assert [r["killed_by_harness"] for r in runs] == [True, False] and all(gone(r["container"]) for r in runs)
-    leftovers = [c.name for c in engine.client().containers.list(
-        all=True, filters={"label": [f"{engine.RUN_LABEL}={folder.name}"]})]
+    leftovers = [c.name for c in docker_client.client().containers.list(
+        all=True, filters={"label": [f"{docker_client.RUN_LABEL}={folder.name}"]})]
     assert leftovers == []

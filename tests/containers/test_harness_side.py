@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.containers import engine
+from harness.containers import docker_client
 from harness.contract import EvidenceLayout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,12 +80,12 @@ def test_the_harness_image_runs_a_scenario_beside_the_engine(tmp_path: Path, har
                                "HARNESS_IMAGE": harness_image})
     options = sdk_options(service)
     options["command"] = options["command"][:options["command"].index("--agent-image")] + ["--format", "json"]
-    container = engine.start(service["image"], role="harness", run="test_harness_side", **options)
+    container = docker_client.start(service["image"], role="harness", run="test_harness_side", **options)
     try:
         status = container.wait(timeout=WAIT)["StatusCode"]
         output, errors = container.logs(stderr=False).decode(), container.logs(stdout=False).decode()
     finally:
-        engine.remove(container)
+        docker_client.remove(container)
     assert status == 0, output + errors
     result = json.loads(output)  # one JSON line per scenario
     assert result["scenario"] == "response_lost" and result["passed"] is True, result

@@ -16,7 +16,7 @@ import pytest
 
 import fake_destinations
 import harness
-from harness.containers import engine, images
+from harness.containers import docker_client, images
 from harness.contract import BASE_IMAGE_ENV
 from harness.errors import ContainerError
 
@@ -25,12 +25,13 @@ WAIT = 300  # seconds a one-shot container may take before the test calls it stu
 
 def run_in(image: str, command: list[str], **options: object) -> tuple[int, str]:
     """Run a one-shot container of ours; its exit status and output; removed whatever happens."""
-    container = engine.start(image, role="build", run="test_images", command=command, network_mode="host", **options)
+    container = docker_client.start(image, role="build", run="test_images", command=command, network_mode="host",
+                                    **options)
     try:
         status = container.wait(timeout=WAIT)["StatusCode"]
         return status, container.logs().decode()
     finally:
-        engine.remove(container)
+        docker_client.remove(container)
 
 
 def test_the_runtime_image_runs_the_agents_as_any_user_without_mitmproxy(runtime_image: str) -> None:
@@ -63,10 +64,10 @@ def test_the_harness_image_runs_the_fault_proxy_under_its_own_python(harness_ima
 
 
 def test_an_unchanged_tree_reuses_its_images(runtime_image: str, harness_image: str) -> None:
-    before = {tag: engine.client().images.get(tag).id for tag in (runtime_image, harness_image)}
+    before = {tag: docker_client.client().images.get(tag).id for tag in (runtime_image, harness_image)}
     assert images.ensure_runtime_image() == runtime_image
     assert images.ensure_harness_image() == harness_image
-    assert {tag: engine.client().images.get(tag).id for tag in before} == before
+    assert {tag: docker_client.client().images.get(tag).id for tag in before} == before
     cli = subprocess.run([sys.executable, "-m", "harness", "images", "build", "runtime"], capture_output=True,
                          text=True, timeout=WAIT)
     assert cli.returncode == 0, cli.stderr
@@ -123,7 +124,7 @@ def test_a_source_change_builds_a_new_image_once_however_many_ask(tmp_path: Path
         again, = ensure_in(tmp_path, 1)
         assert again == {**first[0], "built": []}
     finally:
-        engine.client().images.remove(tag)
+        docker_client.client().images.remove(tag)
 
 
 def test_the_build_lock_is_held_across_processes_and_reentered_in_one(tmp_path: Path,
@@ -171,11 +172,11 @@ def test_a_team_dockerfile_builds_from_ours_and_its_errors_are_clear(tmp_path: P
                                          'CMD ["cat", "/team"]\n')
     try:
         assert images.build(tmp_path, tag) == tag
-        labels = engine.client().images.get(tag).labels
+        labels = docker_client.client().images.get(tag).labels
         assert labels["io.retry-harness.image"] == "built" and labels["io.retry-harness.role"] == "build"
         assert run_in(tag, ["cat", "/team"]) == (0, "from-the-team\n")
     finally:
-        engine.client().images.remove(tag)
+        docker_client.client().images.remove(tag)
     (tmp_path / "Dockerfile").write_text(f"FROM {runtime_image}\nRUN echo about to fail && false\n")
     with pytest.raises(ContainerError, match=r"(?s)cannot build image .* returned a non-zero code: 1\n.*about to fail"):
         images.build(tmp_path, tag)

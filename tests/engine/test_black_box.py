@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import ScenarioResult, run_scenario
+from harness.engine import run_scenario
 from harness.report import render_result
 from harness.resources import catalogue_dir
+from harness.results import ScenarioResult
 from harness.scenario import load
 
 SCENARIOS = Path(__file__).parent / "scenarios"

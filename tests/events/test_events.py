@@ -9,14 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.events import (
-    _VOUCH_PLANS,
     SCHEMA_PATH,
-    _vouch,
-    _vouch_fields,
+    VOUCH_PLANS,
     parse_line,
     parse_line_pydantic,
     schema_text,
     validate_event,
+    vouch_for,
+    vouch_for_fields,
 )
 
 GOOD = [
@@ -109,8 +109,8 @@ def test_fast_parse_equals_pydantic_on_any_text(base, extra, cut, junk):
         assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True), candidate
     record = dict(base, **extra)
     # the per-shape checkers and the field walk (past 1024 shapes) agree
-    if isinstance(record.get("event"), str) and record["event"] in _VOUCH_PLANS:
-        assert _vouch(record) == _vouch_fields(record, *_VOUCH_PLANS[record["event"]])
+    if isinstance(record.get("event"), str) and record["event"] in VOUCH_PLANS:
+        assert vouch_for(record) == vouch_for_fields(record, *VOUCH_PLANS[record["event"]])
 
 
 TRICKY = [None, True, False, 0, 1, -1, 1.0, 1.5, 2**70, "", "1", "x", "open", "lookup", "approved", "retry",
@@ -121,7 +121,7 @@ def test_fast_parse_equals_pydantic_for_every_field_and_tricky_value():
     """Exhaustive: each field of each event (and an extra one) set to each tricky value, or dropped."""
     checked = 0
     for base in GOOD + [dict(good, ts=1.5) for good in GOOD]:  # a float ts: the fast path takes it
-        for name in [*_VOUCH_PLANS[base["event"]][0], "extra_field"]:
+        for name in [*VOUCH_PLANS[base["event"]][0], "extra_field"]:
             for value in [*TRICKY, "drop"]:
                 record = dict(base)
                 if value == "drop":

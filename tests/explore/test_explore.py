@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent_process import AgentRun
-from harness.checker.model import Finding, Verdict
-from harness.engine import ScenarioResult
 from harness.explore import explore
 from harness.resources import catalogue_dir
+from harness.results import AgentRun, ScenarioResult
+from harness.results.verdict import Finding, Verdict
 from harness.scenario import Scenario, load
 
 BASE = load(catalogue_dir() / "response_lost.yaml")

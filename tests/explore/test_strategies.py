@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fake_destinations.spec import EXPLORABLE_OPTIONS, DestinationSpec
 from harness import explore as explore_module
+from harness import explore_defaults
 from harness import scenario as scenario_module
 from harness.agents import reference
 from harness.proxy.rules import ACTIONS, ClientTimeouts, FaultRule
@@ -142,5 +143,5 @@ def test_a_team_can_use_explored_scenarios_in_its_own_given_tests() -> None:
 
 
 def test_defaults_kept_equal_to_what_they_mirror() -> None:
-    assert explore_module.DEFAULT_CLIENT_TIMEOUT == reference.READ_TIMEOUT
+    assert explore_defaults.DEFAULT_CLIENT_TIMEOUT == reference.READ_TIMEOUT
     assert explore_module.MAX_NAME_LENGTH == scenario_module.MAX_NAME_LENGTH

@@ -237,7 +237,7 @@ def test_a_new_pool_removes_the_folders_of_dead_harnesses_only(tmp_path) -> None
     import subprocess
     import sys
 
-    from fake_destinations.host import POOL_PREFIX, _remove_dead_pools
+    from fake_destinations.host import POOL_PREFIX, remove_dead_pools
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -245,5 +245,5 @@ def test_a_new_pool_removes_the_folders_of_dead_harnesses_only(tmp_path) -> None
     (dead / "host-1-x").mkdir(parents=True)
     live = tmp_path / f"{POOL_PREFIX}{os.getppid()}-def"
     live.mkdir()
-    _remove_dead_pools(tmp_path)
+    remove_dead_pools(tmp_path)
     assert not dead.exists() and live.exists()

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import EXPECTATION_CODE, ScenarioResult, run_scenario
+from harness.engine import run_scenario
 from harness.resources import catalogue_dir
+from harness.results import EXPECTATION_CODE, ScenarioResult
 from harness.scenario import load
 
 AGENTS = ("langgraph_agent", "openai_agents_agent", "pydantic_ai_agent")

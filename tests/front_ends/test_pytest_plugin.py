@@ -90,8 +90,9 @@ def test_results_cross_xdist_as_data_and_the_controller_renders_them(run_plugin)
 
 
 def test_a_scenario_result_renders_the_same_after_a_round_trip_through_json(tmp_path) -> None:
-    from harness.engine import ScenarioResult, run_scenario
+    from harness.engine import run_scenario
     from harness.report import render_result
+    from harness.results import ScenarioResult
     from harness.scenario import load
 
     result = run_scenario(load(catalogue_dir() / "response_lost.yaml"), agent=WRONG + "new_key_per_attempt",
@@ -137,7 +138,7 @@ def test_black_box_judges_an_agent_that_writes_no_log_from_the_wire(run_plugin, 
 
 
 def test_a_flag_of_ours_takes_no_value_when_the_rootdir_is_chosen_again() -> None:
-    from harness.pytest_plugin import _without_our_options
+    from harness.pytest_plugin import without_our_options
 
-    assert _without_our_options(["--black-box", "tests/x.py", "--agent", "a", "--harness-black-box", "-v"]) == [
+    assert without_our_options(["--black-box", "tests/x.py", "--agent", "a", "--harness-black-box", "-v"]) == [
         "tests/x.py", "-v"]

@@ -18,9 +18,9 @@ import pytest
 
 from harness import cli
 from harness.colour import Paint, colour_wanted
-from harness.matrix import REFERENCE, Cell, Matrix
 from harness.progress import progress_line, progress_wanted
 from harness.report import render_matrix
+from harness.results.matrix import REFERENCE, Cell, Matrix
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ARTICLE = Path(__file__).parents[1] / "audit" / "fixtures" / "article_four_operations.ndjson"

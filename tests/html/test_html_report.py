@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from harness.checker import Finding, OperationVerdict, Verdict
-from harness.engine import ScenarioResult, run_scenario
+from harness.engine import run_scenario
 from harness.evidence import load_evidence
 from harness.html_report import ONE_FILE_LIMIT, PAGE_SIZE, REPORT_HTML, RunInfo, dom_id, write_html_report
 from harness.resources import catalogue_dir
+from harness.results import ScenarioResult
 from harness.scenario import load
 from tests.common.evidence_builder import EvidenceBuilder, reference_lookup_run
 

@@ -167,7 +167,7 @@ def test_secrets_in_a_har_never_reach_the_scenario(tmp_path: Path) -> None:
 
 
 def test_a_path_with_many_ids_gets_a_placeholder_for_each() -> None:
-    from harness.incident.reproduce import _template
+    from harness.incident.reproduce import path_template
 
-    assert _template("/v1/charges/ch_000123") == "/v1/charges/{id}"
-    assert _template("/a/1/b/2/c/3/d/4/e/5") == "/a/{id}/b/{id2}/c/{id3}/d/{id4}/e/{id5}"
+    assert path_template("/v1/charges/ch_000123") == "/v1/charges/{id}"
+    assert path_template("/a/1/b/2/c/3/d/4/e/5") == "/a/{id}/b/{id2}/c/{id3}/d/{id4}/e/{id5}"

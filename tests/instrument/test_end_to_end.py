@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.engine import EXPECTATION_CODE, run_scenario
+from harness.engine import run_scenario
 from harness.resources import catalogue_dir
+from harness.results import EXPECTATION_CODE
 from harness.scenario import load
 
 MODULE = "python -m harness.agents.instrumented."

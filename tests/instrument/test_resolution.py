@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import requests
 
-from harness.instrument import AttemptRecord, ObservationRecord, Operation, _dig, _parse, instrument
+from harness.instrument import AttemptRecord, ObservationRecord, Operation, dig, instrument, parse_body
 from harness.model.agent import decide_resolution
 from tests.instrument.loopback import CONTRACT, INTENT, Reply, events, harness_env, serving
 
@@ -160,9 +160,9 @@ def test_the_key_of_a_body_token_is_read_from_a_form_body(tmp_path: Path) -> Non
 
 
 def test_effect_refs_are_read_at_a_dotted_path_or_an_xml_element_path() -> None:
-    assert _dig(json.loads('{"vm": {"id": "vm-1"}, "items": [{"id": "a"}]}'), "vm.id") == "vm-1"
-    assert _dig(json.loads('{"items": [{"id": "a"}]}'), "items.0.id") == "a"
+    assert dig(json.loads('{"vm": {"id": "vm-1"}, "items": [{"id": "a"}]}'), "vm.id") == "vm-1"
+    assert dig(json.loads('{"items": [{"id": "a"}]}'), "items.0.id") == "a"
     xml = b'<RunInstancesResponse xmlns="http://ec2"><instancesSet><item><instanceId>i-0abc</instanceId>' \
         b'</item></instancesSet></RunInstancesResponse>'
-    assert _dig(_parse(xml, "text/xml"), "instancesSet.item.instanceId") == "i-0abc"
-    assert _dig(_parse(b"not json", "text/plain"), "id") is None
+    assert dig(parse_body(xml, "text/xml"), "instancesSet.item.instanceId") == "i-0abc"
+    assert dig(parse_body(b"not json", "text/plain"), "id") is None

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness import coverage
-from harness.matrix import REFERENCE, Matrix, load_expectations, run_cell
+from harness.matrix import load_expectations, run_cell
 from harness.report import render_matrix
 from harness.resources import catalogue_dir, package_path
+from harness.results.matrix import REFERENCE, Matrix
 
 EXPECTED = load_expectations()
 SCENARIOS = {p.stem: p for p in sorted(catalogue_dir().glob("*.yaml"))}
@@ -71,7 +72,7 @@ def test_wrong_agent_is_caught_where_targeted(agent: str, scenario: str, tmp_pat
 
 
 def test_matrix_table_and_rates_from_cells() -> None:
-    from harness.matrix import Cell
+    from harness.results.matrix import Cell
 
     matrix = Matrix([
         Cell(REFERENCE, "s1", True, [], "e"), Cell(REFERENCE, "s2", False, ["H015"], "e"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from harness.matrix import REFERENCE, Cell, Matrix
 from harness.report import render_matrix_html, render_matrix_markdown
+from harness.results.matrix import REFERENCE, Cell, Matrix
 
 HOSTILE = "<script>alert(1)</script>|pipe"
 

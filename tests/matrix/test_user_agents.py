@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from harness.errors import AgentError
-from harness.matrix import REFERENCE, AgentSpec, Cell, Matrix, agent_spec, agent_specs, load_expectations
+from harness.matrix import AgentSpec, agent_spec, agent_specs, load_expectations
 from harness.report import markdown_cell, render_matrix, render_matrix_markdown
+from harness.results.matrix import REFERENCE, Cell, Matrix
 
 EXPECTED = load_expectations()
 PLAIN = "python -m tests.common.plain_agents."

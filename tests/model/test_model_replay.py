@@ -139,8 +139,8 @@ def test_docs_contract_shows_the_model_as_the_module_renders_it() -> None:
 
 def _raw_violations(b: EvidenceBuilder) -> list[str]:
     """What the model alone says of a story, before the named rules' word silences any of it."""
-    from harness.checker.context import RunContext
     from harness.checker.history import replay
+    from harness.checker.run_context import RunContext
     from harness.evidence import load_evidence
 
     run = RunContext(load_evidence(b.write()))

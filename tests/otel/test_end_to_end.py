@@ -12,12 +12,13 @@ import pytest
 
 from harness.cli import main
 from harness.contract import AGENT_LOG_FILE, TRACE_EVENTS_FILE, TRACE_FILE
-from harness.engine import ScenarioResult, run_scenario
+from harness.engine import run_scenario
 from harness.evidence import load_evidence
 from harness.otel.reader import read_trace
 from harness.otel.verdict import read_verdict_spans
 from harness.report import render_result
 from harness.resources import catalogue_dir
+from harness.results import ScenarioResult
 from harness.scenario import load
 
 TRACED = "python -m harness.agents.otel.traced"

@@ -8,9 +8,10 @@ import pytest
 from mitmproxy.test import taddons, tflow
 
 from harness.journal import JournalWriter, read_journal
-from harness.proxy.addon import FLOW_HEADER, FaultInjector, ScenarioState
+from harness.proxy.addon import FLOW_HEADER, FaultInjector
 from harness.proxy.host import free_port
 from harness.proxy.rules import FaultRule, RuleBook
+from harness.proxy.state import ScenarioState
 
 
 def make_state(tmp_path, *rules, secrets=()):

@@ -8,7 +8,7 @@ import json
 import pytest
 from mitmproxy import http
 
-from harness.proxy.addon import _rpc_entry
+from harness.proxy.addon import rpc_entry
 from harness.proxy.rules import RpcFacts
 
 CALL = RpcFacts(method="tools/call", id=4, tool="create_order", arguments={})
@@ -38,13 +38,13 @@ def sse_response(*docs: object) -> http.Response:
     (http.Response.make(502, b"<html>", {"content-type": "text/html"}), None),
 ])
 def test_is_error_is_the_tool_result_the_client_received(response: http.Response, is_error: bool | None) -> None:
-    assert _rpc_entry(CALL, response, "response") == {"method": "tools/call", "id": 4, "tool": "create_order",
+    assert rpc_entry(CALL, response, "response") == {"method": "tools/call", "id": 4, "tool": "create_order",
                                                       "is_error": is_error}
 
 
 def test_no_answer_no_other_method_and_no_json_rpc_say_null() -> None:
-    assert _rpc_entry(CALL, None, "connection_closed")["is_error"] is None  # type: ignore[index]
+    assert rpc_entry(CALL, None, "connection_closed")["is_error"] is None  # type: ignore[index]
     listing = RpcFacts(method="tools/list", id=2)
-    assert _rpc_entry(listing, json_response(answer({"tools": []}, rid=2)), "response") == \
+    assert rpc_entry(listing, json_response(answer({"tools": []}, rid=2)), "response") == \
         {"method": "tools/list", "id": 2, "tool": None, "is_error": None}
-    assert _rpc_entry(None, json_response({}), "response") is None
+    assert rpc_entry(None, json_response({}), "response") is None

@@ -63,7 +63,8 @@ intents:
 
 def test_aliases_that_nest_deeper_than_the_limit_name_the_alias(tmp_path: Path) -> None:
     from harness.errors import ScenarioError
-    from harness.scenario import MAX_DEPTH, load
+    from harness.scenario import load
+    from harness.yaml_files import MAX_DEPTH
 
     half = MAX_DEPTH // 2 + 2
     path = tmp_path / "s.yaml"

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from harness.agents.frameworks import scope as framework_scope
 from harness.agents.reference import tool_result, tool_text  # one reading of a tool result, the reference agent's
 from harness.contract import MCP_ENDPOINT, TRACEPARENT_HEADER
 from harness.fingerprint import fingerprint
@@ -32,7 +33,6 @@ from harness.model.agent import (
 from harness.recorder import Recorder, new_id
 
 READ_TIMEOUT = 1.5  # seconds: the catalogue's client timeout (mcp_slow_result holds its answer 2.2 s)
-OPEN: list[McpOperation] = []  # the scope open in this process (one intent at a time)
 
 
 class McpOperation:
@@ -78,11 +78,10 @@ class McpOperation:
 
     @contextmanager
     def scope(self) -> Iterator[McpOperation]:
-        OPEN.append(self)
         try:
-            yield self
+            with framework_scope.opened(self):
+                yield self
         finally:
-            OPEN.remove(self)
             self.resolve()
 
     # -- one tools/call ---------------------------------------------------------------------------------

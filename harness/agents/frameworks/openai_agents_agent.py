@@ -40,8 +40,8 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from harness.agents.frameworks.scope import MAX_EXECUTIONS
 from harness.agents.frameworks.tools import (
-    MAX_EXECUTIONS,
     SafeToRetry,
     ToolSpec,
     call_id,

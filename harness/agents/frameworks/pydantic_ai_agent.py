@@ -34,8 +34,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from harness.agents.frameworks.scope import MAX_EXECUTIONS
 from harness.agents.frameworks.tools import (
-    MAX_EXECUTIONS,
     Rejected,
     SafeToRetry,
     ToolSpec,

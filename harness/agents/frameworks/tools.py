@@ -17,7 +17,6 @@ import argparse
 import inspect
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,13 +25,14 @@ from typing import Any
 
 import requests
 
+from harness.agents.frameworks import scope as framework_scope
+from harness.agents.frameworks.scope import MAX_EXECUTIONS
 from harness.agents.instrumented.plain_requests import auth, worth_retrying
 from harness.contract import MCP_TRANSPORT, destination_env_name
 from harness.instrument import current_operation, instrument
 from harness.model.agent import may_have_acted
 
 TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
-MAX_EXECUTIONS = 3  # each framework's budget for one tool call: the first execution and two retries
 MAX_RETRY_AFTER = 5.0
 SESSION = requests.Session()
 
@@ -153,11 +153,8 @@ def run_intents(run_one: Callable[[dict[str, Any], ToolSpec], str], *, trace: bo
 
 def the_operation(tool: ToolSpec) -> Any:
     """The scope the tool runs in (opened by run_intents around the framework run): harness.instrument's
-    Operation, or traced.py's TracedOperation (the same interface)."""
-    traced = sys.modules.get("harness.agents.frameworks.traced")
-    mcp = sys.modules.get("harness.agents.frameworks.mcp_tools")
-    op = traced.current_traced() if traced is not None else None
-    op = op or (mcp.OPEN[-1] if mcp is not None and mcp.OPEN else None) or current_operation()
+    Operation, traced.py's TracedOperation or mcp_tools.py's McpOperation (the same interface; scope.py)."""
+    op = framework_scope.current() or current_operation()
     if op is None or (op.destination, op.kind) != (tool.destination, tool.kind):
         raise Rejected(f"{tool.name} called outside its intent's operation")
     return op

@@ -13,7 +13,6 @@ ids that prove it. The interface the tools read (``TracedOperation``) is harness
 
 from __future__ import annotations
 
-import contextvars
 import json
 import uuid
 from collections.abc import Iterator
@@ -25,7 +24,8 @@ import requests
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, get_current_span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from harness.agents.frameworks.tools import MAX_EXECUTIONS
+from harness.agents.frameworks import scope as framework_scope
+from harness.agents.frameworks.scope import MAX_EXECUTIONS
 from harness.fingerprint import fingerprint
 from harness.model.agent import (
     Attempt,
@@ -39,8 +39,6 @@ from harness.model.agent import (
 )
 
 PROPAGATOR = TraceContextTextMapPropagator()
-CURRENT: contextvars.ContextVar[TracedOperation | None] = contextvars.ContextVar("traced_operation", default=None)
-_ONLY: list[TracedOperation] = []  # the scope open in this process, for a tool run in another thread
 
 
 def span_id(span: Span) -> str:
@@ -91,13 +89,8 @@ class TracedOperation:
                       "harness.intent.params": json.dumps(self.intent["params"]),
                       "harness.operation.owner": self.session_id, "harness.idempotency_key": self.idempotency_key}
         with self.tracer.start_as_current_span(f"operation {self.kind}", attributes=attributes) as span:
-            token = CURRENT.set(self)
-            _ONLY.append(self)
-            try:
+            with framework_scope.opened(self):
                 yield self
-            finally:
-                _ONLY.remove(self)
-                CURRENT.reset(token)
                 resolution = self.resolution()
                 if resolution["harness.state"] == "duplicate_effect_confirmed":
                     resolution["harness.correction_operation_id"] = self.correction(resolution["harness.effect_refs"])
@@ -140,11 +133,6 @@ class TracedOperation:
         with self.tracer.start_as_current_span("operation compensate_duplicate", attributes=attributes):
             pass
         return correction
-
-
-def current_traced() -> TracedOperation | None:
-    op = CURRENT.get()
-    return op if op is not None else (_ONLY[0] if len(_ONLY) == 1 else None)
 
 
 class TracedSession:

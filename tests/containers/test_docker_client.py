@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.containers import engine
+from harness.containers import docker_client
 from harness.errors import ContainerError
 
 REAP_BOUND = 120.0  # seconds to wait for the reaper before calling it broken (it takes about one)
@@ -21,12 +21,12 @@ MISSING = "retry-harness/runtime:000000000000"
 # their names and its OWNER on one JSON line, then waits (to be killed, or for end of file on stdin).
 CHILD = """
 import json, sys
-from harness.containers import engine
+from harness.containers import docker_client as dc
 image = sys.argv[1]
-container = engine.start(image, role="agent", run="reaper-test", command=["sleep", "600"], network_mode="host")
-network = engine.client().networks.create(f"rh-test-{engine.OWNER}", labels=engine.labels("service", "reaper-test"))
-volume = engine.client().volumes.create(f"rh-test-{engine.OWNER}", labels=engine.labels("database", "reaper-test"))
-print(json.dumps({"owner": engine.OWNER, "container": container.name, "network": network.name,
+container = dc.start(image, role="agent", run="reaper-test", command=["sleep", "600"], network_mode="host")
+network = dc.client().networks.create(f"rh-test-{dc.OWNER}", labels=dc.labels("service", "reaper-test"))
+volume = dc.client().volumes.create(f"rh-test-{dc.OWNER}", labels=dc.labels("database", "reaper-test"))
+print(json.dumps({"owner": dc.OWNER, "container": container.name, "network": network.name,
                   "volume": volume.name}), flush=True)
 sys.stdin.read()
 """
@@ -43,59 +43,60 @@ def start_child(image: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
 
 def wait_until_gone(owner: str) -> dict[str, list[str]]:
     deadline = time.monotonic() + REAP_BOUND
-    while any((left := engine.ours(owner)).values()) and time.monotonic() < deadline:
+    while any((left := docker_client.ours(owner)).values()) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
 
 def test_labels_mark_ours_this_process_the_role_and_the_run() -> None:
-    assert engine.labels("agent", "response_lost-1") == {
-        "io.retry-harness": "1", "io.retry-harness.owner": engine.OWNER, "io.retry-harness.role": "agent",
+    assert docker_client.labels("agent", "response_lost-1") == {
+        "io.retry-harness": "1", "io.retry-harness.owner": docker_client.OWNER, "io.retry-harness.role": "agent",
         "io.retry-harness.run": "response_lost-1"}
-    assert engine.labels("build")["io.retry-harness.run"] == ""
-    assert engine.OWNER.split("-")[-2] == str(os.getpid())
+    assert docker_client.labels("build")["io.retry-harness.run"] == ""
+    assert docker_client.OWNER.split("-")[-2] == str(os.getpid())
     with pytest.raises(ValueError, match="unknown container role 'agnet'; one of agent, service"):
-        engine.labels("agnet")
+        docker_client.labels("agnet")
 
 
 def test_a_started_container_is_ours_until_removed(runtime_image: str) -> None:
-    container = engine.start(runtime_image, role="agent", run="t", command=["sleep", "600"], network_mode="host",
+    container = docker_client.start(runtime_image, role="agent", run="t", command=["sleep", "600"],
+                                    network_mode="host",
                              labels={"team.example": "kept"})
     try:
         assert container.status == "running"
-        assert container.labels["io.retry-harness.owner"] == engine.OWNER
+        assert container.labels["io.retry-harness.owner"] == docker_client.OWNER
         assert container.labels["team.example"] == "kept"
-        assert engine.ours(engine.OWNER)["containers"] == [container.name]
-        row, = engine.listing(engine.OWNER)["containers"]
+        assert docker_client.ours(docker_client.OWNER)["containers"] == [container.name]
+        row, = docker_client.listing(docker_client.OWNER)["containers"]
         assert (row["role"], row["run"], row["status"]) == ("agent", "t", "running")
     finally:
-        engine.remove(container)
-    engine.remove(container)  # already gone: fine
-    assert engine.ours(engine.OWNER)["containers"] == []
+        docker_client.remove(container)
+    docker_client.remove(container)  # already gone: fine
+    assert docker_client.ours(docker_client.OWNER)["containers"] == []
 
 
 def test_a_missing_image_names_it_and_how_to_make_it_and_nothing_is_started() -> None:
     with pytest.raises(ContainerError, match=f"image {MISSING} is not present .*python -m harness images build"
                                              ".*never pulls"):
-        engine.start(MISSING, role="agent", run="t")
+        docker_client.start(MISSING, role="agent", run="t")
     with pytest.raises(ContainerError, match=r"image team/agent:dev is not present .*docker build -t team/agent:dev"
                                              r".*docker load"):
-        engine.ensure_image("team/agent:dev")
-    assert engine.ours(engine.OWNER)["containers"] == []
+        docker_client.ensure_image("team/agent:dev")
+    assert docker_client.ours(docker_client.OWNER)["containers"] == []
 
 
 def test_a_container_that_cannot_start_is_a_clear_error_and_is_removed(runtime_image: str) -> None:
     with pytest.raises(ContainerError, match=f"cannot start the agent container from image {runtime_image}: .*"
                                              "/no/such/program"):
-        engine.start(runtime_image, role="agent", run="t", command=["/no/such/program"])
-    assert engine.ours(engine.OWNER)["containers"] == []
+        docker_client.start(runtime_image, role="agent", run="t", command=["/no/such/program"])
+    assert docker_client.ours(docker_client.OWNER)["containers"] == []
 
 
 def test_no_engine_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent")
     with pytest.raises(ContainerError, match=r"no Docker engine answers at unix:///nonexistent: .*; start dockerd "
                                              r"\(or set DOCKER_HOST\)"):
-        engine.connect()
+        docker_client.connect()
     cli = subprocess.run([sys.executable, "-m", "harness", "containers", "list"], capture_output=True, text=True,
                          env={**os.environ, "DOCKER_HOST": "unix:///nonexistent"}, timeout=120)
     assert cli.returncode == 2, cli.stdout + cli.stderr
@@ -106,7 +107,7 @@ def test_no_engine_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_reaper_removes_what_a_sigkilled_harness_left(runtime_image: str) -> None:
     child, made = start_child(runtime_image)
     try:
-        assert engine.ours(made["owner"]) == {"containers": [made["container"]], "networks": [made["network"]],
+        assert docker_client.ours(made["owner"]) == {"containers": [made["container"]], "networks": [made["network"]],
                                               "volumes": [made["volume"]]}
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -115,14 +116,14 @@ def test_the_reaper_removes_what_a_sigkilled_harness_left(runtime_image: str) ->
     finally:
         child.kill()
         child.wait()
-        engine.remove_ours(made["owner"])
+        docker_client.remove_ours(made["owner"])
 
 
 def test_containers_clean_removes_ours_and_nothing_else(runtime_image: str) -> None:
     """Scoped to one owner with ``--owner``: unscoped, it would also remove what tests running beside this
     one (another xdist worker, another checkout on the same engine) are using."""
     child, made = start_child(runtime_image)
-    theirs = engine.client().containers.create(runtime_image, command=["sleep", "600"])  # no label of ours
+    theirs = docker_client.client().containers.create(runtime_image, command=["sleep", "600"])  # no label of ours
     try:
         listed = subprocess.run([sys.executable, "-m", "harness", "containers", "list", "--owner", made["owner"]],
                                 capture_output=True, text=True, timeout=120)
@@ -135,7 +136,7 @@ def test_containers_clean_removes_ours_and_nothing_else(runtime_image: str) -> N
         assert clean.stdout.splitlines() == [f"removed 1 containers: {made['container']}",
                                              f"removed 1 networks: {made['network']}",
                                              f"removed 1 volumes: {made['volume']}"]
-        assert not any(engine.ours(made["owner"]).values())
+        assert not any(docker_client.ours(made["owner"]).values())
         theirs.reload()
         assert theirs.status == "created"  # still there, untouched
         again = subprocess.run([sys.executable, "-m", "harness", "containers", "clean", "--owner", made["owner"]],
@@ -145,4 +146,4 @@ def test_containers_clean_removes_ours_and_nothing_else(runtime_image: str) -> N
         theirs.remove(force=True)
         child.kill()
         child.wait()
-        engine.remove_ours(made["owner"])
+        docker_client.remove_ours(made["owner"])

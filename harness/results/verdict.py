@@ -235,6 +235,15 @@ class Verdict:
             "transitions": list(self.transitions),
         }
 
+    def document(self) -> dict[str, Any]:
+        """The verdict as a result file's fields (verdict.json, ``check --format json``): ``verdict_passed`` the
+        verdict's (it holds the scenario's expectations as X001 findings), ``rules_passed`` the checker's rules
+        alone (what ``verdict_passed`` meant before X001 joined it)."""
+        data = self.to_dict()
+        data["verdict_passed"] = data.pop("passed")
+        data["rules_passed"] = self.rules_passed
+        return data
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         """The inverse of ``to_dict`` (verdicts cross process boundaries as data, e.g. pytest-xdist)."""
@@ -244,3 +253,20 @@ class Verdict:
                    intents=[IntentVerdict.from_dict(i) for i in data.get("intents", [])],
                    not_judged=list(data.get("not_judged", [])), unattributed=list(data.get("unattributed", [])),
                    checks=dict(data.get("checks", {})), transitions=list(data.get("transitions", [])))
+
+
+@dataclass
+class Judgement:
+    """What judging one run's evidence gives (``harness.checker.judge``): the verdict, the scenario's own
+    expectations that failed (as sentences; they are X001 findings of the verdict too), what the wire and the
+    ledger show whatever the mode (``Attribution.facts``), and why the evidence is incomplete (then nothing
+    is judged and the verdict is empty)."""
+
+    verdict: Verdict
+    expectation_failures: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed and not self.incomplete

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from harness.agent_process import AgentRun
-from harness.engine import ScenarioResult, expectation_failures, expectation_findings
+from harness.checker.expectations import expectation_failures, expectation_findings
 from harness.report import render_check, render_text
+from harness.results import AgentRun, ScenarioResult
 from tests.common.evidence_builder import EvidenceBuilder, reference_lookup_run
 
 RUN_OK = [AgentRun("agent", 0, False, False, 1.0)]

@@ -1,0 +1,99 @@
+"""X001: what a scenario itself demands beyond the generic rules (its ``expect``: final states, effect counts, and
+an agent that finished in time with status 0), judged as findings of the verdict with their evidence.
+
+The engine keeps the expectations in context.json (``harness.engine.expectations_of``), so that a run and a later
+``check`` of its folder judge them alike, both through ``harness.checker.judge``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.checker.context import effect_ref_row
+from harness.contract import AGENT_STDERR_FILE
+from harness.results.scenario_result import AgentRun
+from harness.results.verdict import EXPECTATION_CODE, EXPECTATION_RULE, Finding
+
+
+def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
+                         effects: list[dict[str, Any]]) -> list[str]:
+    """What the scenario itself demands beyond the generic rules, as sentences (``expectation_findings``)."""
+    return [f.message for f in expectation_findings(expect, verdict, runs, effects)]
+
+
+def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
+                         effects: list[dict[str, Any]]) -> list[Finding]:
+    """What the scenario itself demands beyond the generic rules (``harness.engine.expectations_of``): final states
+    and effect counts, and an agent that finished in time with status 0. Each failure is an X001
+    finding with its evidence: the resolution's log line and the ledger rows that contradict it. A
+    black-box verdict has no states to hold against (no log): only the effects and the exit apply."""
+    def finding(operation_id: str | None, message: str, evidence: list[dict[str, Any]]) -> Finding:
+        return Finding(EXPECTATION_CODE, EXPECTATION_RULE, operation_id, message, evidence)
+
+    found: list[Finding] = []
+    last = runs[-1] if runs else None
+    if last is not None:
+        run_ref = {"source": "context", "agent_run": len(runs), "exit_status": last.exit_status,
+                   "timed_out": last.timed_out, "seconds": round(last.seconds, 2)}
+        if last.timed_out:
+            found.append(finding(None, f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
+                                       "(it was stopped; its evidence so far was judged)", [run_ref]))
+        elif last.exit_status not in (0, None):
+            found.append(finding(None, f"the agent exited with status {last.exit_status} (the contract asks for 0 "
+                                       f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
+                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
+    live = [e for e in effects if not e.get("replay")]
+    live_by_ref: dict[Any, list[dict[str, Any]]] = {}
+    for effect in live:  # an index, so that each intent's rows are found without reading the ledger again
+        ref = effect.get("effect_ref")
+        live_by_ref.setdefault(ref if isinstance(ref, (str, int, float)) else repr(ref), []).append(effect)
+
+    def live_of(refs: list[Any]) -> list[dict[str, Any]]:
+        """The live effect rows of these refs, in ledger order."""
+        rows = [e for ref in dict.fromkeys(r for r in refs if isinstance(r, (str, int, float)))
+                for e in live_by_ref.get(ref, ())]
+        return sorted(rows, key=lambda e: position[id(e)])
+
+    position = {id(e): n for n, e in enumerate(live)}
+    by_intent = {op.intent_id: op for op in verdict.operations}
+    # intents declared under another intent's operation id (H032): they have an operation event, not one of their own
+    borrowed = {e["intent_id"]: f.operation_id for f in verdict.findings if f.code == "H032"
+                for e in f.evidence if e.get("intent_id")}
+    states = {} if getattr(verdict, "black_box", False) else expect.get("states", {})
+    for intent_id, allowed in states.items():
+        op = by_intent.get(intent_id)
+        state = getattr(op, "state", None)
+        wanted = " or ".join(allowed)
+        if op is None and intent_id in borrowed:
+            found.append(finding(borrowed[intent_id], (
+                f"intent {intent_id} has no operation of its own: it was declared under {borrowed[intent_id]}, "
+                f"another intent's operation id (H032); a correct agent ends it {wanted} in this scenario"),
+                [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
+        elif op is None:
+            found.append(finding(None, (f"intent {intent_id} ended without an operation; a correct agent ends it "
+                                        f"{wanted} in this scenario"),
+                                 [{"source": "context", "intent_id": intent_id, "expected_state": wanted}]))
+        elif state not in allowed:
+            resolution = op.resolution or {}
+            evidence: list[dict[str, Any]] = [{"source": "log", "line": resolution.get("line"), "event": "resolution",
+                                               "state": state}] if resolution else [
+                {"source": "context", "intent_id": intent_id, "state": state, "expected_state": wanted}]
+            evidence += [effect_ref_row(e) for e in live_of(op.effects)]
+            held = f"; the destination holds {', '.join(op.effects)} for it" if op.effects else ""
+            found.append(finding(op.operation_id, (
+                f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "
+                f"this scenario"), evidence))
+    for destination, expected in expect.get("effects", {}).items():
+        rows = [e for e in live if e.get("destination") == destination]
+        refs = sorted({e["effect_ref"] for e in rows})
+        if len(refs) != expected:
+            first: dict[str, dict[str, Any]] = {}
+            for row in rows:
+                first.setdefault(row["effect_ref"], row)
+            found.append(finding(None, f"destination {destination} holds {len(refs)} distinct effect(s) {refs}; "
+                                       f"expected {expected}",
+                                 [effect_ref_row(r) for r in first.values()] or [
+                                     {"source": "ledger", "table": "effects", "destination": destination,
+                                      "rows": 0}]))
+    return found
