@@ -44,7 +44,7 @@ from harness.contract import (
     agent_env,
     env_suffix,
 )
-from harness.errors import ContainerError, HarnessError
+from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import json_document
 from harness.report import render_result
@@ -184,6 +184,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
     live_ledger = host.ledger_path
     agent_running = False
     stopped_by: str | None = None  # why the run ended before its agent did (a signal): never judged then
+    start_failed: AgentError | None = None
     try:
         # this run's secret between the proxy and the destinations: what does not cross the proxy is refused,
         # whoever sends it (this run's agent, another run's, any process of the user)
@@ -216,6 +217,9 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         what = "cannot run the agent's container" if agent_running else "the harness failed mid-run"
         raise ContainerError(f"scenario {scenario.name}: {what}: {exc}\n"
                              f"evidence so far: {evidence_dir}") from None
+    except AgentError as exc:  # the agent's command cannot start: its failure, judged as such (X001), then said
+        context["agent"]["start_error"] = str(exc)
+        start_failed = exc
     except BaseException as exc:  # Ctrl-C, SIGTERM (harness.interrupt), a bug: said first, then saved
         stopped_by = interrupt.reason(exc)
         context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: stopped_by}
@@ -229,8 +233,11 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
             effects = _teardown(scenario, host, proxy, layout, context, runs, stopped_by)
         timings["teardown"] = time.perf_counter() - t2
 
-    return judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
-                     effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log)
+    result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
+                       effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log)
+    if start_failed is not None:  # the folder has its verdict; the front end says why nothing ran (exit 2)
+        raise AgentError(f"{start_failed}\nevidence: {evidence_dir}") from None
+    return result
 
 
 def _interrupted(exc: KeyboardInterrupt, evidence_dir: Path) -> interrupt.Interrupted:

@@ -43,6 +43,10 @@ def _evidence_line(ref: dict[str, Any]) -> str:
     if source == "ledger" and ref.get("table") == "requests":  # a request the proxy does not front (SSH)
         return (f"ledger requests seq {ref.get('seq')}: {ref.get('method')} {ref.get('path')} "
                 f"key={ref.get('idempotency_key')}")
+    if source == "ledger" and ref.get("rows") == 0:  # an expectation of effects where the ledger holds none
+        return f"ledger {ref.get('table')}: none on {ref.get('destination')}"
+    if source == "file" and ref.get("tail"):  # the end of what the agent wrote on stderr
+        return f"{ref.get('path')} ends: " + " | ".join(ref["tail"])
     if source == "ledger":
         return (f"ledger {ref.get('table')} seq {ref.get('seq')}: effect {ref.get('effect_ref')} on "
                 f"{ref.get('destination')} (flow {ref.get('flow_id')}, key {ref.get('operation_key')})")

@@ -20,7 +20,7 @@ from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
 from harness.checker.context import OperationContext, wire_summary
-from harness.checker.expectations import expectation_findings
+from harness.checker.expectations import agent_broken, expectation_findings, stderr_tail
 from harness.checker.history import replay
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
 from harness.checker.run_context import RunContext
@@ -244,13 +244,18 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     what the wire and the ledger show whatever the mode (``Attribution.facts``)."""
     if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
         return Judgement(Verdict(mode=evidence.mode), incomplete=list(evidence.incomplete))
+    if runs is None:
+        runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
+    broken = agent_broken(evidence, runs) if not offline else None
+    if broken is not None:  # nothing to judge but that: the rules would only restate it as missing work
+        verdict = Verdict(mode=evidence.mode)
+        verdict.add_findings([broken])
+        return Judgement(verdict, [broken.message], attribute(evidence).facts(evidence) if facts else {})
     verdict = check(evidence, offline=offline, black_box=black_box)
     known = attribute(evidence).facts(evidence) if facts else {}
     expect = evidence.expect if expect is None else expect
-    if runs is None:
-        runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
     effects = evidence.effects if effects is None else effects
-    unmet = expectation_findings(expect, verdict, runs, effects) if expect else []
+    unmet = expectation_findings(expect, verdict, runs, effects, stderr=stderr_tail(evidence)) if expect else []
     verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
     return Judgement(verdict, [f.message for f in unmet], known)
 

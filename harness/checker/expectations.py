@@ -8,6 +8,7 @@ The engine keeps the expectations in context.json (``harness.engine.expectations
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.checker.context import effect_ref_row
@@ -22,8 +23,48 @@ def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence
     return [f.message for f in expectation_findings(expect, verdict, runs, effects)]
 
 
+def stderr_tail(evidence: Any, lines: int = 5) -> list[str]:
+    """The last lines the agent wrote on stderr (agent.stderr in its folder): where a crash says why."""
+    folder = getattr(evidence, "folder", None)
+    if folder is None:
+        return []
+    try:
+        with (Path(folder) / AGENT_STDERR_FILE).open("rb") as stream:
+            stream.seek(0, 2)
+            stream.seek(max(0, stream.tell() - 8192))
+            text = stream.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    kept = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    return [line[:300] for line in kept[-lines:]]
+
+
+def agent_broken(evidence: Any, runs: Sequence[AgentRun]) -> Finding | None:
+    """The agent could not start, or exited non-zero without doing anything (no audit line, nothing on the wire,
+    nothing at a destination): broken, not wrong. One X001 finding that says so with its stderr, instead of the
+    rules' and the expectations' account of the work it never did."""
+    agent = getattr(evidence, "agent", None) or {}
+    tail = stderr_tail(evidence)
+    said = f"; its stderr ends: {tail[-1]}" if tail else "; it wrote nothing on stderr"
+    file_ref = {"source": "file", "path": AGENT_STDERR_FILE, "tail": tail}
+    if agent.get("start_error"):
+        return Finding(EXPECTATION_CODE, EXPECTATION_RULE, None,
+                       f"the agent could not start: {agent['start_error']}", [
+                           {"source": "context", "agent_command": agent.get("command")}])
+    last = runs[-1] if runs else None
+    if last is None or last.timed_out or last.exit_status in (0, None):
+        return None
+    if evidence.events or evidence.log_errors or evidence.journal or evidence.requests or evidence.effects:
+        return None
+    return Finding(EXPECTATION_CODE, EXPECTATION_RULE, None, (
+        f"the agent exited with status {last.exit_status} after {last.seconds:.2f} s without doing anything (no "
+        f"audit event, no request): it is broken, not judged wrong{said} ({AGENT_STDERR_FILE})"), [
+        {"source": "context", "agent_run": len(runs), "exit_status": last.exit_status,
+         "seconds": round(last.seconds, 2)}, file_ref])
+
+
 def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
-                         effects: list[dict[str, Any]]) -> list[Finding]:
+                         effects: list[dict[str, Any]], *, stderr: Sequence[str] = ()) -> list[Finding]:
     """What the scenario itself demands beyond the generic rules (``harness.engine.expectations_of``): final states
     and effect counts, and an agent that finished in time with status 0. Each failure is an X001
     finding with its evidence: the resolution's log line and the ledger rows that contradict it. A
@@ -40,9 +81,10 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
             found.append(finding(None, f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
                                        "(it was stopped; its evidence so far was judged)", [run_ref]))
         elif last.exit_status not in (0, None):
+            ends = f"; its stderr ends: {stderr[-1]}" if stderr else ""
             found.append(finding(None, f"the agent exited with status {last.exit_status} (the contract asks for 0 "
-                                       f"once its work is done, whatever the outcomes); see {AGENT_STDERR_FILE}",
-                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE}]))
+                                       f"once its work is done, whatever the outcomes){ends}; see {AGENT_STDERR_FILE}",
+                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE, "tail": list(stderr)}]))
     live = [e for e in effects if not e.get("replay")]
     live_by_ref: dict[Any, list[dict[str, Any]]] = {}
     for effect in live:  # an index, so that each intent's rows are found without reading the ledger again
