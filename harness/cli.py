@@ -78,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_limit(run)
 
     audit = sub.add_parser("audit", help="audit an agent's event log (or an effect-ledger NDJSON, or an "
-                                         "OpenTelemetry trace) offline")
+                                         "OpenTelemetry trace) offline",
+                           epilog="exit status: 0 every operation healthy and no finding; 1 a finding, or an "
+                                  "operation not healthy; 2 usage, or a file that cannot be read or holds no "
+                                  "usable line; 130 interrupted")
     audit.add_argument("file", type=Path, help="the log, or a glob of logs (quoted: 'logs/2026-12-01/*.ndjson'), "
                                                "audited as one in name order")
     audit.add_argument("--format", choices=("text", "json", "otlp"), default="text",

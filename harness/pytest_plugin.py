@@ -299,7 +299,7 @@ def pytest_configure(config: pytest.Config) -> None:
             for selector in selectors:
                 selected.extend(resolve(selector, search_dirs(config)))
         except ScenarioError as exc:
-            raise pytest.UsageError(f"{SCENARIO_OPTION}: {exc}") from None
+            raise pytest.UsageError(f"{_spelling(config, SCENARIO_OPTION)}: {exc}") from None
         config.stash[_selected] = set(selected)
         paths = [str(p) for p in dict.fromkeys(selected)]
         if config.args_source == pytest.Config.ArgsSource.ARGS:

@@ -603,10 +603,17 @@ def render_audit_summary(summary: AuditSummary) -> str:
     for name, count in summary.files:  # a glob: its lines are numbered through its files
         lines.append(f"lines {first}-{first + count - 1}: {name}")
         first += count
-    counts = ", ".join(f"{n} {c}" for c, n in summary.classifications.items()) or "no operations"
-    lines.append(f"{summary.file}: {summary.events} events, {summary.operations} operations ({counts}); "
-                 f"{summary.findings} finding(s), {summary.malformed_lines} malformed line(s)")
+    # the classification counts the distinct effects an operation's log names; a finding is a rule broken: an
+    # operation can be classified healthy (one effect) and still break rules, so the line keeps the two apart
+    counts = ", ".join(f"{n} {c}" for c, n in summary.classifications.items()) or "none"
+    lines.append(f"{summary.file}: {summary.events} events, {_count(summary.operations, 'operation')} (classified "
+                 f"by their effects: {counts}); {_count(summary.findings, 'finding')}, "
+                 f"{_count(summary.malformed_lines, 'malformed line')}")
     return "\n".join(lines) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def render_exploration(state: Exploration) -> str:

@@ -325,9 +325,17 @@ def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
 
 
 def dotted(loc: tuple[Any, ...]) -> str:
+    """A key path as a message shows it, on one line: a key holding a control character, a line or paragraph
+    separator is quoted as Python writes it ('tick\\nets'), never put raw into the message."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        text = str(part)
+        if not text.isprintable() or not text:
+            text = repr(text)
+        out += f".{text}" if out else text
     return out
 
 

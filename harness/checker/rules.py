@@ -173,9 +173,14 @@ def idempotency_key_from_operation(op: OperationContext) -> OpFindings:
     if len(op.intent_ids()) > 1:
         return  # the attempts of two intents under one operation id (H032): a key per intent is no fault here
     if len(keyed) >= 2 and len({a["idempotency_key"] for a in keyed}) == len(keyed):
-        yield (f"every attempt of {op.operation_id} ({_ids(keyed)}) carries a fresh idempotency key: the key "
-               f"is minted per attempt, so the destination cannot deduplicate the retries",
-               [log_ref(a) for a in keyed])
+        declared = (op.operation or {}).get("idempotency_key")
+        if declared and keyed[0]["idempotency_key"] == declared:  # the first kept the declared key: say so
+            how = (f"the first attempt used the declared key {declared} and every retry ({_ids(keyed[1:])}) "
+                   "a new one")
+        else:
+            how = f"every attempt ({_ids(keyed)}) carries a fresh idempotency key"
+        yield (f"{op.operation_id}: {how}: the key is minted per attempt, so the destination cannot deduplicate "
+               f"the retries", [log_ref(a) for a in keyed])
 
 
 @rule("H022", "idempotency-key-not-shared", scope="run", exercised=("attempt",))

@@ -45,7 +45,7 @@ def test_article_text_output_names_the_problem_operations(tmp_path):
     assert status == 1
     assert "operation op_webhook_77" in out and "classification: duplicate" in out
     assert "operation op_ticket_42" not in out  # healthy operations stay quiet in text
-    assert "4 operations (1 duplicate, 1 healthy, 1 key_conflict, 1 uncertain)" in out
+    assert "4 operations (classified by their effects: 1 duplicate, 1 healthy, 1 key_conflict, 1 uncertain)" in out
 
 
 def test_healthy_ticket_alone_exits_zero(tmp_path):
@@ -84,7 +84,7 @@ def test_malformed_lines_are_reported_with_file_and_line_and_the_rest_is_audited
     assert status == 1
     assert f"{log}:3: not JSON" in out
     assert f"{log}:5: attempt event: field 'attempt_id' missing" in out
-    assert "2 malformed line(s)" in out and "1 operations (1 healthy)" in out
+    assert "2 malformed lines" in out and "1 operation (classified by their effects: 1 healthy)" in out
 
 
 def test_unreadable_inputs_exit_2_with_a_message_naming_the_file(tmp_path):
