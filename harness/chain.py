@@ -94,7 +94,10 @@ def verify_lines(lines: Any, *, head: str | None = None,
         if error is not None:
             return False, f"line {number}: {error}; the chain is broken here", count, ""
         if not isinstance(record, dict) or "hash" not in record:
-            return False, f"line {number}: event has no chain fields (seq, prev_hash, hash)", count, ""
+            return False, (f"line {number}: event has no chain fields (seq, prev_hash, hash): this log is not "
+                           "hash-chained. An agent chains its log with harness.recorder.Recorder(path, chain=True) "
+                           "(docs/checker.md, 'Tamper evidence'); a run's log is vouched for by the checkpoint the "
+                           "harness signed: verify the evidence folder itself"), count, ""
         if record.get("seq") != expected_seq:
             return False, (f"line {number}: seq is {_short(record.get('seq'))}, expected {expected_seq}: "
                            f"a line was deleted, inserted or moved before it"), count, ""
