@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     sub.add_parser("scenarios", help="list the scenarios of the catalogue")
+    sub.add_parser("agents", help="list the bundled agents (the reference and every wrong one, with its flaw and "
+                                  "the scenarios that catch it), each with the --agent command that runs it")
     coverage = sub.add_parser(
         "coverage", help="which scenarios exercise which checks and rows of the operation model",
         description="Run the reference agent over the catalogue and say, per check, which scenarios exercise it "
@@ -711,6 +713,19 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agents(args: argparse.Namespace) -> int:
+    from harness.matrix import load_expectations
+
+    expected = load_expectations()
+    width = max(map(len, expected.agents))
+    print(f"{'reference':<{width}}  a correct agent; --agent \"{expected.reference}\"")
+    for name, flaw in expected.flaws.items():
+        caught = ", ".join(sorted(expected.caught_by.get(name, {}))) or "no scenario"
+        print(f"{name:<{width}}  {' '.join(flaw.split())}; caught by {caught}; "
+              f"--agent \"{expected.command(name)}\"")
+    return 0
+
+
 def _coverage(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -810,5 +825,5 @@ def _containers(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
-            "scenarios": _scenarios, "schema": _schema, "report": _report, "matrix": _matrix, "reproduce": _reproduce,
-            "images": _images, "containers": _containers, "coverage": _coverage}
+            "scenarios": _scenarios, "agents": _agents, "schema": _schema, "report": _report, "matrix": _matrix,
+            "reproduce": _reproduce, "images": _images, "containers": _containers, "coverage": _coverage}
