@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from harness import notices
 from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV, agent_words
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
 KILL_GRACE_SECONDS = 2.0
+STILL_RUNNING_EVERY = 10.0  # seconds between two "still running" notices while an agent works
 GROUP_GONE_SECONDS = 5.0  # how long the harness waits for a SIGKILLed agent group to be reaped
 
 
@@ -64,13 +66,20 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
             proc.wait()
             raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]})")
         timed_out = killed = False
+        said_at = start
         try:
             while True:
                 try:
-                    proc.wait(timeout=0.02 if kill_when else timeout)
+                    # in steps: the crash trigger is polled, and a long wait says it is waiting (harness.notices)
+                    proc.wait(timeout=0.02 if kill_when else max(0.01, min(timeout - (time.monotonic() - start),
+                                                                          STILL_RUNNING_EVERY)))
                     break
                 except subprocess.TimeoutExpired:
                     pass
+                if time.monotonic() - said_at >= STILL_RUNNING_EVERY:
+                    said_at = time.monotonic()
+                    notices.say(f"retry-harness: the agent is still running ({said_at - start:.0f} s of its "
+                                f"{timeout:g} s limit; --agent-timeout sets it)\n")
                 if kill_when is not None and kill_when():
                     _kill_group(proc, signal.SIGKILL)
                     killed = True

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-evidence", choices=("all", "failed"), default="all",
                      help="keep the evidence of every run (default) or only of failed runs")
     run.add_argument("--black-box", action="store_true", help=BLACK_BOX_HELP)
+    run.add_argument("--agent-timeout", type=_positive_float, default=None, metavar="SECONDS",
+                     help="the agent's wall-clock limit (default: each scenario's agent_timeout_seconds); an agent "
+                          "still running then is stopped, its evidence judged (X001 names the limit)")
     run.add_argument("--agent-log", choices=AGENT_LOGS, default=None,
                      help="what the agent writes, instead of the scenario's agent_log: otel for a trace-only agent "
                           f"(OpenTelemetry spans in ${TRACE_FILE_ENV}, judged by the same rules; docs/otel.md)")
@@ -363,7 +366,7 @@ def _run(args: argparse.Namespace) -> int:
     for scenario in scenarios:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
-                              limits=dict(args.limit))
+                              limits=dict(args.limit), agent_timeout=args.agent_timeout)
         if export is not None and not result.incomplete:
             export(result.verdict, args.otel_out, scenario=result.scenario, agent=result.agent,
                    evidence_dir=str(result.evidence_dir))

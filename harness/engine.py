@@ -75,12 +75,13 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
                  black_box: bool = False, agent_log: str | None = None,
-                 limits: Mapping[str, int] | None = None) -> ScenarioResult:
+                 limits: Mapping[str, int] | None = None, agent_timeout: float | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
     command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
     `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
     `limits`: evidence limits (harness.limits) over the scenario's own `limits`, e.g. `{"operations": 500}`.
+    `agent_timeout`: the agent's wall-clock limit in seconds, over the scenario's `agent_timeout_seconds`.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
     `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
@@ -93,6 +94,10 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     SIGINT and SIGTERM stop the run (``harness.interrupt``): its evidence is saved, marked interrupted (never
     judged), and ``interrupt.Interrupted`` names the folder; a second signal stops at once.
     """
+    if agent_timeout is not None:
+        if not agent_timeout > 0:
+            raise HarnessError(f"the agent's time limit must be a number of seconds above 0, got {agent_timeout!r}")
+        scenario = scenario.model_copy(update={"agent_timeout_seconds": float(agent_timeout)})
     with interrupt.handling():
         return _run_scenario(scenario, agent=agent, evidence_root=evidence_root, proxy=proxy, pool=pool,
                              keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits)

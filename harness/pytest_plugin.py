@@ -45,16 +45,18 @@ OTEL_OUT_OPTION = "--harness-otel-out"
 AGENT_IMAGE_OPTION = "--harness-agent-image"
 FINDINGS_SHOWN_OPTION = "--harness-findings-shown"
 LIMIT_OPTION = "--harness-limit"
+AGENT_TIMEOUT_OPTION = "--harness-agent-timeout"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
            KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed",
            BLACK_BOX_OPTION: "--black-box", AGENT_LOG_OPTION: "--agent-log", OTEL_OUT_OPTION: "--otel-out",
-           AGENT_IMAGE_OPTION: "--agent-image", FINDINGS_SHOWN_OPTION: "--findings-shown", LIMIT_OPTION: "--limit"}
+           AGENT_IMAGE_OPTION: "--agent-image", FINDINGS_SHOWN_OPTION: "--findings-shown", LIMIT_OPTION: "--limit",
+           AGENT_TIMEOUT_OPTION: "--agent-timeout"}
 SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST, BLACK_BOX_DEST = (
     "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
     "harness_explore_seed", "harness_black_box")
 AGENT_LOG_DEST, OTEL_OUT_DEST, AGENT_IMAGE_DEST = "harness_agent_log", "harness_otel_out", "harness_agent_image"
-FINDINGS_SHOWN_DEST, LIMIT_DEST = "harness_findings_shown", "harness_limit"
+FINDINGS_SHOWN_DEST, LIMIT_DEST, AGENT_TIMEOUT_DEST = "harness_findings_shown", "harness_limit", "harness_agent_timeout"
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -94,6 +96,10 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         dest=BLACK_BOX_DEST, action="store_true", default=False,
         help="judge every run from the proxy journal and the effect ledger alone, for an agent that writes no "
              "audit log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')."),
+    AGENT_TIMEOUT_OPTION: dict(
+        dest=AGENT_TIMEOUT_DEST, default=None, type=float, metavar="SECONDS",
+        help="the agent's wall-clock limit (default: each scenario's agent_timeout_seconds); an agent still "
+             "running then is stopped and its evidence judged (X001 names the limit)."),
     AGENT_LOG_OPTION: dict(
         dest=AGENT_LOG_DEST, default=None, choices=AGENT_LOGS,
         help="what the agent writes, instead of each scenario's agent_log: otel for a trace-only agent "
@@ -283,6 +289,10 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = agent_option_problem(str(ini_agent), AGENT_INI)
         if problem:
             raise pytest.UsageError(f"{AGENT_INI} in {config.inipath}: {problem}")
+    timeout = config.getoption(AGENT_TIMEOUT_DEST)
+    if timeout is not None and not timeout > 0:
+        raise pytest.UsageError(f"{_spelling(config, AGENT_TIMEOUT_OPTION)}: the agent's time limit must be a number "
+                                f"of seconds above 0, got {timeout:g}")
     examples = config.getoption(EXPLORE_DEST)
     if examples is not None and examples < 1:
         raise pytest.UsageError(f"{_spelling(config, EXPLORE_OPTION)}: the number of schedules to explore must be at "
@@ -681,7 +691,8 @@ class HarnessEngine:
         wire_only = bool(config.getoption(BLACK_BOX_DEST)) if black_box is None else black_box
         result = run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
                               pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only,
-                              agent_log=config.getoption(AGENT_LOG_DEST), limits=limits_of(config))
+                              agent_log=config.getoption(AGENT_LOG_DEST), limits=limits_of(config),
+                              agent_timeout=config.getoption(AGENT_TIMEOUT_DEST))
         otel_out = config.getoption(OTEL_OUT_DEST)
         if otel_out and not result.incomplete:
             from harness.otel.verdict import export_verdict
