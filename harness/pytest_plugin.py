@@ -460,6 +460,11 @@ class ExploreItem(pytest.Item):
         __tracebackhide__ = True
         state = harness_engine_of(self.config).explore(self.scenario, examples=self.examples,
                                                        seed=self.config.getoption(EXPLORE_SEED_DEST))
+        from harness import notices
+        from harness.report import render_exploration
+
+        # how much was explored, pass or fail: "3 run(s) of 3 drawn schedule(s) in 4.1 s ..., stopped by examples"
+        notices.say(f"\nretry-harness: {render_exploration(state).splitlines()[0]}\n")
         if state.failed:
             raise ExplorationFailed(state)
 

@@ -151,3 +151,20 @@ def test_pytest_explore_with_no_schedules_is_a_usage_error(run_plugin) -> None:
     result = run_plugin("--scenario", "response_lost", "--explore", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "at least 1" in result.stderr.str()
+
+
+def test_pytest_explore_says_how_many_schedules_it_ran(tmp_path: Path) -> None:
+    """A passing `--explore N` item says what it explored (how many runs of how many drawn schedules, the seed,
+    why it stopped), not only PASSED."""
+    import re
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--scenario", "response_lost",
+                           "--explore", "3", "--explore-seed", "2"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = re.search(r"retry-harness: explored response_lost with `python -m harness.agents.reference`: (\d+) "
+                     r"run\(s\) of 3 drawn schedule\(s\) in [\d.]+ s .*, seed 2, stopped by examples", done.stderr)
+    assert said and 1 <= int(said.group(1)) <= 3, done.stderr  # a schedule drawn twice runs once
+
