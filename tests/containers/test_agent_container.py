@@ -232,7 +232,9 @@ def test_ctrl_c_during_a_scenario_removes_the_container_and_keeps_the_evidence(t
     assert our_agent_containers() == []
     [folder] = tmp_path.iterdir()
     context = json.loads(EvidenceLayout(folder).context.read_text())
-    assert context["evidence"]["complete"] is True and context["agent"]["image"] == runtime_image
+    # saved whole as far as it went, and marked interrupted: never judged (issue 30)
+    assert context["evidence"]["saved"] is True and context["agent"]["image"] == runtime_image
+    assert context["evidence"]["complete"] is False and context["evidence"]["interrupted"] == "SIGINT (Ctrl-C)"
 
 
 def test_a_normal_end_removes_the_container(tmp_path: Path, runtime_image: str) -> None:
