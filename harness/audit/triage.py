@@ -82,7 +82,8 @@ def _type_ok(check: Any, r: str) -> str:
         INT_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_INT}'))",
         BOOL_OR_NONE: f"({r} IS NULL OR {r} IN ('true', 'false'))",
         FLOAT_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_FLOAT}'))",
-        TS: f"(starts_with({r}, '\"') OR regexp_full_match({r}, '{_FLOAT}'))",
+        # a string only in the one form SQL reads as a time; any other goes to the rules, which read it as Python does
+        TS: f"(regexp_full_match({r}, '{_FLOAT}') OR regexp_full_match({r}, '\"{_ISO}\"'))",
         STRS_OR_NONE: f"({r} IS NULL OR regexp_full_match({r}, '{_STRINGS}'))",
         # free-form data: no float (orjson and pydantic read those differently), no NaN, two levels of
         # objects at most and their keys distinct (so no duplicate key can hide), no deep lists

@@ -4,8 +4,9 @@ query, whether a planned crash fell between two times. Every module of the check
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
+
+from harness.events import timestamp_seconds
 
 
 def ts_value(ts: Any) -> float:
@@ -13,10 +14,7 @@ def ts_value(ts: Any) -> float:
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):
         return float(ts)
     if isinstance(ts, str):
-        try:
-            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return 0.0
+        return timestamp_seconds(ts) or 0.0
     return 0.0
 
 

@@ -17,6 +17,9 @@ PRODUCT = ("harness", "fake_destinations")
 # imported directly, installed (and pinned) by a declared dependency: declaring it again would only
 # invite a second, conflicting bound
 COMES_WITH = {"pydantic-core": "pydantic", "uvicorn": "mcp"}  # uvicorn: the server mcp serves HTTP with
+# declared for the user's pytest to load, never imported: `-n 2` of `pytest --scenario all -n 2`, which the
+# docs give as the way to run the catalogue (the plugin only reads what xdist carries back)
+LOADED_BY_PYTEST = {"pytest-xdist"}
 # optional imports, each declared in its extra: harness.instrument patches httpx only when it is installed (an
 # ImportError skips it) and the tenacity example agent uses what it demonstrates; the OpenTelemetry exporter and
 # the framework agents import what their extra installs
@@ -103,8 +106,15 @@ def test_every_third_party_import_of_the_product_is_a_runtime_dependency() -> No
 
 
 def test_every_runtime_dependency_is_imported_by_the_product() -> None:
-    unused = declared() - set(imported_distributions())
+    unused = declared() - set(imported_distributions()) - LOADED_BY_PYTEST
     assert not unused, f"runtime dependencies the product never imports (move them to the test extra): {unused}"
+
+
+def test_what_pytest_loads_is_registered_as_a_pytest_plugin() -> None:
+    """An exemption from being imported holds only for a distribution pytest itself loads (a pytest11 entry point)."""
+    for dist in LOADED_BY_PYTEST:
+        assert dist in declared(), dist
+        assert any(ep.group == "pytest11" for ep in distribution(dist).entry_points), dist
 
 
 def test_test_only_libraries_are_in_the_test_extra_not_the_runtime() -> None:
