@@ -55,7 +55,7 @@ def timestamp_seconds(text: str) -> float | None:
 
 
 def _readable_ts(value: float | str) -> float | str:
-    if value.__class__ is str and timestamp_seconds(value) is None:  # type: ignore[arg-type]
+    if value.__class__ is str and timestamp_seconds(value) is None:
         raise ValueError("not a timestamp: give RFC 3339 (2026-12-04T10:00:00.123Z) or unix seconds (1764842400.123)")
     return value
 
