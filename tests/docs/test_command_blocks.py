@@ -26,6 +26,8 @@ NOT_HERE = {
                   "extra certify)"): "tests/certification runs every cell of python -m certification",
     ("matrix.md", 'python -m harness run response_lost --agent "python -m harness.agents.frameworks.langgraph_agent"'
                   "           # PASS"): "tests/certification/test_framework_matrix.py runs these agents and rows",
+    ("first-agent.md", 'pytest --scenario all --agent "python first_agent.py" -n 2'):
+        "tests/docs/test_first_agent.py runs the page's agent on every HTTP scenario and holds the table to it",
 }
 # the README's two commands: the first runs below on a fresh venv, the second is .ci/run itself
 README_ELSEWHERE = ("test_the_readmes_first_command_runs_on_a_fresh_venv, below (marker install)",
