@@ -50,6 +50,7 @@ from harness.contract import (
     MCP_ENDPOINT,
     MCP_TOOL_CALL,
     TRACEPARENT_HEADER,
+    mcp_sdk_major,
 )
 from harness.fingerprint import fingerprint
 
@@ -221,22 +222,40 @@ class McpDestination(DestinationRuntime):
     # -- the MCP server ----------------------------------------------------------------------
 
     def _server(self) -> Server[Any, Any]:
-        server: Server[Any, Any] = Server(f"retry-harness fake {self.name}")
+        """The SDK's low-level server with our two handlers, registered as the installed major wants them."""
+        name = f"retry-harness fake {self.name}"
+        if mcp_sdk_major() >= 2:  # handlers given to the constructor, called with (context, params)
+            async def on_list_tools(context: Any, params: Any) -> types.ListToolsResult:
+                return types.ListToolsResult(tools=self._tools())
 
-        @server.list_tools()  # type: ignore[untyped-decorator]  # the SDK's decorators are untyped
+            async def on_call_tool(context: Any, params: Any) -> types.CallToolResult:
+                return await self._call_in(context, params.name, params.arguments or {})
+
+            return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)  # type: ignore[call-arg]
+
+        server: Server[Any, Any] = Server(name)
+
+        @server.list_tools()  # type: ignore[untyped-decorator,attr-defined,unused-ignore]  # untyped decorators
         async def list_tools() -> list[types.Tool]:
-            return [self._tool(name, tool) for name, tool in self.tools.items()]
+            return self._tools()
 
         # the handler checks the arguments itself: its error codes are the destination's (missing_argument)
-        @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+        @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator,attr-defined,unused-ignore]
         async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-            context = server.request_context
-            request = context.request
-            headers = {k.lower(): v for k, v in request.headers.items()} if request is not None else {}
-            meta = context.meta.model_dump() if context.meta is not None else None
-            return await self.call(name, arguments, headers, meta, request.scope if request is not None else None)
+            return await self._call_in(server.request_context, name, arguments)
 
         return server
+
+    async def _call_in(self, context: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """A tools/call with what its request context holds: the HTTP request's headers, _meta, ASGI scope."""
+        request = context.request
+        headers = {k.lower(): v for k, v in request.headers.items()} if request is not None else {}
+        meta = context.meta  # 2.x: a dict already; 1.x: a model
+        meta = meta.model_dump() if hasattr(meta, "model_dump") else meta
+        return await self.call(name, arguments, headers, meta, request.scope if request is not None else None)
+
+    def _tools(self) -> list[types.Tool]:
+        return [self._tool(name, tool) for name, tool in self.tools.items()]
 
     def _tool(self, name: str, tool: dict[str, Any]) -> types.Tool:
         properties: dict[str, Any] = {arg: {} for arg in tool.get("required") or ()}

@@ -284,6 +284,15 @@ MCP_TRANSPORT = "mcp"
 MCP_ENDPOINT = "/mcp"
 MCP_TOOL_CALL = "tools/call"
 
+
+def mcp_sdk_major() -> int:
+    """The installed mcp SDK's major version: 1.x registers a server's handlers with decorators and names its
+    client transport streamablehttp_client, 2.x takes handlers in the constructor and streamable_http_client.
+    The fake MCP servers and the bundled agents' client follow it; the wire is the same."""
+    from importlib.metadata import version
+
+    return int(version("mcp").split(".", 1)[0])
+
 # The audit events an agent writes (field ``event``).
 EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
 

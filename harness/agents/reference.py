@@ -33,9 +33,7 @@ import shlex
 import subprocess
 import sys
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -516,8 +514,8 @@ class Agent:
                 op["intent"]["destination"], request["path"], request["body"], request["traceparent"]))
             if result is None:
                 return Outcome(attempt_id, state, error=error)
-            return Outcome(attempt_id, state, 200, None if result.isError else tool_result(result),
-                           error=tool_text(result)[:200] if result.isError else None, tool_error=bool(result.isError))
+            return Outcome(attempt_id, state, 200, None if result.is_error else result.resource,
+                           error=result.text[:200] if result.is_error else None, tool_error=result.is_error)
         url = self.url(op["intent"]["destination"], request["path"])
         try:
             # a fresh connection per attempt: a stale pooled socket would blur not_sent and sent
@@ -546,28 +544,13 @@ class Agent:
         """One ``tools/call`` through a fresh MCP session (the mcp package's streamable HTTP client):
         (dispatch state, the CallToolResult or None, error). Before the call is written nothing of it
         left (``not_sent``); once it is, a broken or late answer leaves its fate unknown."""
-        from mcp import ClientSession  # only agents that talk MCP pay for the import
-        from mcp.client.streamable_http import streamablehttp_client
+        from harness.agents.mcp_client import call_tool
 
-        # the name every mcp release since 1.20 has (1.2x deprecates it for streamable_http_client)
-        warnings.filterwarnings("ignore", "Use `streamable_http_client` instead", DeprecationWarning)
         contract = self.contracts[destination]
-        url = self.url(destination, contract.get("endpoint") or MCP_ENDPOINT)
-        calling = False
-        try:
-            async with streamablehttp_client(url, headers=self.auth(destination),
-                                             timeout=CONNECT_TIMEOUT + READ_TIMEOUT,
-                                             terminate_on_close=False) as (read, write, _):
-                async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=READ_TIMEOUT)) as session:
-                    await session.initialize()
-                    calling = True
-                    result = await session.call_tool(
-                        tool, arguments, read_timeout_seconds=timedelta(seconds=READ_TIMEOUT),
-                        meta={TRACEPARENT_HEADER: traceparent} if traceparent else None)
-        except Exception as exc:  # noqa: BLE001  (an anyio task group raises an ExceptionGroup of anything)
-            cause = _first_cause(exc)
-            return ("sent_no_response" if calling else "not_sent"), None, _short_error(cause) or type(cause).__name__
-        return "response_received", result, None
+        state, result, cause = await call_tool(
+            self.url(destination, contract.get("endpoint") or MCP_ENDPOINT), tool, arguments, traceparent=traceparent,
+            headers=self.auth(destination), connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT)
+        return state, result, None if cause is None else (_short_error(cause) or type(cause).__name__)
 
     async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:
         import asyncssh  # only agents that talk SSH pay for the import
@@ -648,9 +631,9 @@ class Agent:
             state, result, error = asyncio.run(self.call_tool(
                 op["intent"]["destination"], spec["path"], {spec["query_param"]: op["operation_id"]},
                 self.traceparent(op)))
-            body = tool_result(result) if result is not None and not result.isError else None
+            body = result.resource if result is not None and not result.is_error else None
             detail = (f"lookup failed: {error or state}" if result is None else
-                      "tool error: " + tool_text(result)[:150] if result.isError else "tool result")
+                      "tool error: " + result.text[:150] if result.is_error else "tool result")
             if isinstance(body, dict) and isinstance(body.get(spec.get("result_field", LOOKUP_RESULT_FIELD)), list):
                 refs = [str(item[op["kind"].get("effect_ref_field", "id")])
                         for item in body[spec.get("result_field", LOOKUP_RESULT_FIELD)]
@@ -735,20 +718,6 @@ class Agent:
                                  reason=reason, **fields)
         op["resolved"] = state  # after the log (a crash in between: the log says so on restart)
         self.save()
-
-
-def tool_result(result: Any) -> Any:
-    """A tool result's resource: its structuredContent, else the JSON of its first text content."""
-    if result.structuredContent is not None:
-        return result.structuredContent
-    try:
-        return json.loads(tool_text(result))
-    except ValueError:
-        return None
-
-
-def tool_text(result: Any) -> str:
-    return next((str(c.text) for c in result.content or () if getattr(c, "type", None) == "text"), "")
 
 
 def _first_cause(exc: BaseException) -> BaseException:

@@ -17,6 +17,9 @@ PRODUCT = ("harness", "fake_destinations")
 # imported directly, installed (and pinned) by a declared dependency: declaring it again would only
 # invite a second, conflicting bound
 COMES_WITH = {"pydantic-core": "pydantic", "uvicorn": "mcp"}  # uvicorn: the server mcp serves HTTP with
+# modules a declared dependency brings in one of its majors only: mcp 2.x's own HTTP client (harness.agents.mcp_client
+# imports it only under mcp 2.x); counted as that dependency's whichever major is installed here
+BROUGHT_BY = {"httpx2": "mcp"}
 # declared for the user's pytest to load, never imported: `-n 2` of `pytest --scenario all -n 2`, which the
 # docs give as the way to run the catalogue (the plugin only reads what xdist carries back)
 LOADED_BY_PYTEST = {"pytest-xdist"}
@@ -65,7 +68,8 @@ def imported_distributions() -> dict[str, set[str]]:
                     top = name.split(".", 1)[0]
                     if top in sys.stdlib_module_names or top in PRODUCT or top == "__future__":
                         continue
-                    for dist in _providers(name, owners.get(top, [f"<no installed distribution for {top}>"])):
+                    provided = [BROUGHT_BY[top]] if top in BROUGHT_BY else owners.get(top)
+                    for dist in _providers(name, provided or [f"<no installed distribution for {top}>"]):
                         found.setdefault(_canonical(dist), set()).add(str(path.relative_to(REPO)))
     return found
 

@@ -215,3 +215,25 @@ def test_one_venv_holds_the_harness_and_the_agent_frameworks_and_runs_a_scenario
     assert "1 passed" in ran.stdout, ran.stdout
     assert "making the fault proxy's runtime" in ran.stderr and "fault proxy runtime ready in" in ran.stderr, ran.stderr
     wait_empty(tmp)
+
+
+def test_the_harness_installs_beside_the_newest_mcp_sdk_and_its_mcp_scenarios_pass(workspace: Path) -> None:
+    """Agents on the current MCP SDK (2.x) are not locked out: the wheel resolves beside the newest mcp 2 release,
+    and there the fake MCP servers and the reference agent's client (each on the SDK's 2.x API) pass every MCP
+    scenario of the catalogue. A new release that breaks either fails here, not for a user."""
+    wheel = build_wheel(workspace)
+    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
+    caller.mkdir()
+    tmp.mkdir()
+    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
+    python = str(venv / "bin" / "python")
+    ok(run([python, "-m", "pip", "install", "--quiet", str(wheel), "mcp>=2.3"], cwd=workspace, timeout=INSTALL_TIMEOUT))
+    env = user_env(venv, tmp)
+    found = ok(run([python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"], cwd=caller, env=env))
+    assert int(found.stdout.split(".")[0]) >= 2, found.stdout
+
+    ran = run([python, "-m", "harness", "run", "mcp_*"], cwd=caller, env=env, timeout=INSTALL_TIMEOUT)
+    said = [line for line in ran.stdout.splitlines() if line.startswith("scenario mcp_")]
+    assert ran.returncode == 0 and len(said) >= 4 and all(line.endswith(": PASS") for line in said), \
+        ran.stdout[-4000:] + ran.stderr[-2000:]
+    wait_empty(tmp)

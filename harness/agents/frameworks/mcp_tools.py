@@ -9,15 +9,12 @@ attempts. ``McpOperation`` has the interface tools.py's correct tool reads (harn
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 from harness.agents.frameworks import scope as framework_scope
-from harness.agents.reference import tool_result, tool_text  # one reading of a tool result, the reference agent's
-from harness.contract import MCP_ENDPOINT, TRACEPARENT_HEADER
+from harness.contract import MCP_ENDPOINT
 from harness.fingerprint import fingerprint
 from harness.model.agent import (
     Attempt,
@@ -93,14 +90,14 @@ class McpOperation:
         state, result, error = asyncio.run(call_tool(self.url, tool, arguments, sent_traceparent))
         record.dispatch_state = state
         if result is not None:
-            record.http_status, record.tool_error = 200, bool(result.isError)
-            if not result.isError:
-                resource = tool_result(result)
+            record.http_status, record.tool_error = 200, result.is_error
+            if not result.is_error:
+                resource = result.resource
                 field_name = self.contract["operations"][self.kind].get("effect_ref_field") or "id"
                 if isinstance(resource, dict) and resource.get(field_name):
                     record.effect_refs = [str(resource[field_name])]
             else:
-                error = tool_text(result)[:200]
+                error = result.text[:200]
         previous = self.last_attempt
         number = len(self.attempts) + 1
         retry: dict[str, Any] = {}
@@ -129,7 +126,7 @@ class McpOperation:
         observation = Observation(new_id("obs"), "lookup")
         state, result, error = asyncio.run(call_tool(self.url, spec["path"], {spec["query_param"]: self.operation_id},
                                                      traceparent(self.operation_id)))
-        body = tool_result(result) if result is not None and not result.isError else None
+        body = result.resource if result is not None and not result.is_error else None
         field_name = self.contract["operations"][self.kind].get("effect_ref_field") or "id"
         items = body.get(spec.get("result_field") or "items") if isinstance(body, dict) else None
         if isinstance(items, list):
@@ -168,23 +165,10 @@ class McpOperation:
 
 
 async def call_tool(url: str, tool: str, arguments: dict[str, Any], traceparent: str) -> tuple[str, Any, str | None]:
-    """One tools/call through a fresh MCP session: (dispatch state, the CallToolResult or None, error). Before
-    the call is written nothing of it left (not_sent); once it is, a broken or late answer leaves it unknown."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    """One tools/call through a fresh MCP session (harness.agents.mcp_client): (dispatch state, the
+    CallToolResult or None, error)."""
+    from harness.agents.mcp_client import call_tool as call
 
-    warnings.filterwarnings("ignore", "Use `streamable_http_client` instead", DeprecationWarning)
-    calling = False
-    try:
-        async with streamablehttp_client(url, timeout=1.0 + READ_TIMEOUT, terminate_on_close=False) as (read, write, _):
-            async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=READ_TIMEOUT)) as session:
-                await session.initialize()
-                calling = True
-                result = await session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=READ_TIMEOUT),
-                                                 meta={TRACEPARENT_HEADER: traceparent})
-    except Exception as exc:  # noqa: BLE001 - an anyio task group raises an ExceptionGroup of anything
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-            exc = exc.exceptions[0]  # type: ignore[assignment]
-        return ("sent_no_response" if calling else "not_sent"), None, f"{type(exc).__name__}: {exc}"[:200]
-    return "response_received", result, None
+    state, result, cause = await call(url, tool, arguments, traceparent=traceparent, read_timeout=READ_TIMEOUT)
+    return state, result, None if cause is None else f"{type(cause).__name__}: {cause}"[:200]
 

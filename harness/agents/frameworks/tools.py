@@ -209,7 +209,7 @@ def _carry_out_mcp(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
     record, result = op.call(route["path"], arguments, key)
     if result is None:
         raise SafeToRetry(f"no result ({record.dispatch_state}): the next execution looks it up first")
-    if result.isError:
+    if result.is_error:
         raise SafeToRetry("an error result: the tool may have committed first; the next execution looks it up")
     return f"done: {op.effect_ref}"
 
@@ -269,7 +269,7 @@ def post_blindly(tool: ToolSpec, params: dict[str, Any]) -> str:
     op = the_operation(tool)
     if tool.contract.get("transport") == MCP_TRANSPORT:  # a tools/call of the arguments, an error raised
         _, result = op.call(route["path"], dict(params), None)
-        if result is None or result.isError:
+        if result is None or result.is_error:
             raise RuntimeError(f"{tool.name} failed: {'no result' if result is None else 'error result'}")
         return f"done: {op.effect_ref}"
     with execution(op):
