@@ -10,15 +10,22 @@ import sys
 import time
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
+from certification.environments import EnvironmentError_, environment, parse
 from certification.matrix import (
     EXPECTED_FILE,
     JSON_FILE,
     MARKDOWN_FILE,
+    CellOutcome,
+    Connector,
     framework_difference,
     frameworks_json,
     frameworks_markdown,
     load_expected,
     load_frameworks,
+    observed,
+    pivot_table,
     rewrite_readme,
     rewrite_readme_frameworks,
     run,
@@ -39,7 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework", action="append", metavar="NAME",
                         help="only this framework agent (repeatable; default: every one in expected.yaml)")
     parser.add_argument("--readme", action="store_true", help="also rewrite the README's tables from expected.yaml")
+    parser.add_argument("--sdk", action="append", metavar="REQUIREMENT",
+                        help="certify this release of an SDK: NAME==VERSION, or NAME for the newest (repeatable); "
+                             "its connectors run in an environment made for it (uv, cached), and the table is "
+                             "printed, the published files left as they are")
     args = parser.parse_args(argv)
+    if args.sdk:
+        return certify_sdks(parser, args)
 
     connectors = load_expected()
     columns, framework_agents = load_frameworks()
@@ -73,6 +86,38 @@ def main(argv: list[str] | None = None) -> int:
     for line in differences:
         print(f"  differs from {EXPECTED_FILE.name}: {line}")
     print(f"{cells - len(differences)} as expected, {len(differences)} differ")
+    return 1 if differences else 0
+
+
+def certify_sdks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--sdk``: each requirement's connectors in its own environment; their table, and how it differs from
+    the published expectations (exit 1 then, as for the whole matrix)."""
+    connectors = load_expected()
+    packages = {c.package for c in connectors.values()}
+    chosen: list[Connector] = []
+    for requirement in args.sdk:
+        try:
+            name = canonicalize_name(parse(requirement).name)
+            if name not in packages:
+                parser.error(f"--sdk {requirement}: no connector certifies {name}; "
+                             f"valid: {', '.join(sorted(packages))}")
+            print(f"making the environment for {requirement} (uv; cached once made)...", flush=True)
+            made = environment(requirement)
+        except EnvironmentError_ as exc:
+            print(f"python -m certification: {exc}", file=sys.stderr)
+            return 2
+        chosen += [c.in_environment(made) for c in connectors.values() if c.package == name]
+    started = time.perf_counter()
+    result = run(chosen, args.evidence_dir, jobs=args.jobs)
+    rows: dict[str, tuple[Connector, dict[str, CellOutcome]]] = {}
+    for c, f, cell in result.cells:
+        rows.setdefault(c.name, (c, {}))[1][f] = observed(cell)
+    print("\n".join(pivot_table(list(rows.values()))))
+    differences = result.differences()
+    print(f"\n{len(result.cells)} cells in {time.perf_counter() - started:.1f} s")
+    for line in differences:
+        print(f"  differs from {EXPECTED_FILE.name}: {line}")
+    print(f"{len(result.cells) - len(differences)} as published, {len(differences)} differ")
     return 1 if differences else 0
 
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from certification.environments import Environment, environment
 
 ROOT = Path(__file__).resolve().parent
 EXPECTED_FILE = ROOT / "expected.yaml"
@@ -72,15 +75,31 @@ class Connector:
     setting: str
     cells: dict[str, CellOutcome]
     passes_with: str | None = None
+    certified: str | None = None  # the release of its package the expected cells were measured with
+    # the environment the connector runs in (certification.environments); None: the one made for `certified`
+    environment: Environment | None = None
 
     @property
     def script(self) -> Path:
         return CONNECTORS_DIR / f"{self.name}.py"
 
     @property
+    def package(self) -> str:
+        return SDK_PACKAGES[self.sdk]
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.certified}" if self.certified else self.package
+
+    @property
     def command(self) -> str:
-        """What runs: this interpreter (it has the SDKs) on the script, from any folder."""
-        return f"{sys.executable} {self.script}"
+        """What runs: the environment's interpreter (else this one) on the script, from any folder."""
+        python = self.environment.python if self.environment is not None else sys.executable
+        return f"{python} {self.script}"
+
+    def ready(self) -> Connector:
+        """This connector in its environment: the one given, else the one made (once) for its certified release."""
+        return self if self.environment is not None else self.in_environment(environment(self.requirement))
 
     @property
     def shown_command(self) -> str:
@@ -92,19 +111,26 @@ class Connector:
 
     @property
     def sdk_version(self) -> str:
-        return f"{self.sdk} {version(SDK_PACKAGES[self.sdk])}"
+        if self.environment is not None:
+            return f"{self.sdk} {self.environment.version(self.package)}"
+        return f"{self.sdk} {self.certified or version(self.package)}"
+
+    def in_environment(self, environment: Environment) -> Connector:
+        return replace(self, environment=environment)
 
 
 def load_expected(path: Path = EXPECTED_FILE) -> dict[str, Connector]:
     """``expected.yaml``: connector name -> its row; a malformed entry is a ValueError naming it."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    certified = {str(k): str(v) for k, v in (data.get("certified") or {}).items()}
     out: dict[str, Connector] = {}
     for name, spec in (data.get("connectors") or {}).items():
         try:
             cells = {fault: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
                      for fault, cell in spec["cells"].items()}
-            out[name] = Connector(name, spec["sdk"], spec["api"], spec["setting"], cells, spec.get("passes_with"))
+            out[name] = Connector(name, spec["sdk"], spec["api"], spec["setting"], cells, spec.get("passes_with"),
+                                  certified.get(SDK_PACKAGES[spec["sdk"]]))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{path}: connector {name}: {type(exc).__name__} {exc}") from None
     return out
@@ -120,7 +146,7 @@ def run_cell(connector: Connector, fault: str, evidence_root: str) -> Any:
     from harness.matrix import AgentSpec
     from harness.matrix import run_cell as harness_cell
 
-    spec = AgentSpec(connector.name, connector.command, bundled=False)
+    spec = AgentSpec(connector.name, connector.ready().command, bundled=False)
     return harness_cell(spec, str(connector.scenario(fault)), evidence_root, black_box=True)
 
 
@@ -156,7 +182,6 @@ class Run:
 
 def run(connectors: Sequence[Connector], evidence_root: Path, jobs: int = 2) -> Run:
     """Every cell of ``connectors``; ``jobs`` processes, each with its own fault proxy."""
-    import time
 
     todo = work(connectors)
     started = time.perf_counter()
@@ -244,6 +269,9 @@ def markdown(result: Run, connectors: dict[str, Connector]) -> str:
              "the effect ledger alone (docs/checker.md). A verdict is PASS, or FAIL with the rule codes found; "
              "effects are the distinct effects the destination committed (each scenario expects 1), attempts "
              "the writes on the wire. docs/sdks.md says why each SDK behaves as it does.", "",
+             f"Run on {time.strftime('%Y-%m-%d')}, each connector in an environment holding its SDK at the release its "
+             "row names (`certified:` in certification/expected.yaml; certification/environments.py). A release's "
+             "row again: `python -m certification --sdk NAME==VERSION`.", "",
              f"{len(result.cells)} cells in {result.seconds:.0f} s; "
              f"{sum(not d for d in [difference(c, f, cell) for c, f, cell in result.cells])} as expected "
              f"(certification/expected.yaml).", ""]

@@ -1,13 +1,12 @@
 """The SDK certification matrix in CI: every connector (a real SDK configuration) against the four fault
 scenarios of its API, through the real engine, fault proxy and generic destination, judged in black-box
 mode; each cell must equal its line in certification/expected.yaml, and the README's table must be that
-file's. About 90 cells, a minute with `-n 2`; the SDKs come from the `certify` extra.
+file's. About 90 cells, a minute with `-n 2`; each SDK at its certified release, in the environment made for it
+(certification/environments.py, uv: the `certify` extra).
 """
 
 from __future__ import annotations
 
-import tomllib
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -25,19 +24,18 @@ from certification.matrix import (
 
 CONNECTORS = load_expected()
 CELLS = [(name, fault) for name in CONNECTORS for fault in FAULTS]
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
-def test_the_certified_sdks_are_the_pinned_ones() -> None:
-    """The table names the versions it was measured with: the certify extra's pins, installed here."""
-    extra = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["certify"]
-    pins = dict(requirement.split("==", 1) for requirement in extra)  # every one is pinned: name==version
+def test_every_connector_runs_in_an_environment_holding_its_certified_release() -> None:
+    """The table names the releases it was measured with, expected.yaml's `certified:`, and each connector runs in
+    the environment made for its release: that release and nothing of the harness (no mitmproxy, no h11 pin)."""
     for connector in CONNECTORS.values():
-        package = connector.sdk
-        assert package in pins, f"{connector.name}: {package} is not pinned in the certify extra"
-        assert version(package) == pins[package], (
-            f"{package} {version(package)} is installed, the matrix certifies {pins[package]}: "
-            "pip install -e '.[test,certify]'")
+        assert connector.certified, f"{connector.name}: {connector.package} has no release in certified:"
+        ready = connector.ready()
+        assert ready.environment is not None and ready.environment.version(connector.package) == connector.certified
+        assert str(ready.environment.python) in ready.command and connector.script.name in ready.command
+        assert "mitmproxy" not in ready.environment.versions and "retry-harness" not in ready.environment.versions
+        assert ready.sdk_version == connector.sdk_version == f"{connector.sdk} {connector.certified}"
 
 
 def test_expected_outcomes_name_real_connectors_scenarios_and_rules() -> None:

@@ -22,8 +22,8 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 # (page, first command of the block) -> where that block runs instead
 NOT_HERE = {
-    ("matrix.md", "pip install -e '.[test,certify]'      # the SDKs at the versions certified (pyproject.toml, "
-                  "extra certify)"): "tests/certification runs every cell of python -m certification",
+    ("matrix.md", "pip install -e '.[test,certify]'      # uv, which makes one environment per certified SDK "
+                  "release"): "tests/certification runs every cell of python -m certification, each in its environment",
     ("matrix.md", 'python -m harness run response_lost --agent "python -m harness.agents.frameworks.langgraph_agent"'
                   "           # PASS"): "tests/certification/test_framework_matrix.py runs these agents and rows",
     ("first-agent.md", 'pytest --scenario all --agent "python first_agent.py" -n 2'):

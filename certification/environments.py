@@ -1,0 +1,135 @@
+"""One virtual environment per certified package version, made with uv and kept in the user's cache, so a cell
+certifies the SDK release asked for (the current one by default) and not whatever the harness's own environment
+holds. A connector imports only its SDK, the bare HTTP clients and ``_harness.py`` (beside it): the environment
+holds that and nothing else, never the harness, never mitmproxy (whose h11 pin locks SDKs out of their current
+releases).
+
+``environment("openai==3.51.0")`` makes (once) and returns it; ``environment("openai")`` resolves the newest
+release first (``uv pip compile``), so it is cached under its version too. ``HARNESS_SDK_ENVS`` chooses the
+folder (default ``~/.cache/retry-harness/sdk-envs``); a half-made environment (a killed run) is made again, and
+parallel processes wait on a file lock for the one making it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+ENVS_ENV = "HARNESS_SDK_ENVS"
+# the HTTP clients connectors use bare, at the versions the matrix was measured with (unless one is the SDK asked)
+BARE_CLIENTS = {"requests": "2.34.2", "urllib3": "2.8.0", "httpx": "0.28.1"}
+MAKE_TIMEOUT = 600.0  # a cold cache downloads the SDK and its dependencies
+
+
+class EnvironmentError_(Exception):  # noqa: N801  (the builtin EnvironmentError is OSError)
+    """The environment could not be made: says which requirement, and what uv said."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A made environment: its interpreter, and the version of every distribution in it."""
+
+    python: Path
+    versions: dict[str, str]
+
+    def version(self, package: str) -> str:
+        return self.versions.get(canonicalize_name(package), "?")
+
+
+def default_root() -> Path:
+    if os.environ.get(ENVS_ENV):
+        return Path(os.environ[ENVS_ENV])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "retry-harness" / "sdk-envs"
+
+
+def uv() -> str:
+    """The uv binary of the `certify` extra's uv package (a clear error when it is missing)."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise EnvironmentError_("uv is not installed: pip install -e '.[certify]' (it makes the SDK environments)") \
+            from None
+    return str(find_uv_bin())
+
+
+def parse(requirement: str) -> Requirement:
+    """A requirement as pip takes it (``openai``, ``openai==3.51.0``); a bad one names itself and what is valid."""
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement as exc:
+        raise EnvironmentError_(f"--sdk {requirement!r} is not a requirement ({exc}); give NAME or NAME==VERSION, "
+                                f"e.g. openai==3.51.0") from None
+    if parsed.url or parsed.marker:
+        raise EnvironmentError_(f"--sdk {requirement!r}: give NAME or NAME==VERSION, without URL or marker")
+    return parsed
+
+
+def pinned(requirement: str) -> str:
+    """``NAME==VERSION`` for a requirement: as given when it pins one version, else the newest release that
+    satisfies it, as uv resolves it for this Python."""
+    parsed = parse(requirement)
+    specs = list(parsed.specifier)
+    if len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version:
+        return f"{canonicalize_name(parsed.name)}=={specs[0].version}"
+    done = _uv(["pip", "compile", "-", "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                "--no-header", "--no-annotate", "--quiet"], stdin=str(parsed), what=f"resolve {requirement}")
+    name = canonicalize_name(parsed.name)
+    for line in done.splitlines():
+        found = re.match(r"([A-Za-z0-9._-]+)==(\S+)", line.strip())
+        if found and canonicalize_name(found[1]) == name:
+            return f"{name}=={found[2]}"
+    raise EnvironmentError_(f"uv resolved {requirement!r} without naming {name}: {done[-500:]}")
+
+
+def environment(requirement: str, root: Path | None = None) -> Environment:
+    """The environment holding ``requirement`` (pinned first) and the bare clients; made once, then reused."""
+    exact = pinned(requirement)
+    name = exact.split("==", 1)[0]
+    wanted = [exact, *(f"{client}=={v}" for client, v in BARE_CLIENTS.items() if client != name)]
+    python = f"py{sys.version_info.major}.{sys.version_info.minor}"
+    folder = (root or default_root()) / f"{python}-{exact.replace('==', '-')}"
+    complete = folder / ".complete.json"
+    if not complete.exists():
+        _make(folder, wanted)
+    return Environment(folder / "bin" / "python", json.loads(complete.read_text(encoding="utf-8")))
+
+
+def _make(folder: Path, wanted: list[str]) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be making it right now
+        if (folder / ".complete.json").exists():
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            _uv(["venv", "--quiet", "--python", sys.executable, str(folder)], what=f"make {folder}")
+            _uv(["pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), *wanted],
+                what=f"install {' '.join(wanted)}")
+            listed = _uv(["pip", "list", "--format", "json", "--python", str(folder / "bin" / "python")],
+                         what=f"list {folder}")
+        except EnvironmentError_:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        versions = {canonicalize_name(d["name"]): d["version"] for d in json.loads(listed)}
+        (folder / ".complete.json").write_text(json.dumps(versions, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _uv(args: list[str], *, what: str, stdin: str | None = None) -> str:
+    try:
+        done = subprocess.run([uv(), *args], input=stdin, capture_output=True, text=True, timeout=MAKE_TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EnvironmentError_(f"uv could not {what}: {exc}") from None
+    if done.returncode != 0:
+        raise EnvironmentError_(f"uv could not {what} (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
+    return done.stdout

@@ -1,0 +1,73 @@
+"""One environment per certified SDK release (certification/environments.py), made by uv from the package index,
+and `python -m certification --sdk` on it: the real uv, the real index, the real connectors through the engine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from certification.environments import EnvironmentError_, environment, pinned
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_pinned_requirement_is_taken_as_given_and_a_bare_name_resolves_to_a_release() -> None:
+    assert pinned("openai==3.51.0") == "openai==3.51.0"
+    assert pinned("OpenAI == 3.51.0") == "openai==3.51.0"
+    newest = pinned("openai")
+    assert newest.startswith("openai==") and Version(newest.split("==")[1]) >= Version("3.60.0"), newest
+    ranged = pinned("openai<3")
+    assert Version(ranged.split("==")[1]) < Version("3"), ranged
+
+
+@pytest.mark.parametrize(("requirement", "said"), [
+    ("openai===", "is not a requirement"), ("openai @ https://example.invalid/x.whl", "without URL or marker"),
+    ("no-such-package-retry-harness-test==1.0", "uv could not install no-such-package-retry-harness-test==1.0"),
+])
+def test_a_bad_requirement_is_a_clear_error_and_leaves_nothing_half_made(requirement: str, said: str,
+                                                                         tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentError_) as caught:
+        environment(requirement, root=tmp_path)
+    assert said in str(caught.value), caught.value
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_an_environment_is_made_once_holds_the_release_and_no_harness_and_a_half_made_one_is_made_again(
+        tmp_path: Path) -> None:
+    made = environment("backoff==2.2.1", root=tmp_path)
+    assert made.version("backoff") == "2.2.1" and made.version("requests") == "2.34.2"
+    assert "mitmproxy" not in made.versions and "retry-harness" not in made.versions
+    imported = subprocess.run([str(made.python), "-c", "import backoff, requests; print(backoff.__version__)"],
+                              capture_output=True, text=True, timeout=60, check=True)
+    assert imported.stdout.strip() == "2.2.1"
+    marker = made.python.parents[1] / ".complete.json"
+    stamp = marker.stat().st_mtime_ns
+    assert environment("backoff==2.2.1", root=tmp_path) == made and marker.stat().st_mtime_ns == stamp  # reused
+    marker.unlink()  # as a run killed while making it leaves it
+    again = environment("backoff==2.2.1", root=tmp_path)
+    assert again.python == made.python and marker.exists()
+
+
+def test_certify_sdk_runs_that_releases_connectors_and_compares_them_with_the_published_cells(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "certification", "--sdk", "openai==3.51.0", "--evidence-dir",
+                           str(tmp_path / "evidence")], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `openai_")]
+    assert len(rows) == 2 and all("(openai 3.51.0)" in row for row in rows), done.stdout
+    assert "8 as published, 0 differ" in done.stdout, done.stdout
+    assert not (REPO / "certification" / "MATRIX.md").read_text(encoding="utf-8").count("openai 3.51.0")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--sdk", "numpy"], "--sdk numpy: no connector certifies numpy; valid: anthropic, backoff, boto3"),
+    (["--sdk", "openai==="], "is not a requirement"),
+])
+def test_certify_sdk_says_what_is_wrong_with_its_argument(argv: list[str], said: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "certification", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and said in done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
