@@ -13,12 +13,15 @@ parallel processes wait on a file lock for the one making it.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 ENVS_ENV = "HARNESS_SDK_ENVS"
+SOURCE = Path(__file__).resolve().parents[1]  # the checkout: its pyproject.toml and the harness's sources
 # the HTTP clients connectors use bare, at the versions the matrix was measured with (unless one is the SDK asked)
 BARE_CLIENTS = {"requests": "2.34.2", "urllib3": "2.8.0", "httpx": "0.28.1"}
 MAKE_TIMEOUT = 600.0  # a cold cache downloads the SDK and its dependencies
@@ -98,14 +102,29 @@ def environment(requirement: str, root: Path | None = None) -> Environment:
     name = exact.split("==", 1)[0]
     wanted = [exact, *(f"{client}=={v}" for client, v in BARE_CLIENTS.items() if client != name)]
     python = f"py{sys.version_info.major}.{sys.version_info.minor}"
-    folder = (root or default_root()) / f"{python}-{exact.replace('==', '-')}"
+    return _made((root or default_root()) / f"{python}-{exact.replace('==', '-')}", wanted)
+
+
+def harness_environment(requirements: Sequence[str], root: Path | None = None) -> Environment:
+    """An environment for agents that import the harness (the framework agents: harness.instrument, the tools):
+    the harness's own dependencies (pyproject.toml's, never the test extra's mitmproxy), the harness's sources
+    on its path (a .pth file to this checkout) and ``requirements``, all resolved together: what a team gets
+    by installing the harness beside those releases. Keyed by all three, so a new pin or checkout makes another."""
+    core = tomllib.loads((SOURCE / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    wanted = [*core, *requirements]
+    key = hashlib.sha256(json.dumps([sorted(wanted), str(SOURCE)]).encode()).hexdigest()[:12]
+    python = f"py{sys.version_info.major}.{sys.version_info.minor}"
+    return _made((root or default_root()) / f"{python}-harness-{key}", wanted, source=SOURCE)
+
+
+def _made(folder: Path, wanted: list[str], source: Path | None = None) -> Environment:
     complete = folder / ".complete.json"
     if not complete.exists():
-        _make(folder, wanted)
+        _make(folder, wanted, source)
     return Environment(folder / "bin" / "python", json.loads(complete.read_text(encoding="utf-8")))
 
 
-def _make(folder: Path, wanted: list[str]) -> None:
+def _make(folder: Path, wanted: list[str], source: Path | None) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be making it right now
@@ -116,6 +135,9 @@ def _make(folder: Path, wanted: list[str]) -> None:
             _uv(["venv", "--quiet", "--python", sys.executable, str(folder)], what=f"make {folder}")
             _uv(["pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), *wanted],
                 what=f"install {' '.join(wanted)}")
+            if source is not None:  # the sources themselves, as an editable install would put them
+                [site] = (folder / "lib").glob("python*/site-packages")
+                (site / "retry-harness-source.pth").write_text(f"{source}\n", encoding="utf-8")
             listed = _uv(["pip", "list", "--format", "json", "--python", str(folder / "bin" / "python")],
                          what=f"list {folder}")
         except EnvironmentError_:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from certification.environments import Environment, environment
+from certification.environments import Environment, environment, harness_environment
 
 ROOT = Path(__file__).resolve().parent
 EXPECTED_FILE = ROOT / "expected.yaml"
@@ -361,21 +361,27 @@ class FrameworkAgent:
     cells: dict[str, CellOutcome]
     passes_with: str | None = None
     agent_log: str = "events"  # events: an audit log; otel: spans only, judged from HARNESS_TRACE_FILE
+    certified: tuple[str, ...] = ()  # NAME==VERSION of every framework package, as the cells were measured
 
     @property
     def framework_version(self) -> str:
-        return f"{self.framework} {version(FRAMEWORK_PACKAGES[self.framework])}"
+        package = FRAMEWORK_PACKAGES[self.framework]
+        pins = dict(r.split("==", 1) for r in self.certified)
+        return f"{self.framework} {pins.get(package) or version(package)}"
 
     @property
     def run_command(self) -> str:
-        """What runs: this interpreter (it has the frameworks), from any folder."""
-        return self.command.replace("python ", f"{sys.executable} ", 1)
+        """What runs: the interpreter of the environment holding the certified releases (or, with none
+        certified, this one), from any folder."""
+        python = harness_environment(self.certified).python if self.certified else sys.executable
+        return self.command.replace("python ", f"{python} ", 1)
 
 
 def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict[str, FrameworkAgent]]:
     """``expected.yaml``'s ``frameworks``: its columns and its agents; a malformed entry is a ValueError
     naming it."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")).get("frameworks") or {}
+    certified = tuple(f"{k}=={v}" for k, v in (data.get("certified") or {}).items())
     columns: dict[str, Column] = {}
     agents: dict[str, FrameworkAgent] = {}
     try:
@@ -389,7 +395,7 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
                                          effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
                      for column, cell in spec["cells"].items()}
             agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
-                                          spec.get("passes_with"), spec.get("agent_log", "events"))
+                                          spec.get("passes_with"), spec.get("agent_log", "events"), certified)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{path}: frameworks.agents.{name}: {type(exc).__name__} {exc}") from None
     return columns, agents

@@ -7,8 +7,7 @@ process: its imports are most of it).
 
 from __future__ import annotations
 
-import tomllib
-from importlib.metadata import version
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,28 @@ from harness.scenario import load
 
 COLUMNS, AGENTS = load_frameworks()
 CELLS = [(agent, column) for agent in AGENTS for column in COLUMNS if column in AGENTS[agent].cells]
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
-def test_the_frameworks_are_the_pinned_ones() -> None:
-    extra = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["frameworks"]
-    pins = dict(requirement.split("==", 1) for requirement in extra)
+def test_the_framework_cells_run_beside_the_harness_in_one_environment_of_the_certified_releases() -> None:
+    """The framework table names the releases it was measured with, expected.yaml's frameworks.certified, and its
+    agents run in one environment holding those releases, the harness's dependencies and its sources, resolved
+    together (so a release that cannot be installed beside the harness fails here), without mitmproxy."""
+    from certification.environments import harness_environment
+
     for agent in AGENTS.values():
-        package = FRAMEWORK_PACKAGES[agent.framework]
-        assert version(package) == pins[package], (
-            f"{package} {version(package)} is installed, the matrix certifies {pins[package]}: "
-            "pip install -c .ci/constraints.txt -e '.[frameworks]'")
+        assert agent.certified, f"{agent.name}: no certified releases"
+        made = harness_environment(agent.certified)
+        assert agent.run_command.startswith(f"{made.python} -m harness.agents.frameworks."), agent.run_command
+        for pin in agent.certified:
+            package, release = pin.split("==", 1)
+            assert made.version(package) == release, (agent.name, pin, made.version(package))
+        assert agent.framework_version.split()[-1] == made.version(FRAMEWORK_PACKAGES[agent.framework])
+        assert "mitmproxy" not in made.versions
+    imported = subprocess.run([str(made.python), "-c", "import harness.instrument, harness.agents.frameworks.tools, "
+                               "langgraph.graph, agents, pydantic_ai, mcp; print(harness.__file__)"],
+                              capture_output=True, text=True, timeout=120)
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert imported.stdout.strip() == str(Path(__file__).resolve().parents[2] / "harness" / "__init__.py")
 
 
 def test_expected_framework_cells_name_real_agents_scenarios_and_rules() -> None:

@@ -9,8 +9,9 @@ With ``--trace`` the agent writes no audit log: pydantic-ai's own spans (its ``I
 what ``instrument=True`` was) and the tool's
 HTTP client and lookup spans (traced.py) go to HARNESS_TRACE_FILE, judged with ``agent_log: otel``.
 
-pydantic-ai retries a tool through the model: a tool that raises ``ModelRetry`` sends the model a
-``RetryPromptPart`` ("Fix the errors and try again."), and the model calls the tool again under a new call
+pydantic-ai retries a tool through the model: a tool that raises ``ModelRetry`` sends the model a retry
+prompt (1.x: a ``RetryPromptPart``, "Fix the errors and try again."; 2.x: a ``ToolReturnPart`` whose outcome is
+``retried``), and the model calls the tool again under a new call
 id, up to the tool's ``max_retries``. The pattern teams write, ``except Exception as e: raise ModelRetry(str(e))``,
 makes every lost answer, 500 and timeout a second write. The correct agent raises ModelRetry only when a new
 execution is safe (SafeToRetry), and its tool sends the operation's key and reference every time.
@@ -74,7 +75,8 @@ def scripted(intent: dict[str, Any], tool: ToolSpec) -> FunctionModel:
         parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
         calls = sum(isinstance(p, ToolCallPart) for m in messages if isinstance(m, ModelResponse) for p in m.parts)
         last = parts[-1] if parts else None
-        if calls == 0 or isinstance(last, RetryPromptPart):
+        # a retry prompt: 1.x sends a RetryPromptPart, 2.x a ToolReturnPart whose outcome is "retried"
+        if calls == 0 or isinstance(last, RetryPromptPart) or getattr(last, "outcome", None) == "retried":
             return ModelResponse(parts=[ToolCallPart(tool.name, dict(intent["params"]), call_id(intent, calls + 1))])
         return ModelResponse(parts=[TextPart(str(last.content) if isinstance(last, ToolReturnPart) else "done")])
 
