@@ -325,7 +325,8 @@ def write(result: Run, connectors: dict[str, Connector], markdown_path: Path = M
 # H016 two effects for one intent, H011 a retry sooner than Retry-After).
 
 FRAMEWORK_SCENARIOS_DIR = SCENARIOS_DIR / "frameworks"
-FRAMEWORK_PACKAGES = {"langgraph": "langgraph", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai-slim"}
+FRAMEWORK_PACKAGES = {"langgraph": "langgraph", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai-slim",
+                      "smolagents": "smolagents"}
 FRAMEWORKS_README_BEGIN = ("<!-- framework-matrix: written by `python -m certification --readme` from "
                            "certification/expected.yaml -->")
 FRAMEWORKS_README_END = "<!-- /framework-matrix -->"
@@ -361,7 +362,7 @@ class FrameworkAgent:
     cells: dict[str, CellOutcome]
     passes_with: str | None = None
     agent_log: str = "events"  # events: an audit log; otel: spans only, judged from HARNESS_TRACE_FILE
-    certified: tuple[str, ...] = ()  # NAME==VERSION of every framework package, as the cells were measured
+    certified: tuple[str, ...] = ()  # NAME==VERSION of each package of its framework, as the cells were measured
 
     @property
     def framework_version(self) -> str:
@@ -381,7 +382,7 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
     """``expected.yaml``'s ``frameworks``: its columns and its agents; a malformed entry is a ValueError
     naming it."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")).get("frameworks") or {}
-    certified = tuple(f"{k}=={v}" for k, v in (data.get("certified") or {}).items())
+    certified = {str(k): tuple(map(str, v)) for k, v in (data.get("certified") or {}).items()}
     columns: dict[str, Column] = {}
     agents: dict[str, FrameworkAgent] = {}
     try:
@@ -395,7 +396,8 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
                                          effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
                      for column, cell in spec["cells"].items()}
             agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
-                                          spec.get("passes_with"), spec.get("agent_log", "events"), certified)
+                                          spec.get("passes_with"), spec.get("agent_log", "events"),
+                                          certified.get(spec["framework"], ()))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{path}: frameworks.agents.{name}: {type(exc).__name__} {exc}") from None
     return columns, agents
