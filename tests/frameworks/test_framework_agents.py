@@ -15,7 +15,7 @@ from harness.resources import catalogue_dir
 from harness.results import EXPECTATION_CODE, ScenarioResult
 from harness.scenario import load
 
-AGENTS = ("langgraph_agent", "openai_agents_agent", "pydantic_ai_agent", "smolagents_agent")
+AGENTS = ("langgraph_agent", "openai_agents_agent", "pydantic_ai_agent", "smolagents_agent", "agno_agent")
 BLIND_RETRY = {"H010", "H016"}  # a retry after an unknown outcome with nothing to justify it; two effects
 
 

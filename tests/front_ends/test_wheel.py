@@ -179,8 +179,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(works
 
 
 # langgraph, mcp, openai-agents and pydantic-ai: their httpcore needs h11>=0.16, which mitmproxy 11 forbids
-FRAMEWORKS = ("langgraph", "langchain-core", "mcp", "openai-agents", "pydantic-ai-slim", "smolagents")
-FRAMEWORK_IMPORTS = ("langgraph.graph", "langchain_core", "mcp", "agents", "pydantic_ai", "smolagents")
+FRAMEWORKS = ("langgraph", "langchain-core", "mcp", "openai-agents", "pydantic-ai-slim", "smolagents", "agno")
+FRAMEWORK_IMPORTS = ("langgraph.graph", "langchain_core", "mcp", "agents", "pydantic_ai", "smolagents", "agno.agent")
 
 
 def test_one_venv_holds_the_harness_and_the_agent_frameworks_and_runs_a_scenario(workspace: Path) -> None:
