@@ -351,9 +351,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.engine import caller_folder, run_scenario
-    from harness.report import render_result
     from harness.resources import catalogue_dir
     from harness.scenario import chosen_agent, load, resolve
+    from harness.writers import VerdictText, evidence_writers
 
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
@@ -363,10 +363,12 @@ def _run(args: argparse.Namespace) -> int:
     paint = paint_for(sys.stdout)
     failed = incomplete = 0
     judged = []
+    text = VerdictText()  # verdict.txt, rendered once and printed as it is when it shows as many findings
     for scenario in scenarios:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
-                              limits=dict(args.limit), agent_timeout=args.agent_timeout)
+                              limits=dict(args.limit), agent_timeout=args.agent_timeout,
+                              writers=evidence_writers(text))
         if export is not None and not result.incomplete:
             export(result.verdict, args.otel_out, scenario=result.scenario, agent=result.agent,
                    evidence_dir=str(result.evidence_dir))
@@ -379,7 +381,7 @@ def _run(args: argparse.Namespace) -> int:
                               "incomplete": result.incomplete, "evidence": str(result.evidence_dir),
                               "facts": result.facts, "checks": result.verdict.checks}))
         else:
-            print(paint.lines(render_result(result, shown=args.findings_shown)), end="\n\n")
+            print(paint.lines(text.text_for(result, shown=args.findings_shown)), end="\n\n")
     if args.format != "json" and len(judged) > 1:
         from harness.coverage import coverage_line
 

@@ -17,7 +17,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,13 +46,12 @@ from harness.contract import (
 )
 from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
-from harness.ndjson import json_document
-from harness.report import render_result
+from harness.ndjson import write_json_file
 from harness.results.scenario_result import AgentRun, ScenarioResult
 from harness.scenario import ContainerAgent, Scenario, agent_label
 
 if TYPE_CHECKING:
-    pass
+    from harness.writers import ResultWriter
 
 
 def caller_folder() -> Path:
@@ -75,7 +74,8 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
                  black_box: bool = False, agent_log: str | None = None,
-                 limits: Mapping[str, int] | None = None, agent_timeout: float | None = None) -> ScenarioResult:
+                 limits: Mapping[str, int] | None = None, agent_timeout: float | None = None,
+                 writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
     command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
@@ -84,6 +84,8 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     `agent_timeout`: the agent's wall-clock limit in seconds, over the scenario's `agent_timeout_seconds`.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
+    `writers`: what is written of the result into a kept folder (``harness.writers``; default
+    ``evidence_writers()``: verdict.json, a failed run's report.html, verdict.txt); the engine renders nothing.
     `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
     `agent_log` is `none` (a program that writes no audit log); `context.json` keeps the mode, so
     `check` judges the folder the same way.
@@ -100,12 +102,13 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         scenario = scenario.model_copy(update={"agent_timeout_seconds": float(agent_timeout)})
     with interrupt.handling():
         return _run_scenario(scenario, agent=agent, evidence_root=evidence_root, proxy=proxy, pool=pool,
-                             keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits)
+                             keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits,
+                             writers=writers)
 
 
 def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evidence_root: Path, proxy: Any,
                   pool: Any, keep_evidence: str, black_box: bool, agent_log: str | None,
-                  limits: Mapping[str, int] | None) -> ScenarioResult:
+                  limits: Mapping[str, int] | None, writers: Sequence[ResultWriter] | None) -> ScenarioResult:
     if agent_log is not None and agent_log != scenario.agent_log:
         if agent_log not in AGENT_LOGS:
             raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
@@ -144,22 +147,22 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
         # how much of the agent's log is read to judge it; kept, so that `check` judges the folder alike
         LIMITS_KEY: run_limits(scenario, limits).to_dict(),
     }
-    _write_json(layout.context, context)
-    _write_json(layout.intents, {"intents": intents, "destinations": contracts})
+    write_json_file(layout.context, context)
+    write_json_file(layout.intents, {"intents": intents, "destinations": contracts})
     layout.state_dir.mkdir()
 
     def mark_interrupted(signal_name: str) -> None:  # in the signal handler: the folder says why, whatever follows
-        _write_json(layout.context, {**context, COMPLETENESS_KEY: {
+        write_json_file(layout.context, {**context, COMPLETENESS_KEY: {
             "complete": False, INTERRUPTED_KEY: interrupt.describe_signal(signal_name)}})
 
     with interrupt.when_signalled(mark_interrupted):
         return _run_and_save(scenario, chosen, label, workdir, layout, context, canaries, pool, proxy,
-                             keep_evidence)
+                             keep_evidence, writers)
 
 
 def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, workdir: Path,
                   layout: EvidenceLayout, context: dict[str, Any], canaries: dict[str, str], pool: Any, proxy: Any,
-                  keep_evidence: str) -> ScenarioResult:
+                  keep_evidence: str, writers: Sequence[ResultWriter] | None) -> ScenarioResult:
     """Start the destinations and the proxy, run the agent, save every source (``_teardown``) and judge."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects
@@ -182,7 +185,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
     except BaseException as exc:  # a signal while starting: nothing ran, the folder says why
         release_destinations(host, evidence_dir)
         context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: interrupt.reason(exc)}
-        _write_json(layout.context, context)
+        write_json_file(layout.context, context)
         if isinstance(exc, KeyboardInterrupt):
             raise _interrupted(exc, evidence_dir) from None
         raise
@@ -228,7 +231,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
     except BaseException as exc:  # Ctrl-C, SIGTERM (harness.interrupt), a bug: said first, then saved
         stopped_by = interrupt.reason(exc)
         context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: stopped_by}
-        _write_json(layout.context, context)
+        write_json_file(layout.context, context)
         if isinstance(exc, KeyboardInterrupt):
             raise _interrupted(exc, evidence_dir) from None
         raise
@@ -239,7 +242,8 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         timings["teardown"] = time.perf_counter() - t2
 
     result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
-                       effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log)
+                       effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log,
+                       writers=writers)
     if start_failed is not None:  # the folder has its verdict; the front end says why nothing ran (exit 2)
         raise AgentError(f"{start_failed}\nevidence: {evidence_dir}") from None
     return result
@@ -271,7 +275,7 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
             context["agent"].update(exit_status=last.exit_status if last else None,
                                     timed_out=any(r.timed_out for r in runs),
                                     runs=[r.__dict__ for r in runs])
-            _write_json(layout.context, context)
+            write_json_file(layout.context, context)
             # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
             # may still be committing a write the agent gave up on: wait for it, as long as one write takes
             busy = _writes_in_progress(host, within=_longest_write(scenario))
@@ -307,7 +311,7 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
                 CHECKPOINTS_KEY: made,
                 LEDGER_SEAL_KEY: tampering, **({INTERRUPTED_KEY: stopped_by} if stopped_by else {}),
                 **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
-            _write_json(layout.context, context)
+            write_json_file(layout.context, context)
         finally:
             release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
     return effects
@@ -316,11 +320,12 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
 @collector_paused()  # judged and written: a large run's verdict is millions of objects
 def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[str, Any], runs: list[AgentRun],
               effects: list[dict[str, Any]], timings: dict[str, float] | None = None, keep_evidence: str = "all",
-              agent_log: str | None = None) -> ScenarioResult:
+              agent_log: str | None = None, writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
     """What the engine does once the agent has exited and every source is on disk: read the evidence folder,
     judge it by the rules and the scenario's expectations (``expect``, with the agent's ``runs`` and the ledger's
-    ``effects``), and write verdict.json, verdict.txt and a failed run's investigation page. A run whose evidence
-    is incomplete is not judged."""
+    ``effects``), and hand the result to ``writers`` (default ``harness.writers.evidence_writers()``: verdict.json,
+    a failed run's investigation page, verdict.txt), unless its folder is not kept. A run whose evidence is
+    incomplete is not judged."""
     from harness.checker import judge
     from harness.evidence import load_evidence
 
@@ -339,10 +344,12 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
     else:
-        _write_json(layout.verdict_json, result.to_dict())
-        if not passed:  # before the text: it names the page (render_report_line)
-            _write_investigation_page(result, evidence)
-        layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
+        if writers is None:
+            from harness.writers import evidence_writers
+
+            writers = evidence_writers()
+        for write in writers:
+            write(result, evidence)
     return result
 
 
@@ -380,22 +387,6 @@ def write_trace_events(evidence: Any, path: Path) -> None:
     """The events read from the agent's trace, line n the item findings call ``agent.trace.events.ndjson:n``
     (a span the reader could not map is a line ``{"problem": ...}``, a line it could not read is kept as it was)."""
     path.write_text("".join(text + "\n" for text in evidence.raw_log), encoding="utf-8")
-
-
-REPORT_ERROR_FILE = "report.html.error"
-
-
-def _write_investigation_page(result: ScenarioResult, evidence: Any) -> None:
-    """The failing run's report.html; a page that cannot be made costs the run nothing else: the verdict is
-    already on disk, the text follows, and why the page is missing is kept beside them."""
-    from harness.html_report import write_result_report
-
-    try:
-        write_result_report(result, evidence)
-    except Exception:  # noqa: BLE001 - the page is a view of the verdict, never a reason to lose it
-        import traceback
-
-        (result.evidence_dir / REPORT_ERROR_FILE).write_text(traceback.format_exc(), encoding="utf-8")
 
 
 _POOL: Any = None
@@ -478,9 +469,3 @@ def _writes_in_progress(host: Any, *, within: float = 0.0) -> dict[str, list[str
         if not busy or time.monotonic() >= deadline:
             return busy
         time.sleep(0.02)
-
-
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(json_document(value))
-    tmp.replace(path)
