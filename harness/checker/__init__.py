@@ -20,6 +20,7 @@ from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
 from harness.checker.context import OperationContext, wire_summary
+from harness.checker.correlation import Correlation
 from harness.checker.expectations import agent_broken, expectation_findings, stderr_tail
 from harness.checker.history import replay
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
@@ -47,6 +48,7 @@ __all__ = [
     "AttemptVerdict",
     "Attribution",
     "CLASSIFICATIONS",
+    "Correlation",
     "Finding",
     "IntentContext",
     "IntentVerdict",
@@ -64,6 +66,7 @@ __all__ = [
     "attribute",
     "check",
     "check_black_box",
+    "correlation_of",
     "expectation_findings",
     "judge",
     "judge_intent",
@@ -232,6 +235,12 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
     return Verdict(operations=operations, findings=findings, rules_run=rules_run,
                    checks=_run_checks(operations, findings, offline),
                    transitions=sorted({t for op in operations for t in op.transitions}))
+
+
+def correlation_of(evidence: Evidence) -> Correlation:
+    """The log of ``evidence`` tied to its wire and ledger as ``check`` ties them (``correlate``): each attempt's
+    flow, each observation's read, each operation's ledger rows. What the HTML report and ``reproduce`` read."""
+    return RunContext(evidence).correlation
 
 
 def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: Sequence[AgentRun] | None = None,

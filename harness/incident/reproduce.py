@@ -185,14 +185,11 @@ def _intent_ids_of(incident: Incident, operation: str) -> set[str]:
 def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
     from pathlib import Path
 
-    from harness.checker.run_context import RunContext
+    from harness.checker import correlation_of
     from harness.evidence import load_evidence
 
-    run = RunContext(load_evidence(Path(incident.source)))
-    op = run.ops.get(operation)
-    if op is None:
-        return set()
-    return {e["_line"] for e in [*op.wire.values(), *op.observed.values()] if isinstance(e.get("_line"), int)}
+    flows = correlation_of(load_evidence(Path(incident.source))).flows_of(operation)
+    return {e["_line"] for e in flows if isinstance(e.get("_line"), int)}
 
 
 # -- anything else: inferred ------------------------------------------------------------------------------
