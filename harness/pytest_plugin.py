@@ -710,11 +710,10 @@ class HarnessEngine:
                               agent_log=config.getoption(AGENT_LOG_DEST), limits=limits_of(config),
                               agent_timeout=config.getoption(AGENT_TIMEOUT_DEST), writers=writers)
         otel_out = config.getoption(OTEL_OUT_DEST)
-        if otel_out and not result.incomplete:
-            from harness.otel.verdict import export_verdict
+        if otel_out:
+            from harness.otel.verdict import export_result
 
-            export_verdict(result.verdict, Path(otel_out).resolve(), scenario=result.scenario, agent=result.agent,
-                           evidence_dir=str(result.evidence_dir))
+            export_result(result, Path(otel_out).resolve())
         return result
 
     def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | ContainerAgent | None = None,
