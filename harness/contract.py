@@ -156,6 +156,42 @@ TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harne
 TRAFFIC_FLOWS_FILE = "traffic.mitm"  # mitmproxy's own flow format (mitmweb -r, mitmdump -r), appended per flow
 
 
+class ContextKey:
+    """context.json's other keys, spelled once: the engine writes them (``harness.engine``), ``harness.evidence``, the
+    checker and the incident readers read them (the completeness mark's own keys are the ``*_KEY`` above)."""
+
+    SCENARIO = "scenario"
+    SCENARIO_FILE = "scenario_file"
+    DESTINATIONS = "destinations"  # {name: {"spec": ..., "contract": ...}}
+    INTENTS = "intents"
+    SECRETS = "secrets"  # {destination suffix: this run's canary}
+    AGENT = "agent"  # the agent's record: the keys below
+    EXPECT = "expect"  # the scenario's expectations (``harness.checker.expectations``)
+    AGENT_LOG = "agent_log"
+    MODE = "mode"  # how the run is judged: EVENTS_MODE | BLACK_BOX_MODE
+    FAULTS = "faults"
+    RESTART_AGENT = "restart_agent"
+    RESTART_DESTINATIONS = "restart_destinations"
+    PROXY = "proxy"
+    AGENT_TIMEOUT = "agent_timeout_seconds"
+    DESTINATION_RESTARTS = "destination_restarts"
+    CONTAINERS_LEFT = "containers_left"
+    # in the completeness mark (COMPLETENESS_KEY)
+    COMPLETE = "complete"
+    SAVED = "saved"  # every source saved, though the run was stopped
+    WRITES_IN_PROGRESS = "destination_writes_in_progress"
+    # in the agent's record (AGENT)
+    COMMAND = "command"
+    CWD = "cwd"
+    EXIT_STATUS = "exit_status"
+    TIMED_OUT = "timed_out"
+    RUNS = "runs"  # each run of the agent (``AgentRun`` as a dict)
+    START_ERROR = "start_error"
+    IMAGE = "image"
+    CONTAINER_COMMAND = "container_command"
+    CONTAINER_ENV = "container_env"
+
+
 @dataclass(frozen=True)
 class EvidenceLayout:
     """Where each file of one run's evidence folder lives. Every file is optional to the checker: a

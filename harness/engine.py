@@ -40,6 +40,7 @@ from harness.contract import (
     PROBE_FAILURES_KEY,
     PROBE_KEY,
     REFERENCE_AGENT,
+    ContextKey,
     EvidenceLayout,
     agent_env,
     env_suffix,
@@ -123,27 +124,29 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
     contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
     canaries = {name: f"hsk_canary_{secrets_module.token_hex(12)}" for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]
+    keys = ContextKey
     context: dict[str, Any] = {
         # written first and marked complete last: a run stopped in between (killed, crashed) is known
         # incomplete, and is never judged as if its evidence were whole
-        COMPLETENESS_KEY: {"complete": False},
-        "scenario": scenario.name,
-        "scenario_file": str(scenario.source) if scenario.source else None,
-        "destinations": {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
-                         for name, spec in scenario.destinations.items()},
-        "intents": intents,
-        "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
-        "agent": {"command": label, "cwd": str(workdir), "exit_status": None, "timed_out": False,
-                  **_container_record(chosen)},
-        "expect": expectations_of(scenario),
-        "agent_log": scenario.agent_log,
-        "mode": BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
+        COMPLETENESS_KEY: {keys.COMPLETE: False},
+        keys.SCENARIO: scenario.name,
+        keys.SCENARIO_FILE: str(scenario.source) if scenario.source else None,
+        keys.DESTINATIONS: {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
+                            for name, spec in scenario.destinations.items()},
+        keys.INTENTS: intents,
+        keys.SECRETS: {env_suffix(name): canary for name, canary in canaries.items()},
+        keys.AGENT: {keys.COMMAND: label, keys.CWD: str(workdir), keys.EXIT_STATUS: None, keys.TIMED_OUT: False,
+                     **_container_record(chosen)},
+        keys.EXPECT: expectations_of(scenario),
+        keys.AGENT_LOG: scenario.agent_log,
+        keys.MODE: BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
         # what the run was set to do, as declared: `reproduce` rebuilds the position the agent was put in from it
-        "faults": [rule.model_dump(mode="json", exclude_defaults=True) for rule in scenario.faults],
-        "restart_agent": scenario.restart_agent.model_dump() if scenario.restart_agent else None,
-        "restart_destinations": scenario.restart_destinations.model_dump() if scenario.restart_destinations else None,
-        "proxy": scenario.proxy.model_dump(mode="json"),
-        "agent_timeout_seconds": scenario.agent_timeout_seconds,
+        keys.FAULTS: [rule.model_dump(mode="json", exclude_defaults=True) for rule in scenario.faults],
+        keys.RESTART_AGENT: scenario.restart_agent.model_dump() if scenario.restart_agent else None,
+        keys.RESTART_DESTINATIONS: (scenario.restart_destinations.model_dump() if scenario.restart_destinations
+                                    else None),
+        keys.PROXY: scenario.proxy.model_dump(mode="json"),
+        keys.AGENT_TIMEOUT: scenario.agent_timeout_seconds,
         # how much of the agent's log is read to judge it; kept, so that `check` judges the folder alike
         LIMITS_KEY: run_limits(scenario, limits).to_dict(),
     }
@@ -153,7 +156,7 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
 
     def mark_interrupted(signal_name: str) -> None:  # in the signal handler: the folder says why, whatever follows
         write_json_file(layout.context, {**context, COMPLETENESS_KEY: {
-            "complete": False, INTERRUPTED_KEY: interrupt.describe_signal(signal_name)}})
+            ContextKey.COMPLETE: False, INTERRUPTED_KEY: interrupt.describe_signal(signal_name)}})
 
     with interrupt.when_signalled(mark_interrupted):
         return _run_and_save(scenario, chosen, label, workdir, layout, context, canaries, pool, proxy,
@@ -184,7 +187,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
                            f"evidence so far: {evidence_dir}") from None
     except BaseException as exc:  # a signal while starting: nothing ran, the folder says why
         release_destinations(host, evidence_dir)
-        context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: interrupt.reason(exc)}
+        context[COMPLETENESS_KEY] = {ContextKey.COMPLETE: False, INTERRUPTED_KEY: interrupt.reason(exc)}
         write_json_file(layout.context, context)
         if isinstance(exc, KeyboardInterrupt):
             raise _interrupted(exc, evidence_dir) from None
@@ -216,7 +219,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
                 wanted = scenario.restart_agent.after_effects
                 runs.append(start_agent(kill_when=lambda: count_effects(live_ledger) >= wanted))
             runs.append(start_agent())
-        context["destination_restarts"] = restarts
+        context[ContextKey.DESTINATION_RESTARTS] = restarts
         timings["agent"] = time.perf_counter() - t1
     except (DestinationError, ProxyHostError) as exc:
         raise HarnessError(f"scenario {scenario.name}: the harness failed mid-run: {exc}\n"
@@ -226,11 +229,11 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         raise ContainerError(f"scenario {scenario.name}: {what}: {exc}\n"
                              f"evidence so far: {evidence_dir}") from None
     except AgentError as exc:  # the agent's command cannot start: its failure, judged as such (X001), then said
-        context["agent"]["start_error"] = str(exc)
+        context[ContextKey.AGENT][ContextKey.START_ERROR] = str(exc)
         start_failed = exc
     except BaseException as exc:  # Ctrl-C, SIGTERM (harness.interrupt), a bug: said first, then saved
         stopped_by = interrupt.reason(exc)
-        context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: stopped_by}
+        context[COMPLETENESS_KEY] = {ContextKey.COMPLETE: False, INTERRUPTED_KEY: stopped_by}
         write_json_file(layout.context, context)
         if isinstance(exc, KeyboardInterrupt):
             raise _interrupted(exc, evidence_dir) from None
@@ -241,7 +244,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
             effects = _teardown(scenario, host, proxy, layout, context, runs, stopped_by)
         timings["teardown"] = time.perf_counter() - t2
 
-    result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
+    result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context[ContextKey.EXPECT], runs=runs,
                        effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log,
                        writers=writers)
     if start_failed is not None:  # the folder has its verdict; the front end says why nothing ran (exit 2)
@@ -272,9 +275,9 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
     finally:
         try:
             last = runs[-1] if runs else None
-            context["agent"].update(exit_status=last.exit_status if last else None,
-                                    timed_out=any(r.timed_out for r in runs),
-                                    runs=[r.__dict__ for r in runs])
+            context[ContextKey.AGENT].update({ContextKey.EXIT_STATUS: last.exit_status if last else None,
+                                              ContextKey.TIMED_OUT: any(r.timed_out for r in runs),
+                                              ContextKey.RUNS: [r.__dict__ for r in runs]})
             write_json_file(layout.context, context)
             # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
             # may still be committing a write the agent gave up on: wait for it, as long as one write takes
@@ -304,10 +307,10 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
             # a team's containers and their network, never pooled (the reaper takes what cannot go now)
             left = release_destinations(host, evidence_dir)
             if left:
-                context["containers_left"] = left
+                context[ContextKey.CONTAINERS_LEFT] = left
             # the very last write: every source (log, journal, ledger, context) is closed and on disk
             context[COMPLETENESS_KEY] = {
-                "complete": stopped_by is None, "saved": True, "destination_writes_in_progress": busy,
+                ContextKey.COMPLETE: stopped_by is None, ContextKey.SAVED: True, ContextKey.WRITES_IN_PROGRESS: busy,
                 CHECKPOINTS_KEY: made,
                 LEDGER_SEAL_KEY: tampering, **({INTERRUPTED_KEY: stopped_by} if stopped_by else {}),
                 **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
@@ -370,8 +373,9 @@ def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:
     (None: the image's own) and the names of the variables it set (not their values)."""
     if not isinstance(agent, ContainerAgent):
         return {}
-    return {"image": agent.image, "container_command": agent.argv, "container_env": sorted(agent.env),
-            "cwd": None}  # the image's working folder, not the caller's
+    return {ContextKey.IMAGE: agent.image, ContextKey.CONTAINER_COMMAND: agent.argv,
+            ContextKey.CONTAINER_ENV: sorted(agent.env),
+            ContextKey.CWD: None}  # the image's working folder, not the caller's
 
 
 def run_limits(scenario: Scenario, overrides: Mapping[str, int] | None = None) -> EvidenceLimits:

@@ -26,7 +26,7 @@ from harness.checker.history import replay
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
 from harness.checker.run_context import RunContext
 from harness.checker.run_rules import RunRules
-from harness.contract import BLACK_BOX_MODE
+from harness.contract import BLACK_BOX_MODE, ContextKey
 from harness.evidence import Evidence
 from harness.limits import collector_paused
 from harness.results.scenario_result import AgentRun
@@ -254,7 +254,7 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
         return Judgement(Verdict(mode=evidence.mode), incomplete=list(evidence.incomplete))
     if runs is None:
-        runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
+        runs = [AgentRun(**run) for run in evidence.agent.get(ContextKey.RUNS) or []]
     broken = agent_broken(evidence, runs) if not offline else None
     if broken is not None:  # nothing to judge but that: the rules would only restate it as missing work
         verdict = Verdict(mode=evidence.mode)

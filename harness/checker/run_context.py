@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.checker.context import OperationContext
 from harness.checker.correlation import Correlation, correlate
-from harness.contract import DestinationContract
+from harness.contract import ContextKey, DestinationContract
 from harness.evidence import Evidence
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class RunContext:
         contracts = {name: DestinationContract.from_dict(entry["contract"])
                      for name, entry in evidence.destinations.items()
                      if isinstance(entry, dict) and entry.get("contract") is not None}
-        runs = evidence.agent.get("runs")
+        runs = evidence.agent.get(ContextKey.RUNS)
         crashes = tuple(float(r["ended_at"]) for r in (runs if isinstance(runs, list) else [])
                         if isinstance(r, dict) and r.get("killed_by_harness") is True
                         and isinstance(r.get("ended_at"), (int, float)) and not isinstance(r["ended_at"], bool))
