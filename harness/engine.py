@@ -49,7 +49,7 @@ from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import write_json_file
 from harness.results.scenario_result import AgentRun, ScenarioResult
-from harness.scenario import ContainerAgent, Scenario, agent_label
+from harness.scenario import ContainerAgent, Scenario, agent_label, chosen_agent
 
 if TYPE_CHECKING:
     from harness.writers import ResultWriter
@@ -114,7 +114,8 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
         if agent_log not in AGENT_LOGS:
             raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
         scenario = scenario.model_copy(update={"agent_log": agent_log})
-    chosen = agent or scenario.agent or REFERENCE_AGENT
+    chosen = chosen_agent(agent, None, scenario.agent, default=REFERENCE_AGENT)
+    assert chosen is not None  # the default is one
     label = agent_label(chosen)
     # the agent works in the caller's folder, so that `--agent "python my_agent.py"` finds its file; every
     # path handed to it (intents, audit log, state dir, CA) is absolute, so it holds wherever the agent looks

@@ -680,15 +680,12 @@ class HarnessEngine:
         """The agent a run uses: `agent` (a command or a ``ContainerAgent``), else `--harness-agent-image` (the
         command `--harness-agent`, else the image's own), else `--harness-agent`, else the scenario's, else the
         ini option retry_harness_agent, else `default` (None: the engine's, the bundled reference agent)."""
-        from harness.scenario import ContainerAgent, container_agent
+        from harness.scenario import chosen_agent
 
         config = self.config
-        if isinstance(agent, ContainerAgent):
-            return agent
-        image = config.getoption(AGENT_IMAGE_DEST)
-        if image:
-            return container_agent(image, agent or config.getoption(AGENT_DEST), _spelling(config, AGENT_IMAGE_OPTION))
-        return agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or default
+        return chosen_agent(agent or config.getoption(AGENT_DEST), config.getoption(AGENT_IMAGE_DEST), loaded.agent,
+                            configured=config.getini(AGENT_INI), default=default,
+                            option=_spelling(config, AGENT_IMAGE_OPTION))
 
     def run(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | ContainerAgent | None = None,
             keep_evidence: str | None = None, black_box: bool | None = None,

@@ -165,14 +165,19 @@ def agent_label(agent: str | ContainerAgent) -> str:
     return agent.label if isinstance(agent, ContainerAgent) else agent
 
 
-def chosen_agent(command: str | None, image: str | None,
-                 declared: str | ContainerAgent | None) -> str | ContainerAgent | None:
-    """The agent a front end's options choose: ``--agent-image IMAGE`` runs ``--agent CMD`` in IMAGE (no CMD:
-    the image's own command); ``--agent CMD`` alone, a process; neither, what the scenario declares (None:
-    the engine's default). The options replace the scenario's agent whole (its env too)."""
-    if image is not None:
-        return container_agent(image, command)
-    return command or declared
+def chosen_agent(command: str | ContainerAgent | None, image: str | None, declared: str | ContainerAgent | None,
+                 *, configured: str | None = None, default: str | None = None,
+                 option: str = "--agent-image") -> str | ContainerAgent | None:
+    """The agent a run uses, chosen the one way for the CLI, the plugin and the engine: a ``ContainerAgent`` given
+    as it is; an image (``--agent-image IMAGE``, ``option``) runs ``command`` in it (no command: the image's own);
+    else ``command`` (``--agent CMD``: a process); else what the scenario declares (``declared``); else
+    ``configured`` (the plugin's ini option retry_harness_agent); else ``default`` (None: the engine's, the
+    bundled reference agent). The options replace the scenario's agent whole (its env too)."""
+    if isinstance(command, ContainerAgent):
+        return command
+    if image:
+        return container_agent(image, command, option)
+    return command or declared or configured or default
 
 
 def container_agent(image: str, command: str | None, option: str = "--agent-image") -> ContainerAgent:
