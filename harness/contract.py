@@ -16,6 +16,7 @@ this module, and their start-up is on every scenario's critical path.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping
@@ -283,6 +284,26 @@ class EvidenceLayout:
     def state_dir(self) -> Path:
         """The agent's state dir (``STATE_DIR_ENV``)."""
         return self.folder / STATE_DIR_NAME
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+
+
+@functools.cache
+def path_template_pattern(template: str, *, trailing_slash: bool = False) -> re.Pattern[str]:
+    """A path template of a contract or a route (``/v1/items/{id}/capture``) as the pattern of one path, whole:
+    each ``{name}`` placeholder is one path segment, captured as group ``name`` (when an identifier, the first
+    time); ``trailing_slash``: the path may end in one more ``/``. The destinations route by it, the checker
+    attributes flows and ``harness.instrument`` reads its status paths by it."""
+    parts, named, at = [], set(), 0
+    for found in _PLACEHOLDER.finditer(template):
+        parts.append(re.escape(template[at:found.start()]))
+        name = found.group(1)
+        parts.append(f"(?P<{name}>[^/]+)" if name.isidentifier() and name not in named else "[^/]+")
+        named.add(name)
+        at = found.end()
+    parts.append(re.escape(template[at:]))
+    return re.compile("^" + "".join(parts) + ("/?" if trailing_slash else "") + "$")
 
 
 def agent_env(layout: EvidenceLayout, urls: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
