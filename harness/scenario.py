@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from fake_destinations.api_spec import ApiSpec
-from fake_destinations.spec import DestinationSpec, describe
+from fake_destinations.spec import DestinationSpec, describe, read_api_files
 from harness.contract import (
     AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
@@ -408,8 +408,11 @@ def load(path: str | Path) -> Scenario:
     data, root = load_yaml_mapping(path, "a scenario is a mapping with keys name, description, destinations, "
                                          "intents")
     try:
-        # the folder a destination's `api: ./file.yaml` is read from
-        scenario = Scenario.model_validate({**data, "source": path}, context={"scenario_dir": path.parent})
+        # a destination's `api: NAME-or-./file.yaml` read first (relative to the scenario's folder): validating reads
+        # no file
+        destinations = read_api_files(data.get("destinations"), path.parent)
+        read = {**data, "destinations": destinations} if "destinations" in data else data
+        scenario = Scenario.model_validate({**read, "source": path})
     except ValidationError as exc:
         raise ScenarioError(format_validation(path, root, exc, Scenario)) from None
     _check_references(path, root, scenario)
