@@ -18,9 +18,10 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from fake_destinations.http import HttpDestination, KeyContract, route_pattern
+from fake_destinations.http import HttpDestination, KeyContract
 from fake_destinations.services import CREATE, Operation
 from fake_destinations.templates import looks_like_xml, render_body, render_text
+from harness.contract import path_template_pattern
 
 _FORM_FORMATS = ("form", "aws_query")
 
@@ -29,7 +30,7 @@ class _Route:
     def __init__(self, name: str, route: dict[str, Any]) -> None:
         self.name, self.decl = name, route
         self.method: str = route["method"]
-        self.pattern: re.Pattern[str] = route_pattern(route["path"])
+        self.pattern: re.Pattern[str] = path_template_pattern(route["path"])
         self.match: dict[str, str] = route.get("match") or {}
         self.op = Operation(name, self.method, route["path"], CREATE, route.get("commits") or "",
                             tuple(route.get("required") or ()))

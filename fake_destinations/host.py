@@ -37,7 +37,7 @@ from typing import Any
 
 from fake_destinations.ledger import read_effects, read_requests
 from fake_destinations.runtime import READY_PREFIX
-from fake_destinations.spec import DestinationSpec
+from fake_destinations.spec import DestinationSpec, load_destination
 from harness.contract import LEDGER_DB_FILE
 
 
@@ -62,7 +62,7 @@ class DestinationStartError(DestinationError):
 class DestinationHost:
     def __init__(self, specs: Mapping[str, DestinationSpec | dict[str, Any]], ledger_path: Path, *,
                  log_path: Path | None = None, owned_dir: Path | None = None) -> None:
-        self.specs = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
+        self.specs = {name: spec if isinstance(spec, DestinationSpec) else load_destination(spec)
                       for name, spec in specs.items()}
         self.ledger_path = Path(ledger_path)
         if log_path is None:  # beside the ledger: the caller's folder, nothing of ours to clean up
@@ -319,7 +319,7 @@ class DestinationPool:
                 evidence_folder: Path | None = None) -> DestinationHost:
         """A running host for ``specs``, fresh or reset; ``evidence_folder``: the run it now serves
         (``DestinationHost.reset``)."""
-        validated = {name: spec if isinstance(spec, DestinationSpec) else DestinationSpec.model_validate(spec)
+        validated = {name: spec if isinstance(spec, DestinationSpec) else load_destination(spec)
                      for name, spec in specs.items()}
         # a process serves any scenario with the same destination names and services: the options (retention,
         # lag, delays, failures...) are taken on reset, so exploring them starts no process per schedule

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any, NamedTuple
 
 from aiohttp import web
@@ -36,12 +35,9 @@ from harness.contract import (
     LOOKUP_RESULT_FIELD,
     REPLAYED_HEADER,
     TRACEPARENT_HEADER,
+    path_template_pattern,
 )
 from harness.fingerprint import fingerprint
-
-
-def route_pattern(path: str) -> re.Pattern[str]:
-    return re.compile("^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(path)) + "$")
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -61,9 +57,9 @@ class HttpDestination(DestinationRuntime):
     def __init__(self, name: str, spec: dict[str, Any], ledger: Ledger, clock: Clock) -> None:
         super().__init__(name, spec, ledger, clock)
         s = self.service
-        self.routes = [(op.method, route_pattern(op.path), op) for op in s.operations]
-        self.item_pattern = route_pattern(s.collection + "/{id}")
-        self.status_pattern = route_pattern(ASYNC_STATUS_PATH)
+        self.routes = [(op.method, path_template_pattern(op.path), op) for op in s.operations]
+        self.item_pattern = path_template_pattern(s.collection + "/{id}")
+        self.status_pattern = path_template_pattern(ASYNC_STATUS_PATH)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 20)

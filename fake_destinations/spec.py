@@ -5,6 +5,9 @@ errors. Options left out take the service's defaults (see ``services.SERVICES``)
 validation so that ``model_dump()`` is complete. ``describe(spec)`` is the agent-facing contract the
 harness writes into the intents file: a typed ``harness.contract.DestinationContract`` whose
 ``to_dict()`` is the JSON agents read.
+
+Validating reads no file: an ``api: NAME-or-PATH`` is read by the loader first (``read_api_files`` for a
+scenario's destinations, ``load_destination`` for one), which puts the declaration itself in its place.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -453,10 +457,13 @@ class DestinationSpec(BaseModel):
 
     @field_validator("api", mode="before")
     @classmethod
-    def _api_file(cls, value: Any, info: ValidationInfo) -> Any:
+    def _api_file(cls, value: Any) -> Any:
+        if isinstance(value, ApiFileError):  # the loader could not read it: said here, at its key, with the rest
+            raise ValueError(value.message)
         if isinstance(value, str):
-            base = (info.context or {}).get("scenario_dir")
-            return load_api_file(value, base)
+            raise ValueError(f"api {value!r} names a file, which the loader reads before validation "
+                             "(harness.scenario.load, fake_destinations.spec.load_destination); give the "
+                             "declaration itself here")
         return value
 
     @model_validator(mode="after")
@@ -635,10 +642,40 @@ EXPLORABLE_OPTIONS: tuple[ExplorableOption, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class ApiFileError:
+    """An ``api: NAME-or-PATH`` the loader could not read or validate (``read_api_files``): the validator reports
+    ``message`` at that destination's ``api`` key, beside the scenario's other errors."""
+
+    message: str
+
+
+def read_api_files(destinations: Any, base_dir: Path | None) -> Any:
+    """A scenario's ``destinations:`` mapping with each ``api: NAME-or-PATH`` replaced by the declaration it
+    names (``load_api_file``: a bundled profile, or a YAML file relative to ``base_dir``, the scenario's folder),
+    before validation; one that cannot be read stays as an ``ApiFileError``. Anything else is left as it is."""
+    if not isinstance(destinations, dict):
+        return destinations
+    read = {}
+    for name, entry in destinations.items():
+        if isinstance(entry, dict) and isinstance(entry.get("api"), str):
+            try:
+                entry = {**entry, "api": load_api_file(entry["api"], base_dir)}
+            except ValueError as exc:
+                entry = {**entry, "api": ApiFileError(str(exc))}
+        read[name] = entry
+    return read
+
+
+def load_destination(data: dict[str, Any], base_dir: Path | None = None) -> DestinationSpec:
+    """One destination's declaration validated, its ``api: NAME-or-PATH`` read first (``read_api_files``)."""
+    return DestinationSpec.model_validate(read_api_files({"_": data}, base_dir)["_"])
+
+
 def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
     """The contract an agent reads to call this destination (see the module docstring)."""
     if not isinstance(spec, DestinationSpec):
-        spec = DestinationSpec.model_validate(spec)
+        spec = load_destination(spec)
     if spec.api is not None:
         return _describe_api(spec, spec.api)
     if spec.tools is not None:

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO, cast
 
 from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
@@ -351,9 +352,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.engine import caller_folder, run_scenario
-    from harness.report import render_result
     from harness.resources import catalogue_dir
     from harness.scenario import chosen_agent, load, resolve
+    from harness.writers import VerdictText, evidence_writers
 
     dirs = [caller_folder() / "scenarios", catalogue_dir()]
     paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
@@ -363,13 +364,14 @@ def _run(args: argparse.Namespace) -> int:
     paint = paint_for(sys.stdout)
     failed = incomplete = 0
     judged = []
+    text = VerdictText()  # verdict.txt, rendered once and printed as it is when it shows as many findings
     for scenario in scenarios:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
-                              limits=dict(args.limit), agent_timeout=args.agent_timeout)
-        if export is not None and not result.incomplete:
-            export(result.verdict, args.otel_out, scenario=result.scenario, agent=result.agent,
-                   evidence_dir=str(result.evidence_dir))
+                              limits=dict(args.limit), agent_timeout=args.agent_timeout,
+                              writers=evidence_writers(text))
+        if export is not None:
+            export.export_result(result, args.otel_out)
         incomplete += bool(result.incomplete)
         failed += not result.passed and not result.incomplete
         if not result.incomplete:
@@ -379,7 +381,7 @@ def _run(args: argparse.Namespace) -> int:
                               "incomplete": result.incomplete, "evidence": str(result.evidence_dir),
                               "facts": result.facts, "checks": result.verdict.checks}))
         else:
-            print(paint.lines(render_result(result, shown=args.findings_shown)), end="\n\n")
+            print(paint.lines(text.text_for(result, shown=args.findings_shown)), end="\n\n")
     if args.format != "json" and len(judged) > 1:
         from harness.coverage import coverage_line
 
@@ -577,17 +579,18 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_PASSED if intact else EXIT_FAILED
 
 
-def _otel_out(target: Path | None) -> Callable[..., None] | None:
-    """``--otel-out``'s exporter (``harness.otel.verdict.export_verdict``), checked before any run; None without it."""
+def _otel_out(target: Path | None) -> ModuleType | None:
+    """``--otel-out``'s exporter (``harness.otel.verdict``: ``export_result``, ``export_verdict``), checked before any
+    run; None without it."""
     if target is None:
         return None
     _writable(target)
     try:
-        from harness.otel.verdict import export_verdict
+        from harness.otel import verdict
     except ImportError as exc:
         raise HarnessError(f"--otel-out needs the OpenTelemetry SDK ({exc.name} is not installed): "
                            "pip install 'retry-harness[otel]'") from None
-    return export_verdict
+    return verdict
 
 
 def _print_document(value: Any) -> None:
@@ -623,7 +626,7 @@ def _check(args: argparse.Namespace) -> int:
     judged = judge(evidence, black_box=True if args.black_box else None, facts=False)
     verdict, failures, passed = judged.verdict, judged.expectation_failures, judged.passed
     if export is not None:
-        export(verdict, args.otel_out, scenario=evidence.scenario, agent=evidence.agent.get("command"),
+        export.export_verdict(verdict, args.otel_out, scenario=evidence.scenario, agent=evidence.agent.get("command"),
                evidence_dir=str(args.folder))
     if args.format == "json":
         _print_document({"outcome": "passed" if passed else "failed", "passed": passed,

@@ -16,6 +16,7 @@ this module, and their start-up is on every scenario's critical path.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping
@@ -156,6 +157,42 @@ TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harne
 TRAFFIC_FLOWS_FILE = "traffic.mitm"  # mitmproxy's own flow format (mitmweb -r, mitmdump -r), appended per flow
 
 
+class ContextKey:
+    """context.json's other keys, spelled once: the engine writes them (``harness.engine``), ``harness.evidence``, the
+    checker and the incident readers read them (the completeness mark's own keys are the ``*_KEY`` above)."""
+
+    SCENARIO = "scenario"
+    SCENARIO_FILE = "scenario_file"
+    DESTINATIONS = "destinations"  # {name: {"spec": ..., "contract": ...}}
+    INTENTS = "intents"
+    SECRETS = "secrets"  # {destination suffix: this run's canary}
+    AGENT = "agent"  # the agent's record: the keys below
+    EXPECT = "expect"  # the scenario's expectations (``harness.checker.expectations``)
+    AGENT_LOG = "agent_log"
+    MODE = "mode"  # how the run is judged: EVENTS_MODE | BLACK_BOX_MODE
+    FAULTS = "faults"
+    RESTART_AGENT = "restart_agent"
+    RESTART_DESTINATIONS = "restart_destinations"
+    PROXY = "proxy"
+    AGENT_TIMEOUT = "agent_timeout_seconds"
+    DESTINATION_RESTARTS = "destination_restarts"
+    CONTAINERS_LEFT = "containers_left"
+    # in the completeness mark (COMPLETENESS_KEY)
+    COMPLETE = "complete"
+    SAVED = "saved"  # every source saved, though the run was stopped
+    WRITES_IN_PROGRESS = "destination_writes_in_progress"
+    # in the agent's record (AGENT)
+    COMMAND = "command"
+    CWD = "cwd"
+    EXIT_STATUS = "exit_status"
+    TIMED_OUT = "timed_out"
+    RUNS = "runs"  # each run of the agent (``AgentRun`` as a dict)
+    START_ERROR = "start_error"
+    IMAGE = "image"
+    CONTAINER_COMMAND = "container_command"
+    CONTAINER_ENV = "container_env"
+
+
 @dataclass(frozen=True)
 class EvidenceLayout:
     """Where each file of one run's evidence folder lives. Every file is optional to the checker: a
@@ -247,6 +284,26 @@ class EvidenceLayout:
     def state_dir(self) -> Path:
         """The agent's state dir (``STATE_DIR_ENV``)."""
         return self.folder / STATE_DIR_NAME
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+
+
+@functools.cache
+def path_template_pattern(template: str, *, trailing_slash: bool = False) -> re.Pattern[str]:
+    """A path template of a contract or a route (``/v1/items/{id}/capture``) as the pattern of one path, whole:
+    each ``{name}`` placeholder is one path segment, captured as group ``name`` (when an identifier, the first
+    time); ``trailing_slash``: the path may end in one more ``/``. The destinations route by it, the checker
+    attributes flows and ``harness.instrument`` reads its status paths by it."""
+    parts, named, at = [], set(), 0
+    for found in _PLACEHOLDER.finditer(template):
+        parts.append(re.escape(template[at:found.start()]))
+        name = found.group(1)
+        parts.append(f"(?P<{name}>[^/]+)" if name.isidentifier() and name not in named else "[^/]+")
+        named.add(name)
+        at = found.end()
+    parts.append(re.escape(template[at:]))
+    return re.compile("^" + "".join(parts) + ("/?" if trailing_slash else "") + "$")
 
 
 def agent_env(layout: EvidenceLayout, urls: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,19 +40,19 @@ from harness.contract import (
     PROBE_FAILURES_KEY,
     PROBE_KEY,
     REFERENCE_AGENT,
+    ContextKey,
     EvidenceLayout,
     agent_env,
     env_suffix,
 )
 from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
-from harness.ndjson import json_document
-from harness.report import render_result
+from harness.ndjson import write_json_file
 from harness.results.scenario_result import AgentRun, ScenarioResult
-from harness.scenario import ContainerAgent, Scenario, agent_label
+from harness.scenario import ContainerAgent, Scenario, agent_label, chosen_agent
 
 if TYPE_CHECKING:
-    pass
+    from harness.writers import ResultWriter
 
 
 def caller_folder() -> Path:
@@ -75,7 +75,8 @@ def new_evidence_dir(root: Path, scenario: str) -> Path:
 def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = None, evidence_root: Path,
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
                  black_box: bool = False, agent_log: str | None = None,
-                 limits: Mapping[str, int] | None = None, agent_timeout: float | None = None) -> ScenarioResult:
+                 limits: Mapping[str, int] | None = None, agent_timeout: float | None = None,
+                 writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
     command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
@@ -84,6 +85,8 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
     `agent_timeout`: the agent's wall-clock limit in seconds, over the scenario's `agent_timeout_seconds`.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
+    `writers`: what is written of the result into a kept folder (``harness.writers``; default
+    ``evidence_writers()``: verdict.json, a failed run's report.html, verdict.txt); the engine renders nothing.
     `black_box`: judge the run from the proxy journal and the ledger alone, as for a scenario whose
     `agent_log` is `none` (a program that writes no audit log); `context.json` keeps the mode, so
     `check` judges the folder the same way.
@@ -100,17 +103,19 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         scenario = scenario.model_copy(update={"agent_timeout_seconds": float(agent_timeout)})
     with interrupt.handling():
         return _run_scenario(scenario, agent=agent, evidence_root=evidence_root, proxy=proxy, pool=pool,
-                             keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits)
+                             keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits,
+                             writers=writers)
 
 
 def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evidence_root: Path, proxy: Any,
                   pool: Any, keep_evidence: str, black_box: bool, agent_log: str | None,
-                  limits: Mapping[str, int] | None) -> ScenarioResult:
+                  limits: Mapping[str, int] | None, writers: Sequence[ResultWriter] | None) -> ScenarioResult:
     if agent_log is not None and agent_log != scenario.agent_log:
         if agent_log not in AGENT_LOGS:
             raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
         scenario = scenario.model_copy(update={"agent_log": agent_log})
-    chosen = agent or scenario.agent or REFERENCE_AGENT
+    chosen = chosen_agent(agent, None, scenario.agent, default=REFERENCE_AGENT)
+    assert chosen is not None  # the default is one
     label = agent_label(chosen)
     # the agent works in the caller's folder, so that `--agent "python my_agent.py"` finds its file; every
     # path handed to it (intents, audit log, state dir, CA) is absolute, so it holds wherever the agent looks
@@ -120,46 +125,48 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
     contracts = {name: contract.to_dict() for name, contract in scenario.contracts().items()}
     canaries = {name: f"hsk_canary_{secrets_module.token_hex(12)}" for name in scenario.destinations}
     intents = [intent.model_dump() for intent in scenario.intents]
+    keys = ContextKey
     context: dict[str, Any] = {
         # written first and marked complete last: a run stopped in between (killed, crashed) is known
         # incomplete, and is never judged as if its evidence were whole
-        COMPLETENESS_KEY: {"complete": False},
-        "scenario": scenario.name,
-        "scenario_file": str(scenario.source) if scenario.source else None,
-        "destinations": {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
-                         for name, spec in scenario.destinations.items()},
-        "intents": intents,
-        "secrets": {env_suffix(name): canary for name, canary in canaries.items()},
-        "agent": {"command": label, "cwd": str(workdir), "exit_status": None, "timed_out": False,
-                  **_container_record(chosen)},
-        "expect": expectations_of(scenario),
-        "agent_log": scenario.agent_log,
-        "mode": BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
+        COMPLETENESS_KEY: {keys.COMPLETE: False},
+        keys.SCENARIO: scenario.name,
+        keys.SCENARIO_FILE: str(scenario.source) if scenario.source else None,
+        keys.DESTINATIONS: {name: {"spec": spec.model_dump(mode="json"), "contract": contracts[name]}
+                            for name, spec in scenario.destinations.items()},
+        keys.INTENTS: intents,
+        keys.SECRETS: {env_suffix(name): canary for name, canary in canaries.items()},
+        keys.AGENT: {keys.COMMAND: label, keys.CWD: str(workdir), keys.EXIT_STATUS: None, keys.TIMED_OUT: False,
+                     **_container_record(chosen)},
+        keys.EXPECT: expectations_of(scenario),
+        keys.AGENT_LOG: scenario.agent_log,
+        keys.MODE: BLACK_BOX_MODE if black_box or scenario.agent_log == "none" else EVENTS_MODE,
         # what the run was set to do, as declared: `reproduce` rebuilds the position the agent was put in from it
-        "faults": [rule.model_dump(mode="json", exclude_defaults=True) for rule in scenario.faults],
-        "restart_agent": scenario.restart_agent.model_dump() if scenario.restart_agent else None,
-        "restart_destinations": scenario.restart_destinations.model_dump() if scenario.restart_destinations else None,
-        "proxy": scenario.proxy.model_dump(mode="json"),
-        "agent_timeout_seconds": scenario.agent_timeout_seconds,
+        keys.FAULTS: [rule.model_dump(mode="json", exclude_defaults=True) for rule in scenario.faults],
+        keys.RESTART_AGENT: scenario.restart_agent.model_dump() if scenario.restart_agent else None,
+        keys.RESTART_DESTINATIONS: (scenario.restart_destinations.model_dump() if scenario.restart_destinations
+                                    else None),
+        keys.PROXY: scenario.proxy.model_dump(mode="json"),
+        keys.AGENT_TIMEOUT: scenario.agent_timeout_seconds,
         # how much of the agent's log is read to judge it; kept, so that `check` judges the folder alike
         LIMITS_KEY: run_limits(scenario, limits).to_dict(),
     }
-    _write_json(layout.context, context)
-    _write_json(layout.intents, {"intents": intents, "destinations": contracts})
+    write_json_file(layout.context, context)
+    write_json_file(layout.intents, {"intents": intents, "destinations": contracts})
     layout.state_dir.mkdir()
 
     def mark_interrupted(signal_name: str) -> None:  # in the signal handler: the folder says why, whatever follows
-        _write_json(layout.context, {**context, COMPLETENESS_KEY: {
-            "complete": False, INTERRUPTED_KEY: interrupt.describe_signal(signal_name)}})
+        write_json_file(layout.context, {**context, COMPLETENESS_KEY: {
+            ContextKey.COMPLETE: False, INTERRUPTED_KEY: interrupt.describe_signal(signal_name)}})
 
     with interrupt.when_signalled(mark_interrupted):
         return _run_and_save(scenario, chosen, label, workdir, layout, context, canaries, pool, proxy,
-                             keep_evidence)
+                             keep_evidence, writers)
 
 
 def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, workdir: Path,
                   layout: EvidenceLayout, context: dict[str, Any], canaries: dict[str, str], pool: Any, proxy: Any,
-                  keep_evidence: str) -> ScenarioResult:
+                  keep_evidence: str, writers: Sequence[ResultWriter] | None) -> ScenarioResult:
     """Start the destinations and the proxy, run the agent, save every source (``_teardown``) and judge."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects
@@ -181,8 +188,8 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
                            f"evidence so far: {evidence_dir}") from None
     except BaseException as exc:  # a signal while starting: nothing ran, the folder says why
         release_destinations(host, evidence_dir)
-        context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: interrupt.reason(exc)}
-        _write_json(layout.context, context)
+        context[COMPLETENESS_KEY] = {ContextKey.COMPLETE: False, INTERRUPTED_KEY: interrupt.reason(exc)}
+        write_json_file(layout.context, context)
         if isinstance(exc, KeyboardInterrupt):
             raise _interrupted(exc, evidence_dir) from None
         raise
@@ -213,7 +220,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
                 wanted = scenario.restart_agent.after_effects
                 runs.append(start_agent(kill_when=lambda: count_effects(live_ledger) >= wanted))
             runs.append(start_agent())
-        context["destination_restarts"] = restarts
+        context[ContextKey.DESTINATION_RESTARTS] = restarts
         timings["agent"] = time.perf_counter() - t1
     except (DestinationError, ProxyHostError) as exc:
         raise HarnessError(f"scenario {scenario.name}: the harness failed mid-run: {exc}\n"
@@ -223,12 +230,12 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         raise ContainerError(f"scenario {scenario.name}: {what}: {exc}\n"
                              f"evidence so far: {evidence_dir}") from None
     except AgentError as exc:  # the agent's command cannot start: its failure, judged as such (X001), then said
-        context["agent"]["start_error"] = str(exc)
+        context[ContextKey.AGENT][ContextKey.START_ERROR] = str(exc)
         start_failed = exc
     except BaseException as exc:  # Ctrl-C, SIGTERM (harness.interrupt), a bug: said first, then saved
         stopped_by = interrupt.reason(exc)
-        context[COMPLETENESS_KEY] = {"complete": False, INTERRUPTED_KEY: stopped_by}
-        _write_json(layout.context, context)
+        context[COMPLETENESS_KEY] = {ContextKey.COMPLETE: False, INTERRUPTED_KEY: stopped_by}
+        write_json_file(layout.context, context)
         if isinstance(exc, KeyboardInterrupt):
             raise _interrupted(exc, evidence_dir) from None
         raise
@@ -238,8 +245,9 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
             effects = _teardown(scenario, host, proxy, layout, context, runs, stopped_by)
         timings["teardown"] = time.perf_counter() - t2
 
-    result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context["expect"], runs=runs,
-                       effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log)
+    result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context[ContextKey.EXPECT], runs=runs,
+                       effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log,
+                       writers=writers)
     if start_failed is not None:  # the folder has its verdict; the front end says why nothing ran (exit 2)
         raise AgentError(f"{start_failed}\nevidence: {evidence_dir}") from None
     return result
@@ -268,10 +276,10 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
     finally:
         try:
             last = runs[-1] if runs else None
-            context["agent"].update(exit_status=last.exit_status if last else None,
-                                    timed_out=any(r.timed_out for r in runs),
-                                    runs=[r.__dict__ for r in runs])
-            _write_json(layout.context, context)
+            context[ContextKey.AGENT].update({ContextKey.EXIT_STATUS: last.exit_status if last else None,
+                                              ContextKey.TIMED_OUT: any(r.timed_out for r in runs),
+                                              ContextKey.RUNS: [r.__dict__ for r in runs]})
+            write_json_file(layout.context, context)
             # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
             # may still be committing a write the agent gave up on: wait for it, as long as one write takes
             busy = _writes_in_progress(host, within=_longest_write(scenario))
@@ -300,14 +308,14 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
             # a team's containers and their network, never pooled (the reaper takes what cannot go now)
             left = release_destinations(host, evidence_dir)
             if left:
-                context["containers_left"] = left
+                context[ContextKey.CONTAINERS_LEFT] = left
             # the very last write: every source (log, journal, ledger, context) is closed and on disk
             context[COMPLETENESS_KEY] = {
-                "complete": stopped_by is None, "saved": True, "destination_writes_in_progress": busy,
+                ContextKey.COMPLETE: stopped_by is None, ContextKey.SAVED: True, ContextKey.WRITES_IN_PROGRESS: busy,
                 CHECKPOINTS_KEY: made,
                 LEDGER_SEAL_KEY: tampering, **({INTERRUPTED_KEY: stopped_by} if stopped_by else {}),
                 **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
-            _write_json(layout.context, context)
+            write_json_file(layout.context, context)
         finally:
             release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
     return effects
@@ -316,11 +324,12 @@ def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout,
 @collector_paused()  # judged and written: a large run's verdict is millions of objects
 def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[str, Any], runs: list[AgentRun],
               effects: list[dict[str, Any]], timings: dict[str, float] | None = None, keep_evidence: str = "all",
-              agent_log: str | None = None) -> ScenarioResult:
+              agent_log: str | None = None, writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
     """What the engine does once the agent has exited and every source is on disk: read the evidence folder,
     judge it by the rules and the scenario's expectations (``expect``, with the agent's ``runs`` and the ledger's
-    ``effects``), and write verdict.json, verdict.txt and a failed run's investigation page. A run whose evidence
-    is incomplete is not judged."""
+    ``effects``), and hand the result to ``writers`` (default ``harness.writers.evidence_writers()``: verdict.json,
+    a failed run's investigation page, verdict.txt), unless its folder is not kept. A run whose evidence is
+    incomplete is not judged."""
     from harness.checker import judge
     from harness.evidence import load_evidence
 
@@ -339,10 +348,12 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
         shutil.rmtree(evidence_dir, ignore_errors=True)
         result.evidence_kept = False
     else:
-        _write_json(layout.verdict_json, result.to_dict())
-        if not passed:  # before the text: it names the page (render_report_line)
-            _write_investigation_page(result, evidence)
-        layout.verdict_text.write_text(render_result(result) + "\n", encoding="utf-8")
+        if writers is None:
+            from harness.writers import evidence_writers
+
+            writers = evidence_writers()
+        for write in writers:
+            write(result, evidence)
     return result
 
 
@@ -363,8 +374,9 @@ def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:
     (None: the image's own) and the names of the variables it set (not their values)."""
     if not isinstance(agent, ContainerAgent):
         return {}
-    return {"image": agent.image, "container_command": agent.argv, "container_env": sorted(agent.env),
-            "cwd": None}  # the image's working folder, not the caller's
+    return {ContextKey.IMAGE: agent.image, ContextKey.CONTAINER_COMMAND: agent.argv,
+            ContextKey.CONTAINER_ENV: sorted(agent.env),
+            ContextKey.CWD: None}  # the image's working folder, not the caller's
 
 
 def run_limits(scenario: Scenario, overrides: Mapping[str, int] | None = None) -> EvidenceLimits:
@@ -380,22 +392,6 @@ def write_trace_events(evidence: Any, path: Path) -> None:
     """The events read from the agent's trace, line n the item findings call ``agent.trace.events.ndjson:n``
     (a span the reader could not map is a line ``{"problem": ...}``, a line it could not read is kept as it was)."""
     path.write_text("".join(text + "\n" for text in evidence.raw_log), encoding="utf-8")
-
-
-REPORT_ERROR_FILE = "report.html.error"
-
-
-def _write_investigation_page(result: ScenarioResult, evidence: Any) -> None:
-    """The failing run's report.html; a page that cannot be made costs the run nothing else: the verdict is
-    already on disk, the text follows, and why the page is missing is kept beside them."""
-    from harness.html_report import write_result_report
-
-    try:
-        write_result_report(result, evidence)
-    except Exception:  # noqa: BLE001 - the page is a view of the verdict, never a reason to lose it
-        import traceback
-
-        (result.evidence_dir / REPORT_ERROR_FILE).write_text(traceback.format_exc(), encoding="utf-8")
 
 
 _POOL: Any = None
@@ -478,9 +474,3 @@ def _writes_in_progress(host: Any, *, within: float = 0.0) -> dict[str, list[str
         if not busy or time.monotonic() >= deadline:
             return busy
         time.sleep(0.02)
-
-
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(json_document(value))
-    tmp.replace(path)

@@ -37,6 +37,7 @@ from harness.contract import (
     TRACE_CHECKPOINT_FILE,
     TRACE_EVENTS_FILE,
     TRACE_FILE,
+    ContextKey,
     ContractError,
     DestinationContract,
     EvidenceLayout,
@@ -185,7 +186,7 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         raise EvidenceError(str(exc)) from None
     over_limit: list[str] = []
     try:
-        if isinstance(context_data, dict) and context_data.get("agent_log") == OTEL_AGENT_LOG:
+        if isinstance(context_data, dict) and context_data.get(ContextKey.AGENT_LOG) == OTEL_AGENT_LOG:
             evidence.log_name = TRACE_EVENTS_FILE  # the agent's word is its spans (agent_log: otel)
             if layout.trace.exists():
                 size = layout.trace.stat().st_size
@@ -220,18 +221,18 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         if not isinstance(data, dict):
             raise EvidenceError(f"{context}: expected an object with keys scenario, destinations, intents, "
                                 f"secrets, agent")
-        evidence.scenario = data.get("scenario")
-        for key, kind in (("destinations", dict), ("intents", list), ("secrets", dict), ("agent", dict),
-                          ("expect", dict)):
+        evidence.scenario = data.get(ContextKey.SCENARIO)
+        for key, kind in ((ContextKey.DESTINATIONS, dict), (ContextKey.INTENTS, list), (ContextKey.SECRETS, dict),
+                          (ContextKey.AGENT, dict), (ContextKey.EXPECT, dict)):
             value = data.get(key)
             if value is None:
                 continue
             if not isinstance(value, kind):
                 raise EvidenceError(f"{context}: key {key!r} must be a {kind.__name__}, got {type(value).__name__}")
             setattr(evidence, key, value)
-        mode = data.get("mode", EVENTS_MODE)
+        mode = data.get(ContextKey.MODE, EVENTS_MODE)
         if mode not in JUDGING_MODES:
-            raise EvidenceError(f"{context}: key 'mode' is {mode!r}; valid: {', '.join(JUDGING_MODES)}")
+            raise EvidenceError(f"{context}: key {ContextKey.MODE!r} is {mode!r}; valid: {', '.join(JUDGING_MODES)}")
         evidence.mode = mode
         _check_contracts(context, evidence.destinations)
         evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file)
@@ -264,11 +265,11 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     if stopped_by:
         gaps.append(f"the run was stopped before its end by {stopped_by}: the agent did not finish its work, so its "
                     "evidence is kept as far as it went and nothing was judged")
-    elif not (isinstance(mark, dict) and mark.get("complete") is True):
+    elif not (isinstance(mark, dict) and mark.get(ContextKey.COMPLETE) is True):
         gaps.append("the run never marked its evidence complete: the harness stopped (killed, or crashed) "
                     "before its teardown had written every source")
     # a run stopped by a signal whose teardown still saved every source: what it saved is whole as far as it went
-    if not (isinstance(mark, dict) and (mark.get("complete") is True or mark.get("saved") is True)):
+    if not (isinstance(mark, dict) and (mark.get(ContextKey.COMPLETE) is True or mark.get(ContextKey.SAVED) is True)):
         if not layout.ledger_dump.exists():
             gaps.append(f"effect ledger: {LEDGER_DUMP_FILE} is missing (the destinations' ground truth was "
                         "never copied into the folder)")
@@ -279,7 +280,7 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
             gaps.append(f"proxy journal: {layout.journal.name} is missing")
         else:
             gaps.append("proxy journal: a flow still in flight when the harness stopped may have no line")
-    busy = mark.get("destination_writes_in_progress") if isinstance(mark, dict) else None
+    busy = mark.get(ContextKey.WRITES_IN_PROGRESS) if isinstance(mark, dict) else None
     for name, keys in (busy or {}).items():
         gaps.append(f"effect ledger: destination {name} was still processing {len(keys)} write(s) ({', '.join(keys)}) "
                     "when the run ended: whether and what they committed is not in the copied ledger")
@@ -311,7 +312,7 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
         else:
             if not unchanged:
                 gaps.append(f"{what}: not {which}: {message}")
-    gaps += crash_survivors(layout.agent_log, context.get("agent"))
+    gaps += crash_survivors(layout.agent_log, context.get(ContextKey.AGENT))
     for entry in journal:
         if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \
                 and entry.get("upstream_status") is None:
@@ -330,7 +331,7 @@ def crash_survivors(log: Path, agent: Any) -> list[str]:
 
     A line belongs to the run in whose stretch of the file it starts (the bytes between the end of the run
     before and its own end); a session first seen in an earlier run's stretch stays that run's."""
-    runs = agent.get("runs") if isinstance(agent, dict) else None
+    runs = agent.get(ContextKey.RUNS) if isinstance(agent, dict) else None
     if not isinstance(runs, list):
         return []
     ends: list[tuple[int, bool]] = []  # (log bytes at the run's end, killed by the harness), in run order

@@ -213,15 +213,15 @@ class _Records:
         evidence = self.evidence
         if evidence is None or not evidence.journal:
             return
-        from harness.checker.run_context import RunContext
+        from harness.checker import correlation_of
 
         try:
-            run = RunContext(evidence)
+            observed = correlation_of(evidence).observed
         except (KeyError, TypeError, ValueError):  # evidence the checker judged some other way: no reads shown
             return
-        for op_id, op in run.ops.items():
-            if op.observed:
-                self.observed[op_id] = dict(op.observed)
+        for op_id, reads in observed.items():
+            if reads:
+                self.observed[op_id] = dict(reads)
 
 
 def _log_row(event: dict[str, Any]) -> _Row:

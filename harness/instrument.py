@@ -28,7 +28,6 @@ import contextvars
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -48,6 +47,7 @@ from harness.contract import (
     DestinationContract,
     OperationContract,
     destination_env_name,
+    path_template_pattern,
 )
 from harness.fingerprint import fingerprint, fingerprint_body
 from harness.model.agent import decide_resolution, derive_key, may_have_acted, retry_reason_after, succeeded
@@ -532,12 +532,13 @@ class Operation:
         if lookup is not None and method == lookup.method.upper() and path == lookup.path:
             return "lookup"
         status = self.contract.status
-        if status is not None and method == status.method.upper() and template_pattern(status.path).fullmatch(path):
+        if (status is not None and method == status.method.upper()
+                and path_template_pattern(status.path).fullmatch(path)):
             return "status_poll"
         own = self.operation_contract
         if method in READ_METHODS and not (own is not None and own.method.upper() == method):
             collection = own.path if own is not None and own.path else None
-            if collection and template_pattern(collection.rstrip("/") + "/{id}").fullmatch(path):
+            if collection and path_template_pattern(collection.rstrip("/") + "/{id}").fullmatch(path):
                 return "read_after_write"
             return None  # some other read: no evidence about this operation, not an attempt either
         return "attempt"
@@ -1022,18 +1023,6 @@ def _patch_httpx() -> list[Callable[[], None]]:
 def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
     scheme = (scheme or "http").lower()
     return scheme, host.lower().strip("[]"), port or (443 if scheme == "https" else 80)
-
-
-_TEMPLATES: dict[str, re.Pattern[str]] = {}
-
-
-def template_pattern(path: str) -> re.Pattern[str]:
-    """A path template (``/operations/{id}``) as a pattern: each placeholder one path segment."""
-    pattern = _TEMPLATES.get(path)
-    if pattern is None:
-        parts = re.split(r"\{[^{}/]+\}", path)
-        pattern = _TEMPLATES[path] = re.compile("[^/]+".join(re.escape(p) for p in parts))
-    return pattern
 
 
 def _body_params(body: bytes | None) -> dict[str, Any]:

@@ -40,6 +40,14 @@ def json_document(value: Any) -> bytes:
         return (json.dumps(value, indent=2, default=str) + "\n").encode("utf-8")
 
 
+def write_json_file(path: Path, value: Any) -> None:
+    """``value`` as ``json_document`` into ``path``, whole or not at all: written beside it, then renamed over it
+    (a reader, or a run killed meanwhile, never sees half a context.json or verdict.json)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(json_document(value))
+    tmp.replace(path)
+
+
 class NdjsonError(ValueError):
     """Raised by :func:`read_objects` when a line is not a JSON object; the message names file and line."""
 

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from harness.results.scenario_result import ScenarioResult
     from harness.scenario import ContainerAgent, Scenario
+    from harness.writers import ResultWriter
 
 SCENARIO_OPTION = "--harness-scenario"
 AGENT_OPTION = "--harness-agent"
@@ -399,10 +400,12 @@ class ScenarioFailed(Exception):
     """Raised when the checker's verdict or the scenario's expectations do not hold, or when the harness
     lost evidence of the run (INCOMPLETE: the message says which source and why; no rule findings)."""
 
-    def __init__(self, result: ScenarioResult, shown: int | None = None) -> None:
-        from harness.report import render_result
+    def __init__(self, result: ScenarioResult, shown: int | None = None, text: str | None = None) -> None:
+        if text is None:  # `text`: the report already rendered (the run's verdict.txt, ``harness.writers``)
+            from harness.report import render_result
 
-        super().__init__(render_result(result, shown=shown))
+            text = render_result(result, shown=shown)
+        super().__init__(text)
         self.result = result
         self.shown = shown  # findings shown in full (--harness-findings-shown)
 
@@ -415,13 +418,17 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         __tracebackhide__ = True
-        result = harness_engine_of(self.config).run(self.scenario)
+        from harness.writers import VerdictText, evidence_writers
+
+        text = VerdictText()  # rendered once: verdict.txt, and the failure report when it shows as many findings
+        result = harness_engine_of(self.config).run(self.scenario, writers=evidence_writers(text))
         self.user_properties.extend(result_properties(result))
         # data, not prose: the xdist controller renders it (see pytest_runtest_makereport)
         self.stash[_result_key] = json.dumps({**result.to_dict(), "scenario_file": str(self.path.resolve()),
                                               "classname": _classname(self.config, self.path)}, default=str)
         if not result.passed:
-            raise ScenarioFailed(result, findings_shown(self.config))
+            shown = findings_shown(self.config)
+            raise ScenarioFailed(result, shown, text.text_for(result, shown))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         return _harness_failure_repr(self.path, excinfo.value) or super().repr_failure(excinfo, style=style)
@@ -539,9 +546,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    engine = sys.modules.get("harness.engine")  # only if a scenario ran: nothing to import otherwise
+    engine = session.config.stash.get(_engine_key, None)  # only if a scenario ran here: nothing to import otherwise
     if engine is not None:
-        engine.close_destination_pool()
+        engine.close()
 
 
 # -- the session's reports (on the xdist controller too) --------------------------------------------
@@ -638,12 +645,14 @@ class HarnessEngine:
         root = config.getoption(EVIDENCE_DEST)
         self.evidence_root = Path(root) if root else config.rootpath / "evidence"
         self.keep_evidence: str = config.getoption(KEEP_DEST)
+        self.engine_used = False  # whether `close` has a destination pool to stop (the controller never runs one)
 
     @property
     def pool(self) -> Any:
         """This process's warm `DestinationPool` (started on first use, stopped by `close`)."""
         from harness.engine import destination_pool
 
+        self.engine_used = True
         return destination_pool()
 
     @property
@@ -671,23 +680,22 @@ class HarnessEngine:
         """The agent a run uses: `agent` (a command or a ``ContainerAgent``), else `--harness-agent-image` (the
         command `--harness-agent`, else the image's own), else `--harness-agent`, else the scenario's, else the
         ini option retry_harness_agent, else `default` (None: the engine's, the bundled reference agent)."""
-        from harness.scenario import ContainerAgent, container_agent
+        from harness.scenario import chosen_agent
 
         config = self.config
-        if isinstance(agent, ContainerAgent):
-            return agent
-        image = config.getoption(AGENT_IMAGE_DEST)
-        if image:
-            return container_agent(image, agent or config.getoption(AGENT_DEST), _spelling(config, AGENT_IMAGE_OPTION))
-        return agent or config.getoption(AGENT_DEST) or loaded.agent or config.getini(AGENT_INI) or default
+        return chosen_agent(agent or config.getoption(AGENT_DEST), config.getoption(AGENT_IMAGE_DEST), loaded.agent,
+                            configured=config.getini(AGENT_INI), default=default,
+                            option=_spelling(config, AGENT_IMAGE_OPTION))
 
     def run(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | ContainerAgent | None = None,
-            keep_evidence: str | None = None, black_box: bool | None = None) -> ScenarioResult:
+            keep_evidence: str | None = None, black_box: bool | None = None,
+            writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
         """Run one scenario and judge it. The agent: `agent` (a command, or a ``ContainerAgent``), else
         `--harness-agent-image` (running `--harness-agent`, else the image's command), else `--harness-agent`,
         else the scenario's, else the ini option retry_harness_agent, else the bundled reference agent.
         `black_box`: judge from the wire and the ledger alone (default: `--harness-black-box`; a
-        scenario with `agent_log: none` is judged so anyway)."""
+        scenario with `agent_log: none` is judged so anyway). `writers`: what is written into its evidence folder
+        (``harness.writers``; default: verdict.json, a failed run's report.html, verdict.txt)."""
         from harness.engine import run_scenario
 
         loaded = self.load(scenario)
@@ -697,13 +705,12 @@ class HarnessEngine:
         result = run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
                               pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only,
                               agent_log=config.getoption(AGENT_LOG_DEST), limits=limits_of(config),
-                              agent_timeout=config.getoption(AGENT_TIMEOUT_DEST))
+                              agent_timeout=config.getoption(AGENT_TIMEOUT_DEST), writers=writers)
         otel_out = config.getoption(OTEL_OUT_DEST)
-        if otel_out and not result.incomplete:
-            from harness.otel.verdict import export_verdict
+        if otel_out:
+            from harness.otel.verdict import export_result
 
-            export_verdict(result.verdict, Path(otel_out).resolve(), scenario=result.scenario, agent=result.agent,
-                           evidence_dir=str(result.evidence_dir))
+            export_result(result, Path(otel_out).resolve())
         return result
 
     def explore(self, scenario: str | os.PathLike[str] | Scenario, *, agent: str | ContainerAgent | None = None,
@@ -717,6 +724,7 @@ class HarnessEngine:
 
         loaded = self.load(scenario)
         config = self.config
+        self.engine_used = True  # the search runs the engine, on this process's pool
         command = self.agent_for(loaded, agent, REFERENCE_AGENT)
         assert command is not None
         options.setdefault("reproducer", self.evidence_root / "explore" / f"{loaded.name}.found.yaml")
@@ -726,9 +734,10 @@ class HarnessEngine:
 
     def close(self) -> None:
         """Stop the destination processes (the proxy stops when the process exits)."""
-        engine = sys.modules.get("harness.engine")
-        if engine is not None:
-            engine.close_destination_pool()
+        if self.engine_used:
+            from harness.engine import close_destination_pool
+
+            close_destination_pool()
 
 
 def findings_shown(config: pytest.Config) -> int | None:

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from fake_destinations.api_spec import ApiSpec
-from fake_destinations.spec import DestinationSpec, describe
+from fake_destinations.spec import DestinationSpec, describe, read_api_files
 from harness.contract import (
     AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
@@ -165,14 +165,19 @@ def agent_label(agent: str | ContainerAgent) -> str:
     return agent.label if isinstance(agent, ContainerAgent) else agent
 
 
-def chosen_agent(command: str | None, image: str | None,
-                 declared: str | ContainerAgent | None) -> str | ContainerAgent | None:
-    """The agent a front end's options choose: ``--agent-image IMAGE`` runs ``--agent CMD`` in IMAGE (no CMD:
-    the image's own command); ``--agent CMD`` alone, a process; neither, what the scenario declares (None:
-    the engine's default). The options replace the scenario's agent whole (its env too)."""
-    if image is not None:
-        return container_agent(image, command)
-    return command or declared
+def chosen_agent(command: str | ContainerAgent | None, image: str | None, declared: str | ContainerAgent | None,
+                 *, configured: str | None = None, default: str | None = None,
+                 option: str = "--agent-image") -> str | ContainerAgent | None:
+    """The agent a run uses, chosen the one way for the CLI, the plugin and the engine: a ``ContainerAgent`` given
+    as it is; an image (``--agent-image IMAGE``, ``option``) runs ``command`` in it (no command: the image's own);
+    else ``command`` (``--agent CMD``: a process); else what the scenario declares (``declared``); else
+    ``configured`` (the plugin's ini option retry_harness_agent); else ``default`` (None: the engine's, the
+    bundled reference agent). The options replace the scenario's agent whole (its env too)."""
+    if isinstance(command, ContainerAgent):
+        return command
+    if image:
+        return container_agent(image, command, option)
+    return command or declared or configured or default
 
 
 def container_agent(image: str, command: str | None, option: str = "--agent-image") -> ContainerAgent:
@@ -403,8 +408,11 @@ def load(path: str | Path) -> Scenario:
     data, root = load_yaml_mapping(path, "a scenario is a mapping with keys name, description, destinations, "
                                          "intents")
     try:
-        # the folder a destination's `api: ./file.yaml` is read from
-        scenario = Scenario.model_validate({**data, "source": path}, context={"scenario_dir": path.parent})
+        # a destination's `api: NAME-or-./file.yaml` read first (relative to the scenario's folder): validating reads
+        # no file
+        destinations = read_api_files(data.get("destinations"), path.parent)
+        read = {**data, "destinations": destinations} if "destinations" in data else data
+        scenario = Scenario.model_validate({**read, "source": path})
     except ValidationError as exc:
         raise ScenarioError(format_validation(path, root, exc, Scenario)) from None
     _check_references(path, root, scenario)

@@ -1,9 +1,10 @@
 """The house's layering, held by tools: the import graph has no cycle, imports inside functions and under
 TYPE_CHECKING included; the layer table of docs/ARCHITECTURE.md is the import-linter contract of pyproject.toml
-(which `lint-imports` checks in .ci/run)."""
+(which `lint-imports` checks in .ci/run); no module uses another's private (`_name`) names."""
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -94,6 +95,43 @@ def architecture_layers() -> list[list[str]]:
 
 def test_the_architecture_table_is_the_import_contract() -> None:
     assert architecture_layers() == contract_layers()
+
+
+def private_reaches(root: Path, base: Path = ROOT) -> list[str]:
+    """``from harness.x import _name`` and ``x._name`` (``x`` a module or a name imported from one of ours) in the
+    source under ``root``: a leading underscore says only its own module uses a name."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        imported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(base)}:{node.lineno}: from {node.module} import {alias.name}")
+                    imported.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                imported |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] in PACKAGES}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                while isinstance(owner, ast.Attribute):
+                    owner = owner.value
+                if isinstance(owner, ast.Name) and owner.id in imported:
+                    found.append(f"{path.relative_to(base)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    found = [reach for package in PACKAGES for reach in private_reaches(ROOT / package)]
+    assert not found, "private names used across modules (make them public): " + "; ".join(found)
+
+
+def test_the_private_name_finder_finds_one(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("from harness.audit.triage import _x\nimport harness.events\n"
+                                   "harness.events._y()\n", encoding="utf-8")
+    assert private_reaches(tmp_path, tmp_path) == ["m.py:1: from harness.audit.triage import _x",
+                                                   "m.py:3: harness.events._y"]
 
 
 if __name__ == "__main__":  # python -m tests.test_layers: the cycles, counted (run-time imports, then all)

@@ -102,7 +102,7 @@ class DuckDBEngine:
     def load(self, paths: list[str]) -> list[tuple[str, int]]:
         counts = [_prescan(path) for path in paths]
         self.spans, self.total = spans(list(zip(paths, counts, strict=True))), sum(counts)
-        files = "[" + ", ".join(triage._quote(p) for p in paths) + "]"
+        files = "[" + ", ".join(triage.quote(p) for p in paths) + "]"
         # one VARCHAR column, no quoting, no header: each line as it stands, in file order (read in parallel;
         # numbering rows in the read itself, row_number() OVER (), would make everything after it one thread)
         self._read = (f"CREATE TABLE raw AS SELECT text FROM read_csv({files}, columns = {{'text': 'VARCHAR'}}, "

@@ -72,7 +72,7 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
     for ref in named:
         if ref != only:
             return None
-    attempt_ids = op._attempt_index  # op.evidence_ids without building a set (there is no approval)
+    attempt_ids = op.attempt_index  # op.evidence_ids without building a set (there is no approval)
     observation_ids = [o["observation_id"] for o in op.observations]
     line = resolution.get("_line") or 0
     ts = ts_value(resolution.get("ts"))

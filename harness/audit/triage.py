@@ -45,12 +45,13 @@ from harness.events import (
 )
 
 
-def _quote(value: str) -> str:
+def quote(value: str) -> str:
+    """``value`` as an SQL string literal (the engines quote the files they read with it)."""
     return "'" + value.replace("'", "''") + "'"
 
 
 def _in_list(values: Any) -> str:
-    return "(" + ", ".join(_quote(v) for v in sorted(values)) + ")"
+    return "(" + ", ".join(quote(v) for v in sorted(values)) + ")"
 
 
 # -- FEATURES_SQL (DuckDB) ------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def _r(name: str) -> str:
 
 
 def _type_ok(check: Any, r: str) -> str:
-    """A field's check (``harness.events._vouch_plan``) as SQL over its JSON text ``r`` (NULL: absent or null)."""
+    """A field's check (``harness.events.VOUCH_PLANS``) as SQL over its JSON text ``r`` (NULL: absent or null)."""
     if isinstance(check, frozenset):  # a Literal: one of these strings
         return f"(starts_with({r}, '\"') AND substr({r}, 2, length({r}) - 2) IN {_in_list(check)})"
     return {
@@ -151,7 +152,7 @@ _HINT = " OR ".join(f"text ILIKE '%{hint}%'" for hint in SECRET_HINTS)
 # (no space after a quote), holds no null and no field of its own. Otherwise the keys are listed and compared.
 _KEYS_IN_TEXT = "(length(text) - length(replace(text, '\":', ''))) // 2"
 _KEYS_READ = " + ".join(f"({_r(name)} IS NOT NULL)::INT" for name in FIELDS)
-_EVENT_OK = " ".join(f"WHEN {_quote(event)} THEN {_vouch_sql(event)}" for event in VOUCH_PLANS)
+_EVENT_OK = " ".join(f"WHEN {quote(event)} THEN {_vouch_sql(event)}" for event in VOUCH_PLANS)
 _ARTICLE_OK = (f"{_s('operationId')} <> '' AND CASE {_s('type')} "
                f"WHEN 'attempt' THEN coalesce({_s('attemptId')}, '') <> '' "
                f"AND ({_r('idempotencyKey')} IS NULL OR starts_with({_r('idempotencyKey')}, '\"')) "
@@ -380,29 +381,29 @@ def _concat(*parts: str) -> str:
 
 
 def _attempt_piece(p: str) -> str:
-    return _concat(_quote('{"attempt_id":'), _j(f"{p}_attempt_id"), _quote(',"dispatch_state":'),
-                   _j(f"{p}_dispatch_state"), _quote(',"key":'), _j(f"{p}_idem_key"), _quote(',"line":'),
-                   _n(f"{p}_line"), _quote(',"retry_of_attempt_id":'), _j(f"{p}_retry_of"),
-                   _quote(',"retry_reason":'), _j(f"{p}_retry_reason"), _quote(',"wire":null,"destination_saw":[]}'))
+    return _concat(quote('{"attempt_id":'), _j(f"{p}_attempt_id"), quote(',"dispatch_state":'),
+                   _j(f"{p}_dispatch_state"), quote(',"key":'), _j(f"{p}_idem_key"), quote(',"line":'),
+                   _n(f"{p}_line"), quote(',"retry_of_attempt_id":'), _j(f"{p}_retry_of"),
+                   quote(',"retry_reason":'), _j(f"{p}_retry_reason"), quote(',"wire":null,"destination_saw":[]}'))
 
 
 _ATTEMPTS = _concat("'['", _attempt_piece("a1"),
                     f"CASE WHEN n_attempt = 2 THEN concat(',', {_attempt_piece('a2')}) ELSE '' END", "']'")
 _OBSERVATIONS = ("CASE WHEN n_observation = 1 THEN " + _concat(
-    _quote('[{"observation_id":'), _j("o1_observation_id"), _quote(',"source":'), _j("o1_source"), _quote(',"found":'),
-    "COALESCE(o1_found, 'null')", _quote(',"effect_refs":'), "COALESCE(o1_ef_json, 'null')",
-    _quote(',"lag_possible":'), "COALESCE(o1_lag_possible, 'null')", _quote(',"line":'), _n("o1_line"), "'}]'")
+    quote('[{"observation_id":'), _j("o1_observation_id"), quote(',"source":'), _j("o1_source"), quote(',"found":'),
+    "COALESCE(o1_found, 'null')", quote(',"effect_refs":'), "COALESCE(o1_ef_json, 'null')",
+    quote(',"lag_possible":'), "COALESCE(o1_lag_possible, 'null')", quote(',"line":'), _n("o1_line"), "'}]'")
                  + " ELSE '[]' END")
-_ARTICLE_PIECE = _concat(_quote('{"operation_id":'), _j("op"), _quote(
+_ARTICLE_PIECE = _concat(quote('{"operation_id":'), _j("op"), quote(
     ',"intent_id":null,"intent":null,"classification":"healthy","state":"open","attempts":'), _ATTEMPTS,
-    _quote(',"effects":["'), "the_ref", _quote('"],"findings":[],"observations":[],"resolution":null}'))
+    quote(',"effects":["'), "the_ref", quote('"],"findings":[],"observations":[],"resolution":null}'))
 _EVENTS_PIECE = _concat(
-    _quote('{"operation_id":'), _j("op"), _quote(',"intent_id":'), _j("d_intent_id"), _quote(',"intent":'),
-    "COALESCE(d_intent_json, 'null')", _quote(',"classification":"healthy","state":"succeeded","attempts":'),
-    _ATTEMPTS, _quote(',"effects":["'), "the_ref", _quote('"],"findings":[],"observations":'), _OBSERVATIONS,
-    _quote(',"resolution":{"state":"succeeded","evidence":'), "r_ev_json", _quote(',"effect_refs":'), "r_ef_json",
-    _quote(',"reason":'), _j("r_reason"), _quote(',"correction_operation_id":'), _j("r_correction_id"),
-    _quote(',"line":'), _n("r_line"), "'}}'")
+    quote('{"operation_id":'), _j("op"), quote(',"intent_id":'), _j("d_intent_id"), quote(',"intent":'),
+    "COALESCE(d_intent_json, 'null')", quote(',"classification":"healthy","state":"succeeded","attempts":'),
+    _ATTEMPTS, quote(',"effects":["'), "the_ref", quote('"],"findings":[],"observations":'), _OBSERVATIONS,
+    quote(',"resolution":{"state":"succeeded","evidence":'), "r_ev_json", quote(',"effect_refs":'), "r_ef_json",
+    quote(',"reason":'), _j("r_reason"), quote(',"correction_operation_id":'), _j("r_correction_id"),
+    quote(',"line":'), _n("r_line"), "'}}'")
 
 # The clean stories of harness.audit.fast_path.clean_summary, condition by condition
 _EVENTS_CLEAN = f"""

@@ -20,12 +20,13 @@ from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
 from harness.checker.context import OperationContext, wire_summary
+from harness.checker.correlation import Correlation
 from harness.checker.expectations import agent_broken, expectation_findings, stderr_tail
 from harness.checker.history import replay
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
 from harness.checker.run_context import RunContext
 from harness.checker.run_rules import RunRules
-from harness.contract import BLACK_BOX_MODE
+from harness.contract import BLACK_BOX_MODE, ContextKey
 from harness.evidence import Evidence
 from harness.limits import collector_paused
 from harness.results.scenario_result import AgentRun
@@ -47,6 +48,7 @@ __all__ = [
     "AttemptVerdict",
     "Attribution",
     "CLASSIFICATIONS",
+    "Correlation",
     "Finding",
     "IntentContext",
     "IntentVerdict",
@@ -64,6 +66,7 @@ __all__ = [
     "attribute",
     "check",
     "check_black_box",
+    "correlation_of",
     "expectation_findings",
     "judge",
     "judge_intent",
@@ -234,6 +237,12 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
                    transitions=sorted({t for op in operations for t in op.transitions}))
 
 
+def correlation_of(evidence: Evidence) -> Correlation:
+    """The log of ``evidence`` tied to its wire and ledger as ``check`` ties them (``correlate``): each attempt's
+    flow, each observation's read, each operation's ledger rows. What the HTML report and ``reproduce`` read."""
+    return RunContext(evidence).correlation
+
+
 def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: Sequence[AgentRun] | None = None,
           effects: list[dict[str, Any]] | None = None, offline: bool = False, black_box: bool | None = None,
           facts: bool = True) -> Judgement:
@@ -245,7 +254,7 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
         return Judgement(Verdict(mode=evidence.mode), incomplete=list(evidence.incomplete))
     if runs is None:
-        runs = [AgentRun(**run) for run in evidence.agent.get("runs") or []]
+        runs = [AgentRun(**run) for run in evidence.agent.get(ContextKey.RUNS) or []]
     broken = agent_broken(evidence, runs) if not offline else None
     if broken is not None:  # nothing to judge but that: the rules would only restate it as missing work
         verdict = Verdict(mode=evidence.mode)

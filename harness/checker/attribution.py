@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 from harness.checker.context import SAFE_METHODS
 from harness.checker.correlation import wire_records
 from harness.checker.readings import bare_path, ts_value
-from harness.contract import DestinationContract
+from harness.contract import DestinationContract, path_template_pattern
 from harness.evidence import Evidence
 
 NATURALLY_IDEMPOTENT = frozenset({"PUT", "DELETE"})  # set-state and delete: a rerun converges
@@ -82,13 +81,6 @@ def holds_params(params: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
         return False
     have = flat_params(params)
     return all(have.get(name) == text for name, text in flat_params(wanted).items())
-
-
-def route_pattern(path: str) -> re.Pattern[str]:
-    """A route path with ``{name}`` placeholders as a regular expression of one path."""
-    parts = re.split(r"(\{[^{}/]+\})", path)
-    return re.compile("^" + "".join("[^/]+" if p.startswith("{") and p.endswith("}") else re.escape(p)
-                                    for p in parts) + "/?$")
 
 
 def retry_after_seconds(entry: dict[str, Any]) -> float | None:
@@ -647,7 +639,8 @@ def _by_route(intents: _Intents, entry: dict[str, Any],
         entry.get("path"))
     contract = contracts.get(str(destination))
     kinds = {kind for kind, op in (contract.operations.items() if contract is not None else ())
-             if op.method.upper() == method and op.path and path and route_pattern(op.path).match(path)}
+             if op.method.upper() == method and op.path and path
+             and path_template_pattern(op.path, trailing_slash=True).match(path)}
     if not kinds:
         return f"{method} {path} is no operation of {destination}"
     candidates = intents.of(destination, tuple(sorted(kinds)))

@@ -89,7 +89,7 @@ class OperationContext:
     entries matched to its attempts and the ledger rows attributed to it."""
 
     # slots: the offline audit makes one per operation, hundreds of thousands on a long log
-    __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "_attempt_index", "observations",
+    __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "attempt_index", "observations",
                  "resolutions", "approvals", "log_effects", "wire", "observed", "ledger_effects", "ledger_requests",
                  "contract", "spec", "all_operation_ids", "peers", "crashes", "_refs", "_fps", "history", "replayed")
 
@@ -99,7 +99,7 @@ class OperationContext:
         self.offline = offline
         self.operations: list[dict[str, Any]] = []
         self.attempts: list[dict[str, Any]] = []
-        self._attempt_index: dict[str, int] = {}
+        self.attempt_index: dict[str, int] = {}
         self.observations: list[dict[str, Any]] = []
         self.resolutions: list[dict[str, Any]] = []
         self.approvals: list[dict[str, Any]] = []
@@ -126,9 +126,9 @@ class OperationContext:
         kind = record.get("event")
         if kind == "attempt":
             attempt_id = record["attempt_id"]
-            index = self._attempt_index.get(attempt_id)
+            index = self.attempt_index.get(attempt_id)
             if index is None:
-                self._attempt_index[attempt_id] = len(self.attempts)
+                self.attempt_index[attempt_id] = len(self.attempts)
                 self.attempts.append(record)
             else:  # the same attempt logged again (e.g. before and after dispatch): last word wins
                 earlier = self.attempts[index]
@@ -185,12 +185,12 @@ class OperationContext:
         return None
 
     def attempt(self, attempt_id: str | None) -> dict[str, Any] | None:
-        index = self._attempt_index.get(attempt_id or "")
+        index = self.attempt_index.get(attempt_id or "")
         return None if index is None else self.attempts[index]
 
     @property
     def evidence_ids(self) -> set[str]:
-        ids = set(self._attempt_index)
+        ids = set(self.attempt_index)
         ids.update(o["observation_id"] for o in self.observations)
         ids.update(a["approval_id"] for a in self.approvals)
         return ids

@@ -8,16 +8,50 @@ through ``flow_id``. A JSON-RPC flow (an MCP ``tools/call``: the journal's ``rpc
 ``(rpc.method, rpc.tool)``, not as the HTTP ``POST /mcp`` that carried it (``mcp_route``).
 Ledger effects are attributed to operations through the matched flows, and
 failing that through the idempotency key or client reference.
+
+``correlate`` returns all of it as a value (``Correlation``), changing no operation: the checker's operations
+read their part of it (``RunContext``), the HTML report and ``reproduce`` read it whole (``correlation_of``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.checker.readings import bare_path, crashed_between, ts_value
 
 if TYPE_CHECKING:
     from harness.checker.context import OperationContext
+    from harness.evidence import Evidence
+
+Record = dict[str, Any]
+
+
+@dataclass
+class Correlation:
+    """The three sources tied together, per operation id: each attempt's wire record (``wire``: attempt id ->
+    record), each observation's read (``observed``: observation id -> journal entry), the ledger's request rows
+    (per flow id) and effects; and what no attempt explains and no operation owns."""
+
+    wire: dict[str, dict[str, Record]] = field(default_factory=dict)
+    observed: dict[str, dict[str, Record]] = field(default_factory=dict)
+    ledger_requests: dict[str, dict[str, list[Record]]] = field(default_factory=dict)
+    ledger_effects: dict[str, list[Record]] = field(default_factory=dict)
+    unmatched_wire: list[Record] = field(default_factory=list)
+    unattributed_effects: list[Record] = field(default_factory=list)
+
+    def flows_of(self, operation_id: str) -> list[Record]:
+        """The wire records of one operation: its attempts' and its observations' reads."""
+        return [*self.wire.get(operation_id, {}).values(), *self.observed.get(operation_id, {}).values()]
+
+
+def correlate(ops: dict[str, OperationContext], evidence: Evidence, crashes: tuple[float, ...] = ()) -> Correlation:
+    """The run's correlation (``Correlation``) of its operations ``ops`` (keyed by operation id) with the journal
+    and the ledger of ``evidence``; ``crashes``: when the harness killed the agent (``correlate_observations``)."""
+    wire, leftover = match_attempts(ops, evidence.journal, evidence.requests, evidence.destinations)
+    observed = correlate_observations(ops, leftover, crashes)
+    requests, effects, unattributed = attribute_ledger(ops, wire, evidence.requests, evidence.effects)
+    return Correlation(wire, observed, requests, effects, leftover, unattributed)
 
 
 RPC_TOOL_CALL = "tools/call"  # the one JSON-RPC method of MCP that may act; the others are protocol
@@ -96,10 +130,11 @@ def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str,
     return journal
 
 
-def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
-              requests: list[dict[str, Any]], destinations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Match each logged attempt to one wire record (``op.wire``); returns the wire records no attempt
-    explains.
+def match_attempts(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],
+                   requests: list[dict[str, Any]], destinations: dict[str, Any] | None = None,
+                   ) -> tuple[dict[str, dict[str, Record]], list[Record]]:
+    """Match each logged attempt to one wire record: ``({operation id: {attempt id: record}}, the wire records
+    no attempt explains)``.
 
     Greedy, in this order: sent attempts before ``not_sent`` ones; within each group the four passes
     (traceparent, key, fingerprint, route); within a pass the attempts in time order, each taking the
@@ -107,23 +142,24 @@ def correlate(ops: dict[str, OperationContext], journal_entries: list[dict[str, 
     per pass (``_WireIndex``), so this is linear in attempts and records, but for the sorts."""
     journal = wire_records(journal_entries, requests, destinations)
     used = bytearray(len(journal))
-    pairs = [(op, a) for op in ops.values() for a in op.attempts]
-    pairs.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
-    sent = [p for p in pairs if p[1].get("dispatch_state") != "not_sent"]
-    not_sent = [p for p in pairs if p[1].get("dispatch_state") == "not_sent"]
+    wire: dict[str, dict[str, Record]] = {op_id: {} for op_id in ops}
+    pairs = [(wire[op_id], op, a) for op_id, op in ops.items() for a in op.attempts]
+    pairs.sort(key=lambda p: (ts_value(p[2].get("ts")), p[2].get("_line") or 0))
+    sent = [p for p in pairs if p[2].get("dispatch_state") != "not_sent"]
+    not_sent = [p for p in pairs if p[2].get("dispatch_state") == "not_sent"]
     passes = [_WireIndex(journal, used, name) for name in _PASSES]
     for group in (sent, not_sent):
         for index in passes:
-            for op, attempt in group:
-                if attempt["attempt_id"] in op.wire:
+            for matched, op, attempt in group:
+                if attempt["attempt_id"] in matched:
                     continue
                 found = index.take(attempt, attempt.get("destination") or op.destination)
                 if found is not None:
-                    op.wire[attempt["attempt_id"]] = journal[found]
-    return [e for i, e in enumerate(journal) if not used[i]]
+                    matched[attempt["attempt_id"]] = journal[found]
+    return wire, [e for i, e in enumerate(journal) if not used[i]]
 
 
-# The passes of ``correlate``, each as the dimensions a wire record is compared on, with how:
+# The passes of ``match_attempts``, each as the dimensions a wire record is compared on, with how:
 #   "equal": the attempt's value must be set, and the record's equal to it (traceparent, key, fingerprint);
 #   "route": the attempt's method / path, when it has one, must be the record's (``same_route``);
 #   "open": the attempt's value, when set, must be the record's unless the record has none (the destination,
@@ -152,7 +188,7 @@ def _frozen(value: Any) -> Any:
 
 
 class _WireIndex:
-    """One pass of ``correlate``: the wire records bucketed on the dimensions the pass compares, so that the
+    """One pass of ``match_attempts``: the wire records bucketed on the dimensions the pass compares, so that the
     first record not yet taken that accepts an attempt is found without scanning the journal.
 
     An attempt leaves some dimensions open (no method, no destination...): the records are bucketed once per
@@ -231,8 +267,9 @@ class _WireIndex:
 
 
 def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]],
-                           crashes: tuple[float, ...] = ()) -> None:
-    """Match each logged observation to the read that carried it (``op.observed``): among the journal
+                           crashes: tuple[float, ...] = ()) -> dict[str, dict[str, Record]]:
+    """Match each logged observation to the read that carried it (``{operation id: {observation id: journal
+    entry}}``): among the journal
     entries no attempt explains, the next one sent to the operation's destination with the observation's
     method and path, observations in time order (a held read ends after the next one: the journal,
     written on completion, is not the order of sending). Linear in events and flows, but for the sort.
@@ -250,9 +287,11 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
     for sending in queues.values():  # the journal is in order of completion; reads go out in order of sending
         sending.sort(key=lambda e: (ts_value(e["ts_request"]) if e.get("ts_request") is not None else 0.0))
     heads = dict.fromkeys(queues, 0)
-    pending = [(op, o) for op in ops.values() for o in op.observations if o.get("method") and o.get("path")]
-    pending.sort(key=lambda p: (ts_value(p[1].get("ts")), p[1].get("_line") or 0))
-    for op, obs in pending:
+    observed: dict[str, dict[str, Record]] = {op_id: {} for op_id in ops}
+    pending = [(op_id, op, o) for op_id, op in ops.items() for o in op.observations
+               if o.get("method") and o.get("path")]
+    pending.sort(key=lambda p: (ts_value(p[2].get("ts")), p[2].get("_line") or 0))
+    for op_id, op, obs in pending:
         key = (op.destination, str(obs["method"]).upper(), bare_path(obs["path"]))
         queue = queues.get(key)
         logged_at = ts_value(obs.get("ts"))
@@ -265,35 +304,40 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
         if logged_at and entry.get("ts_request") is not None and ts_value(entry["ts_request"]) > logged_at + 0.5:
             continue  # the next read went out after this observation was written: not its read
         heads[key] += 1
-        op.observed[obs["observation_id"]] = entry
+        observed[op_id][obs["observation_id"]] = entry
+    return observed
 
 
-def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, Any]],
-                     effects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Give each operation its ledger request rows and effects; returns the effects no operation owns."""
+def attribute_ledger(ops: dict[str, OperationContext], wire: dict[str, dict[str, Record]],
+                     requests: list[dict[str, Any]], effects: list[dict[str, Any]],
+                     ) -> tuple[dict[str, dict[str, list[Record]]], dict[str, list[Record]], list[Record]]:
+    """Each operation's ledger request rows (per flow id) and effects, given its attempts' ``wire`` records
+    (``match_attempts``): ``(requests, effects, the effects no operation owns)``, keyed by operation id."""
     unattributed: list[dict[str, Any]] = []
-    flow_owner: dict[str, OperationContext] = {}
-    for op in ops.values():
-        for _attempt_id, entry in op.wire.items():
+    owned_requests: dict[str, dict[str, list[Record]]] = {op_id: {} for op_id in ops}
+    owned_effects: dict[str, list[Record]] = {op_id: [] for op_id in ops}
+    flow_owner: dict[str, str] = {}
+    for op_id in ops:
+        for entry in wire.get(op_id, {}).values():
             if entry.get("flow_id"):
-                flow_owner[entry["flow_id"]] = op
+                flow_owner[entry["flow_id"]] = op_id
     for row in requests:
         flow = row.get("flow_id") or f"ledger:{row.get('seq')}"
         owner = flow_owner.get(flow)
         if owner is not None:
-            owner.ledger_requests.setdefault(flow, []).append(row)
-    key_owner: dict[tuple[str | None, str], OperationContext] = {}
-    ref_owner: dict[str, OperationContext] = {}
-    for op in ops.values():
+            owned_requests[owner].setdefault(flow, []).append(row)
+    key_owner: dict[tuple[str | None, str], str] = {}
+    ref_owner: dict[str, str] = {}
+    for op_id, op in ops.items():
         for attempt in op.attempts:
             if attempt.get("idempotency_key"):
-                key_owner.setdefault((op.destination, attempt["idempotency_key"]), op)
+                key_owner.setdefault((op.destination, attempt["idempotency_key"]), op_id)
         key = (op.operation or {}).get("idempotency_key")
         if key:
-            key_owner.setdefault((op.destination, key), op)
+            key_owner.setdefault((op.destination, key), op_id)
         for candidate in (op.operation_id, op.intent_id):
             if candidate:
-                ref_owner.setdefault(candidate, op)
+                ref_owner.setdefault(candidate, op_id)
     for row in effects:
         owner = flow_owner.get(row.get("flow_id") or f"ledger:{row.get('request_seq')}")
         if owner is None and row.get("operation_key"):
@@ -304,5 +348,5 @@ def attribute_ledger(ops: dict[str, OperationContext], requests: list[dict[str, 
         if owner is None:
             unattributed.append(row)
         else:
-            owner.ledger_effects.append(row)
-    return unattributed
+            owned_effects[owner].append(row)
+    return owned_requests, owned_effects, unattributed

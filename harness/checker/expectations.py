@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checker.context import effect_ref_row
-from harness.contract import AGENT_STDERR_FILE
+from harness.contract import AGENT_STDERR_FILE, ContextKey
 from harness.results.scenario_result import AgentRun
 from harness.results.verdict import EXPECTATION_CODE, EXPECTATION_RULE, Finding
 
@@ -47,10 +47,10 @@ def agent_broken(evidence: Any, runs: Sequence[AgentRun]) -> Finding | None:
     tail = stderr_tail(evidence)
     said = f"; its stderr ends: {tail[-1]}" if tail else "; it wrote nothing on stderr"
     file_ref = {"source": "file", "path": AGENT_STDERR_FILE, "tail": tail}
-    if agent.get("start_error"):
+    if agent.get(ContextKey.START_ERROR):
         return Finding(EXPECTATION_CODE, EXPECTATION_RULE, None,
-                       f"the agent could not start: {agent['start_error']}", [
-                           {"source": "context", "agent_command": agent.get("command")}])
+                       f"the agent could not start: {agent[ContextKey.START_ERROR]}", [
+                           {"source": "context", "agent_command": agent.get(ContextKey.COMMAND)}])
     last = runs[-1] if runs else None
     if last is None or last.timed_out or last.exit_status in (0, None):
         return None

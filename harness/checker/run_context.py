@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.checker.context import OperationContext
-from harness.checker.correlation import attribute_ledger, correlate, correlate_observations
-from harness.contract import DestinationContract
+from harness.checker.correlation import Correlation, correlate
+from harness.contract import ContextKey, DestinationContract
 from harness.evidence import Evidence
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ class RunContext:
         self.ops: dict[str, OperationContext] = {}
         # black-box mode: the wire and the ledger given to the intents; no log is read, so no operations
         self.attribution = attribution
-        self.unmatched_wire: list[dict[str, Any]] = []
-        self.unattributed_effects: list[dict[str, Any]] = []
+        # the log tied to the wire and the ledger (none offline, nor in black-box mode): each operation reads its part
+        self.correlation = Correlation()
         if attribution is not None:
             return
         if feed is None:
@@ -45,7 +45,7 @@ class RunContext:
         contracts = {name: DestinationContract.from_dict(entry["contract"])
                      for name, entry in evidence.destinations.items()
                      if isinstance(entry, dict) and entry.get("contract") is not None}
-        runs = evidence.agent.get("runs")
+        runs = evidence.agent.get(ContextKey.RUNS)
         crashes = tuple(float(r["ended_at"]) for r in (runs if isinstance(runs, list) else [])
                         if isinstance(r, dict) and r.get("killed_by_harness") is True
                         and isinstance(r.get("ended_at"), (int, float)) and not isinstance(r["ended_at"], bool))
@@ -58,9 +58,20 @@ class RunContext:
                 op.contract = contracts.get(op.destination or "")
                 op.spec = entry.get("spec")
         if not self.offline:
-            self.unmatched_wire = correlate(self.ops, evidence.journal, evidence.requests, evidence.destinations)
-            correlate_observations(self.ops, self.unmatched_wire, crashes)
-            self.unattributed_effects = attribute_ledger(self.ops, evidence.requests, evidence.effects)
+            found = self.correlation = correlate(self.ops, evidence, crashes)
+            for op_id, op in self.ops.items():
+                op.wire, op.observed = found.wire[op_id], found.observed[op_id]
+                op.ledger_requests, op.ledger_effects = found.ledger_requests[op_id], found.ledger_effects[op_id]
+
+    @property
+    def unmatched_wire(self) -> list[dict[str, Any]]:
+        """The wire records no logged attempt explains."""
+        return self.correlation.unmatched_wire
+
+    @property
+    def unattributed_effects(self) -> list[dict[str, Any]]:
+        """The ledger's effects no operation owns."""
+        return self.correlation.unattributed_effects
 
     def _add(self, record: dict[str, Any]) -> OperationContext:
         # an operation is in the format of its first line (the article's lines say so), ours once it has one of ours

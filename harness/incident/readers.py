@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.contract import CONTEXT_FILE, EvidenceLayout
+from harness.contract import CONTEXT_FILE, ContextKey, EvidenceLayout
 from harness.incident.model import Exchange, Incident, IncidentError
 
 FORMATS = ("evidence", "events", "article", "har", "flows")
@@ -94,7 +94,7 @@ def read_evidence(folder: Path) -> Incident:
         context = json.loads(layout.context.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise IncidentError(f"{layout.context}: cannot read the evidence folder's context: {exc}") from None
-    if not isinstance(context, dict) or not isinstance(context.get("destinations"), dict):
+    if not isinstance(context, dict) or not isinstance(context.get(ContextKey.DESTINATIONS), dict):
         raise IncidentError(f"{layout.context}: not a harness context (no destinations); expected {EXPECTED}")
     incident = Incident(source=str(folder), format="evidence", context=context)
     evidence = load_evidence(folder)

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 import yaml
 
 from fake_destinations.api_spec import HTTP_METHODS, PATH_TEMPLATE
-from harness.contract import CLIENT_REFERENCE_FIELD, NAME_PATTERN, SECRET_ENV_PREFIX, env_suffix
+from harness.contract import CLIENT_REFERENCE_FIELD, NAME_PATTERN, SECRET_ENV_PREFIX, ContextKey, env_suffix
 from harness.incident.model import Exchange, Incident, IncidentError
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -99,19 +99,20 @@ def _printable(value: Any) -> Any:
 # -- an evidence folder of the harness --------------------------------------------------------------------
 
 def _from_evidence(incident: Incident, operation: str | None) -> Draft:
-    context = incident.context or {}
-    intents = [dict(i) for i in context.get("intents") or [] if isinstance(i, dict)]
+    context = incident.context or {}  # context.json's keys (ContextKey); draft.data's are the scenario's YAML keys
+    intents = [dict(i) for i in context.get(ContextKey.INTENTS) or [] if isinstance(i, dict)]
     exchanges = incident.exchanges
     if operation is not None:
         wanted = _intent_ids_of(incident, operation)
         intents = [i for i in intents if i.get("intent_id") in wanted]
         lines = _flow_lines_of(incident, operation)
         exchanges = [x for x in exchanges if x.line in lines]
-    declared = {r.get("id"): r for r in context.get("faults") or [] if isinstance(r, dict)}
+    declared = {r.get("id"): r for r in context.get(ContextKey.FAULTS) or [] if isinstance(r, dict)}
     draft = Draft({})
-    draft.data["agent_log"] = context.get("agent_log") if context.get("agent_log") != "events" else None
-    draft.data["destinations"] = {n: _spec_as_declared(e.get("spec") or {}) for n, e in context["destinations"].items()
-                                  if isinstance(e, dict)}
+    agent_log = context.get(ContextKey.AGENT_LOG)
+    draft.data["agent_log"] = agent_log if agent_log != "events" else None
+    draft.data["destinations"] = {n: _spec_as_declared(e.get("spec") or {})
+                                  for n, e in context[ContextKey.DESTINATIONS].items() if isinstance(e, dict)}
     faults: list[dict[str, Any]] = []
     fired: dict[str, list[int]] = {}
     routes: dict[str, tuple[str, str, str]] = {}
@@ -136,15 +137,17 @@ def _from_evidence(incident: Incident, operation: str | None) -> Draft:
             draft.cites.append(f"rule {rule_id} ({rule.get('action')}) never fired in the incident: left out")
     draft.data["faults"] = faults
     draft.data["intents"] = [_scrubbed_intent(i, draft) for i in intents]
-    for key in ("restart_agent", "restart_destinations"):
-        if context.get(key) and operation is None:
-            draft.data[key] = context[key]
-    proxy = context.get("proxy") or {}
+    for key, said in (("restart_agent", ContextKey.RESTART_AGENT), ("restart_destinations",
+                                                                     ContextKey.RESTART_DESTINATIONS)):
+        if context.get(said) and operation is None:
+            draft.data[key] = context[said]
+    proxy = context.get(ContextKey.PROXY) or {}
     if proxy.get("mode") not in (None, "reverse") or proxy.get("seed"):
         draft.data["proxy"] = proxy
-    if isinstance(context.get("agent_timeout_seconds"), (int, float)) and context["agent_timeout_seconds"] != 30:
-        draft.data["agent_timeout_seconds"] = context["agent_timeout_seconds"]
-    expect = context.get("expect") or {}
+    timeout = context.get(ContextKey.AGENT_TIMEOUT)
+    if isinstance(timeout, (int, float)) and timeout != 30:
+        draft.data["agent_timeout_seconds"] = timeout
+    expect = context.get(ContextKey.EXPECT) or {}
     ids = {i.get("intent_id") for i in intents}
     states = {k: v[0] if isinstance(v, list) and len(v) == 1 else v
               for k, v in (expect.get("states") or {}).items() if k in ids}
@@ -185,14 +188,11 @@ def _intent_ids_of(incident: Incident, operation: str) -> set[str]:
 def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
     from pathlib import Path
 
-    from harness.checker.run_context import RunContext
+    from harness.checker import correlation_of
     from harness.evidence import load_evidence
 
-    run = RunContext(load_evidence(Path(incident.source)))
-    op = run.ops.get(operation)
-    if op is None:
-        return set()
-    return {e["_line"] for e in [*op.wire.values(), *op.observed.values()] if isinstance(e.get("_line"), int)}
+    flows = correlation_of(load_evidence(Path(incident.source))).flows_of(operation)
+    return {e["_line"] for e in flows if isinstance(e.get("_line"), int)}
 
 
 # -- anything else: inferred ------------------------------------------------------------------------------
@@ -693,7 +693,7 @@ def _scrubbed_intent(intent: dict[str, Any], draft: Draft) -> dict[str, Any]:
 # -- the description ---------------------------------------------------------------------------------------
 
 def _name_of(incident: Incident, operation: str | None) -> str:
-    base = (incident.context or {}).get("scenario") or re.sub(r"[^A-Za-z0-9_.-]", "_",
+    base = (incident.context or {}).get(ContextKey.SCENARIO) or re.sub(r"[^A-Za-z0-9_.-]", "_",
                                                               incident.source.rstrip("/").split("/")[-1])
     base = re.sub(r"^[^A-Za-z0-9]+", "", base.rsplit(".", 1)[0] if not incident.context else base) or "incident"
     name = f"reproduce_{base}" + (f"_{operation}" if operation else "")

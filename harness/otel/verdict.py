@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -22,6 +22,9 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from harness.otel.exporter import OtlpJsonLinesExporter
 from harness.results.verdict import Finding, Verdict
+
+if TYPE_CHECKING:
+    from harness.results.scenario_result import ScenarioResult
 
 VERDICT_SPAN, OPERATION_SPAN, INTENT_SPAN, FINDING_EVENT = ("harness.verdict", "harness.operation",
                                                              "harness.intent", "harness.finding")
@@ -77,6 +80,16 @@ def export_verdict(verdict: Verdict, path: str | os.PathLike[str], *, scenario: 
                 root.set_status(Status(StatusCode.ERROR, " ".join(sorted(verdict.codes))))
     finally:
         provider.shutdown()
+
+
+def export_result(result: ScenarioResult, path: str | os.PathLike[str]) -> None:
+    """A scenario run's verdict as spans (``export_verdict``), named by its scenario, agent and evidence folder:
+    ``run --otel-out`` and the plugin's ``--harness-otel-out`` alike. A run whose evidence is incomplete has no
+    verdict to export."""
+    if result.incomplete:
+        return
+    export_verdict(result.verdict, path, scenario=result.scenario, agent=result.agent,
+                   evidence_dir=str(result.evidence_dir))
 
 
 def read_verdict_spans(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -16,9 +16,9 @@ from harness.checker.attribution import (
     holds_params,
     param_text,
     retry_after_seconds,
-    route_pattern,
     summary_key_behaviour,
 )
+from harness.contract import path_template_pattern
 from harness.evidence import Evidence
 from tests.common.evidence_builder import SSH_CONTRACT, TICKETS_CONTRACT
 
@@ -211,7 +211,15 @@ def test_params_flatten_to_form_names_and_holding_compares_leaves():
     ("/a.b", "/aXb", False),
 ])
 def test_a_route_path_with_placeholders_matches_one_path(template, path, matches):
-    assert bool(route_pattern(template).match(path)) is matches
+    assert bool(path_template_pattern(template, trailing_slash=True).match(path)) is matches
+    # the destinations' routing: no trailing slash, each {name} a group
+    assert bool(path_template_pattern(template).match(path)) is (matches and not path.endswith("/"))
+
+
+def test_a_path_template_names_its_placeholders():
+    found = path_template_pattern("/v1/{account}/items/{id}").match("/v1/acct_1/items/it_2")
+    assert found is not None and found.groupdict() == {"account": "acct_1", "id": "it_2"}
+    assert path_template_pattern("/a/{id}").fullmatch("/a/x/y") is None
 
 
 @pytest.mark.parametrize("header, seconds", [("2", 2.0), (" 1.5 ", 1.5), ("-3", 0.0), ("soon", None), (None, None),

@@ -20,12 +20,11 @@ from harness.checker.attribution import (
     holds_params,
     is_write,
     named_intents,
-    route_pattern,
     row_params,
 )
 from harness.checker.correlation import wire_records
 from harness.checker.readings import bare_path
-from harness.contract import DestinationContract
+from harness.contract import DestinationContract, path_template_pattern
 from harness.evidence import Evidence
 from tests.checker.test_attribution import PAYMENTS_CONTRACT, Run
 
@@ -96,7 +95,8 @@ def _scan_route(result: Attribution, entry: dict[str, Any],
         entry.get("path"))
     contract = contracts.get(str(destination))
     kinds = {kind for kind, op in (contract.operations.items() if contract is not None else ())
-             if op.method.upper() == method and op.path and path and route_pattern(op.path).match(path)}
+             if op.method.upper() == method and op.path and path
+             and path_template_pattern(op.path, trailing_slash=True).match(path)}
     if not kinds:
         return f"{method} {path} is no operation of {destination}"
     candidates = [c for c in result.intents.values() if c.destination == destination and c.kind in kinds]

@@ -1,6 +1,7 @@
-"""``correlate`` finds through its index what the scan it replaced found: the same attempt gets the same wire
-record on any journal, however keys, fingerprints, traceparents, routes and destinations collide or are
-missing. ``scan_correlate`` is the old quadratic scan, kept here as the specification."""
+"""``match_attempts`` (how ``correlate`` ties attempts to the wire) finds through its index what the scan it
+replaced found: the same attempt gets the same wire record on any journal, however keys, fingerprints,
+traceparents, routes and destinations collide or are missing. ``scan_correlate`` is the old quadratic scan, kept
+here as the specification."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.checker.context import OperationContext
-from harness.checker.correlation import correlate, wire_records
+from harness.checker.correlation import match_attempts, wire_records
 from harness.checker.readings import bare_path, ts_value
 
 
@@ -114,15 +115,16 @@ def test_index_matches_what_the_scan_matched(logged: list[Any], journal: list[di
     for seq, row in enumerate(requests, start=1):
         row["seq"] = seq  # unique, so that a record is known by its content
     indexed, scanned = build_ops(logged), build_ops(logged)
-    left_indexed = correlate(indexed, journal, requests)
+    wire, left_indexed = match_attempts(indexed, journal, requests)
     left_scanned = scan_correlate(scanned, journal, requests)
-    assert _by_content(indexed) == _by_content(scanned)
+    assert _by_content(wire) == _by_content({op_id: op.wire for op_id, op in scanned.items()})
     assert left_indexed == left_scanned
+    assert all(not op.wire for op in indexed.values())  # a value returned, the operations left as they were
 
 
-def _by_content(ops: dict[str, OperationContext]) -> dict[tuple[str, str], Any]:
+def _by_content(wire: dict[str, dict[str, dict[str, Any]]]) -> dict[tuple[str, str], Any]:
     return {(op_id, attempt_id): (entry.get("_line"), entry.get("flow_id"), entry.get("seq"))
-            for op_id, op in ops.items() for attempt_id, entry in op.wire.items()}
+            for op_id, matched in wire.items() for attempt_id, entry in matched.items()}
 
 
 def test_index_takes_the_first_record_in_journal_order() -> None:
@@ -133,8 +135,8 @@ def test_index_takes_the_first_record_in_journal_order() -> None:
                 "seq": 1},
                {"destination": "tickets", "method": "POST", "path": "/t", "idempotency_key": "k", "_line": 2,
                 "seq": 2}]
-    left = correlate(ops, journal, [])
-    assert ops["op_0"].wire["att_1"]["_line"] == 1
+    wire, left = match_attempts(ops, journal, [])
+    assert wire["op_0"]["att_1"]["_line"] == 1
     assert [e["_line"] for e in left] == [2]
 
 

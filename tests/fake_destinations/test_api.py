@@ -16,7 +16,7 @@ import requests
 import yaml
 
 from fake_destinations import DestinationHost, read_effects, read_requests
-from fake_destinations.spec import DestinationSpec, describe
+from fake_destinations.spec import DestinationSpec, describe, load_destination
 from harness.contract import DestinationContract
 from harness.errors import ScenarioError
 from harness.resources import api_profile, api_profiles
@@ -186,7 +186,7 @@ def test_an_effect_ref_in_a_header_and_a_slow_write_that_holds_its_key(api: Dest
 
 
 def test_the_bundled_orders_profile_serves_the_contract_it_describes(api: DestinationHost) -> None:
-    contract = describe(DestinationSpec.model_validate({"api": "orders"}))
+    contract = describe(load_destination({"api": "orders"}))
     assert contract.service == "api" and contract.idempotency.header == "Idempotency-Key"
     assert contract.lookup is not None and contract.lookup.path == "/orders"
     op = contract.operations["create_order"]
@@ -204,7 +204,7 @@ def test_the_bundled_orders_profile_serves_the_contract_it_describes(api: Destin
 
 @pytest.mark.parametrize("declaration", [EC2, STRIPE, LAMBDA, "orders"])
 def test_an_api_contract_reads_back_to_the_same_contract(declaration: Any) -> None:
-    contract = describe(DestinationSpec.model_validate({"api": declaration}))
+    contract = describe(load_destination({"api": declaration}))
     as_json = json.loads(json.dumps(contract.to_dict()))
     assert DestinationContract.from_dict(as_json) == contract
     assert contract.service == "api"
@@ -351,6 +351,16 @@ def test_a_profile_name_or_a_relative_file_and_their_errors(tmp_path: Path) -> N
     assert "missing.yaml: cannot read" in message
 
 
+def test_validating_reads_no_file_the_loader_does(tmp_path: Path) -> None:
+    """An `api:` name or path is read by the loader (load_destination, harness.scenario.load), never by a validator."""
+    with pytest.raises(pydantic.ValidationError, match="names a file, which the loader reads before validation"):
+        DestinationSpec.model_validate({"api": "orders"})
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(LAMBDA))
+    assert load_destination({"api": "mine.yaml"}, tmp_path) == DestinationSpec.model_validate({"api": LAMBDA})
+    with pytest.raises(pydantic.ValidationError, match="no bundled API profile 'strip'"):
+        load_destination({"api": "strip"})
+
+
 def test_bad_specs_raise_validation_errors_outside_a_file_too() -> None:
     with pytest.raises(pydantic.ValidationError, match="needs an `api:` declaration"):
         DestinationSpec.model_validate({"service": "api"})
@@ -369,7 +379,7 @@ def test_the_api_schema_file_is_up_to_date_and_every_bundled_profile_validates()
         path = api_profile(name)
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
         assert "$schema=../schemas/api.schema.json" in path.read_text().splitlines()[0], name
-        describe(DestinationSpec.model_validate({"api": name}))
+        describe(load_destination({"api": name}))
 
 
 def test_the_documented_declarations_are_valid() -> None:

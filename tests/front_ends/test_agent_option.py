@@ -53,3 +53,25 @@ def test_an_empty_agent_in_the_ini_file_is_a_usage_error_naming_the_file(pyteste
     assert f"ERROR: retry_harness_agent in {ini}: " in result.stderr.str()
     assert "is empty" in result.stderr.str()
     assert not (pytester.path / "ev").exists(), "nothing ran"
+
+
+def test_one_function_chooses_the_agent_in_every_front_end_and_the_engine() -> None:
+    """`chosen_agent`: a container agent as given; an image runs the command in it; the command; the scenario's;
+    the plugin's ini option; the default (the engine's: the reference agent)."""
+    from harness.errors import ScenarioError
+    from harness.scenario import ContainerAgent, chosen_agent
+
+    given = ContainerAgent(image="team/agent:1")
+    assert chosen_agent(given, "other/image:2", "python declared.py") is given
+    boxed = chosen_agent("python mine.py", "team/agent:dev", "python declared.py")
+    assert isinstance(boxed, ContainerAgent) and boxed.image == "team/agent:dev"
+    assert boxed.command == ["python", "mine.py"]
+    image_only = chosen_agent(None, "team/agent:dev", "python declared.py")
+    assert isinstance(image_only, ContainerAgent) and image_only.command is None
+    assert chosen_agent("python mine.py", None, "python declared.py", configured="python ini.py") == "python mine.py"
+    assert chosen_agent(None, None, "python declared.py", configured="python ini.py") == "python declared.py"
+    assert chosen_agent(None, None, None, configured="python ini.py", default="python ref.py") == "python ini.py"
+    assert chosen_agent(None, None, None, default="python ref.py") == "python ref.py"
+    assert chosen_agent(None, None, None) is None
+    with pytest.raises(ScenarioError, match="--harness-agent-image 'Not An Image'"):
+        chosen_agent(None, "Not An Image", None, option="--harness-agent-image")

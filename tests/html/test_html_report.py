@@ -322,9 +322,10 @@ def test_black_box_runs_get_a_section_per_intent(tmp_path: Path) -> None:
 def test_a_page_that_cannot_be_made_loses_the_run_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug in the page is kept beside the evidence; the verdict and its text are still written."""
     import harness.html_report
-    from harness.engine import REPORT_ERROR_FILE, run_scenario
+    from harness.engine import run_scenario
     from harness.resources import catalogue_dir
     from harness.scenario import load
+    from harness.writers import REPORT_ERROR_FILE
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the page broke")

@@ -7,6 +7,7 @@ import io
 import json
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,3 +121,16 @@ def test_the_exported_verdict_of_a_passing_run_is_a_trace_the_harness_reads(tmp_
     [root] = [s for s in read_verdict_spans(target) if s["name"] == "harness.verdict"]
     assert root["attributes"]["harness.verdict.passed"] is True and root["attributes"]["harness.scenario"] == \
         "response_lost"
+
+
+def test_the_plugin_exports_the_verdict_as_run_does(run_plugin: Any, tmp_path: Path) -> None:
+    """`pytest --otel-out` and `run --otel-out` write the one export (`export_result`): a failing run's verdict,
+    with its scenario, agent and findings."""
+    target = tmp_path / "verdicts.jsonl"
+    result = run_plugin("--scenario", "response_lost", "--agent", "python -m harness.agents.wrong.new_key_per_attempt",
+                        "--otel-out", str(target))
+    result.assert_outcomes(failed=1)
+    [root] = [s for s in read_verdict_spans(target) if s["name"] == "harness.verdict"]
+    attributes = root["attributes"]
+    assert attributes["harness.verdict.passed"] is False and attributes["harness.scenario"] == "response_lost"
+    assert attributes["harness.agent"].endswith("new_key_per_attempt") and "H002" in attributes["harness.verdict.codes"]

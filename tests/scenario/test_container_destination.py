@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_destinations.spec import DestinationSpec, describe
+from fake_destinations.spec import DestinationSpec, describe, load_destination
 from harness.errors import ScenarioError
 from harness.scenario import load, scenario_json_schema
 from harness.strategies import schedules
@@ -58,7 +58,7 @@ def test_a_container_destination_loads_and_is_told_as_its_contract(tmp_path: Pat
     assert spec.command == ["python3", "/app/app.py", "--port", "8080"]  # a string splits as a shell would
     assert spec.health is not None and spec.health.path == "/healthz"
     assert spec.effect_kinds() == ["order_created"]
-    fake = DestinationSpec.model_validate({"api": "orders"})
+    fake = load_destination({"api": "orders"})
     assert describe(spec) == describe(fake)  # the agent is told the api's contract, as for the fake
     assert DestinationSpec.model_validate(spec.model_dump(mode="json")) == spec  # a dump reads back (context.json)
 
