@@ -34,7 +34,7 @@ def test_each_frameworks_cells_run_beside_the_harness_in_an_environment_of_its_c
     from certification.environments import harness_environment
 
     imports = {"langgraph": "langgraph.graph", "openai-agents": "agents", "pydantic-ai": "pydantic_ai",
-               "smolagents": "smolagents", "agno": "agno.agent"}
+               "smolagents": "smolagents", "agno": "agno.agent", "crewai": "crewai"}
     assert set(imports) == set(FRAMEWORK_PACKAGES)
     checked: set[str] = set()
     for agent in AGENTS.values():

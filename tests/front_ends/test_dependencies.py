@@ -20,6 +20,9 @@ COMES_WITH = {"pydantic-core": "pydantic", "uvicorn": "mcp"}  # uvicorn: the ser
 # modules a declared dependency brings in one of its majors only: mcp 2.x's own HTTP client (harness.agents.mcp_client
 # imports it only under mcp 2.x); counted as that dependency's whichever major is installed here
 BROUGHT_BY = {"httpx2": "mcp"}
+# never installed where the tests run: crewAI cannot sit beside mitmproxy 11 (the test extra); its extra declares it
+# and the certification runs it in an environment of its own (certification/environments.py)
+BROUGHT_BY["crewai"] = "crewai"
 # declared for the user's pytest to load, never imported: `-n 2` of `pytest --scenario all -n 2`, which the
 # docs give as the way to run the catalogue (the plugin only reads what xdist carries back)
 LOADED_BY_PYTEST = {"pytest-xdist"}
@@ -30,6 +33,7 @@ OPTIONAL_IMPORTERS = {
     "instrument": ("harness/instrument.py", "harness/agents/instrumented/tenacity_retry.py"),
     "otel": ("harness/otel/*", "harness/agents/otel/*"),
     "frameworks": ("harness/agents/frameworks/*",),
+    "crewai": ("harness/agents/frameworks/crewai_agent.py",),
     # the Spark engine; triage.py imports pyarrow only in features_of_batch, which Spark's executors run
     "spark": ("harness/audit/spark_engine.py", "harness/audit/triage.py"),
 }
