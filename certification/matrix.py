@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parent
 EXPECTED_FILE = ROOT / "expected.yaml"
 CONNECTORS_DIR = ROOT / "connectors"
 SCENARIOS_DIR = ROOT / "scenarios"
-MARKDOWN_FILE = ROOT / "MATRIX.md"
-JSON_FILE = ROOT / "matrix.json"
+# in a checkout the run rewrites the published tables; from an installed wheel, files in the caller's folder
+IN_CHECKOUT = (ROOT.parent / "pyproject.toml").is_file()
+MARKDOWN_FILE = ROOT / "MATRIX.md" if IN_CHECKOUT else Path("MATRIX.md")
+JSON_FILE = ROOT / "matrix.json" if IN_CHECKOUT else Path("matrix.json")
 README_FILE = ROOT.parent / "docs" / "matrix.md"  # the published tables (the README links to them)
 # the scenarios every API has, in the table's column order, with the column's header
 FAULTS = {"response_lost": "answer lost after commit", "server_error_after_commit": "500 after commit",

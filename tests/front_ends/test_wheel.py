@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("harness", "fake_destinations")
+PACKAGES = ("harness", "fake_destinations", "certification")
 BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)  # what setuptools reads to build the wheel
 NOT_SHIPPED = ("__pycache__", "*.pyc")
 INSTALL_TIMEOUT = 300.0  # a cold pip cache downloads mitmproxy and its dependencies
@@ -236,4 +236,25 @@ def test_the_harness_installs_beside_the_newest_mcp_sdk_and_its_mcp_scenarios_pa
     said = [line for line in ran.stdout.splitlines() if line.startswith("scenario mcp_")]
     assert ran.returncode == 0 and len(said) >= 4 and all(line.endswith(": PASS") for line in said), \
         ran.stdout[-4000:] + ran.stderr[-2000:]
+    wait_empty(tmp)
+
+
+def test_certify_sdk_runs_from_the_wheel_in_an_environment_it_makes(workspace: Path) -> None:
+    """A team certifies the SDK release it runs from the installed wheel, not a checkout: `python -m certification
+    --sdk NAME==VERSION` from an empty folder makes that release's environment (uv, the certify extra) and runs
+    its connectors through the harness."""
+    wheel = build_wheel(workspace)
+    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
+    caller.mkdir()
+    tmp.mkdir()
+    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
+    python = str(venv / "bin" / "python")
+    ok(run([python, "-m", "pip", "install", "--quiet", f"{wheel}[certify]"], cwd=workspace, timeout=INSTALL_TIMEOUT))
+    env = {**user_env(venv, tmp), "HARNESS_SDK_ENVS": str(workspace / "sdk-envs")}
+    ran = ok(run([python, "-m", "certification", "--sdk", "backoff==2.2.1", "--evidence-dir", "evidence"],
+                 cwd=caller, env=env, timeout=INSTALL_TIMEOUT))
+    rows = [line for line in ran.stdout.splitlines() if line.startswith("| `backoff_post")]
+    assert len(rows) == 2 and all("(backoff 2.2.1)" in row for row in rows), ran.stdout
+    assert "8 as published, 0 differ" in ran.stdout, ran.stdout
+    assert list((workspace / "sdk-envs").glob("py3.*-backoff-2.2.1/.complete.json")), "the environment was made"
     wait_empty(tmp)
