@@ -30,9 +30,9 @@ from harness.agents.frameworks.tools import (
     SafeToRetry,
     ToolSpec,
     call_id,
-    carry_out,
     parse_mode,
     post_blindly,
+    raise_only_when_safe,
     run_intents,
     typed_function,
 )
@@ -51,11 +51,9 @@ def retry_on_any_failure(tool: ToolSpec, params: dict[str, Any]) -> str:
 def retry_when_safe(tool: ToolSpec, params: dict[str, Any]) -> str:
     """The correct tool: a retry asked for only when one is safe; anything else said, never retried."""
     try:
-        return carry_out(tool, params)
+        return raise_only_when_safe(tool, params)
     except SafeToRetry as exc:
         raise RetryAgentRun(exc, user_message=f"The tool did not finish: {exc}. {RETRY_ASKED}.") from exc
-    except Exception as exc:  # noqa: BLE001 - a refusal, or what no retry can mend
-        return f"failed, do not call this tool again for this request: {type(exc).__name__}: {exc}"
 
 
 class ScriptedModel(Model):

@@ -30,23 +30,12 @@ from crewai.tools import BaseTool  # noqa: E402
 from pydantic import BaseModel, create_model  # noqa: E402
 
 from harness.agents.frameworks.tools import (  # noqa: E402
-    SafeToRetry,
     ToolSpec,
-    carry_out,
     parse_mode,
     post_blindly,
+    raise_only_when_safe,
     run_intents,
 )
-
-
-def only_safe_retries(tool: ToolSpec, params: dict[str, Any]) -> str:
-    """The correct tool: an exception (which crewAI retries at once) only when a retry is safe."""
-    try:
-        return carry_out(tool, params)
-    except SafeToRetry:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a refusal, or what no retry can mend: said, never retried
-        return f"failed, do not call this tool again for this request: {type(exc).__name__}: {exc}"
 
 
 def crew_tool(spec: ToolSpec, sample: dict[str, Any], body: Any) -> BaseTool:
@@ -99,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     wrong = parse_mode(argv, __doc__).wrong
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
-        tool = crew_tool(spec, intent["params"], post_blindly if wrong else only_safe_retries)
+        tool = crew_tool(spec, intent["params"], post_blindly if wrong else raise_only_when_safe)
         llm = ScriptedLLM(model="scripted", intent=intent, tool_name=spec.name)
         agent = Agent(role="operator", goal="carry out the request with the tool, once", backstory="an operator",
                       tools=[tool], llm=llm, max_iter=3, verbose=False)

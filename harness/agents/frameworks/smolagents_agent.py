@@ -22,27 +22,16 @@ from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolC
 
 from harness.agents.frameworks.scope import MAX_EXECUTIONS
 from harness.agents.frameworks.tools import (
-    SafeToRetry,
     ToolSpec,
     call_id,
-    carry_out,
     parse_mode,
     post_blindly,
+    raise_only_when_safe,
     run_intents,
 )
 
 RETRY_ASKED = "Please try again"  # what smolagents tells the model after a tool's exception; the model obeys it
 INPUT_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number"}
-
-
-def only_safe_retries(tool: ToolSpec, params: dict[str, Any]) -> str:
-    """The correct tool: an exception (which smolagents turns into a retry) only when a retry is safe."""
-    try:
-        return carry_out(tool, params)
-    except SafeToRetry:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a refusal, or what no retry can mend: said, never retried
-        return f"failed, do not call this tool again for this request: {type(exc).__name__}: {exc}"
 
 
 def smol_tool(spec: ToolSpec, sample: dict[str, Any], body: Any) -> Tool:
@@ -91,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     wrong = parse_mode(argv, __doc__).wrong
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
-        tool = smol_tool(spec, intent["params"], post_blindly if wrong else only_safe_retries)
+        tool = smol_tool(spec, intent["params"], post_blindly if wrong else raise_only_when_safe)
         agent = ToolCallingAgent(tools=[tool], model=ScriptedModel(intent, spec), max_steps=MAX_EXECUTIONS + 1,
                                  verbosity_level=0)
         return str(agent.run(f"carry out {intent['intent_id']}"))

@@ -262,6 +262,17 @@ def send(tool: ToolSpec, params: dict[str, Any], op: Any, *, key: str | None,
 
 # -- the blind tool -----------------------------------------------------------------------------------
 
+def raise_only_when_safe(tool: ToolSpec, params: dict[str, Any]) -> str:
+    """The correct tool for a framework that retries whatever a tool raises (smolagents, crewAI, agno through
+    RetryAgentRun): it raises only SafeToRetry; a refusal, or what no retry can mend, is said, never raised."""
+    try:
+        return carry_out(tool, params)
+    except SafeToRetry:
+        raise
+    except Exception as exc:  # noqa: BLE001 - said to the model, which must not call again
+        return f"failed, do not call this tool again for this request: {type(exc).__name__}: {exc}"
+
+
 def post_blindly(tool: ToolSpec, params: dict[str, Any]) -> str:
     """The tool as a tutorial writes it: POST the arguments, raise on a bad status. No key, no reference, no
     lookup: whatever retries it (the framework) sends the same write again, blind."""
