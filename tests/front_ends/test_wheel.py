@@ -98,6 +98,15 @@ def wait_empty(folder: Path, deadline: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def fresh_venv(workspace: Path) -> tuple[Path, Path, Path, str]:
+    """A new venv in the workspace, an empty caller's folder and a TMPDIR to watch: (venv, caller, tmp, python)."""
+    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
+    caller.mkdir()
+    tmp.mkdir()
+    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
+    return venv, caller, tmp, str(venv / "bin" / "python")
+
+
 def build_wheel(workspace: Path) -> Path:
     """The project's wheel, built from a copy: setuptools writes build/ and *.egg-info next to the
     sources it builds, and the checkout must stay clean."""
@@ -138,11 +147,7 @@ def test_the_wheel_installs_into_a_fresh_venv_and_its_public_commands_work(works
     assert any(m.startswith("harness/apis/") and m.endswith(".yaml") for m in members), "the API profiles ship"
 
     # -- a fresh venv with the wheel and its dependencies
-    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
-    caller.mkdir()
-    tmp.mkdir()
-    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
-    python = str(venv / "bin" / "python")
+    venv, caller, tmp, python = fresh_venv(workspace)
     ok(run([python, "-m", "pip", "install", "--quiet", str(wheel)], cwd=workspace, timeout=INSTALL_TIMEOUT))
     installed = time.monotonic()
     env = user_env(venv, tmp)
@@ -188,11 +193,7 @@ def test_one_venv_holds_the_harness_and_the_agent_frameworks_and_runs_a_scenario
     without mitmproxy; a scenario runs there, its fault proxy in the private runtime the harness makes
     on first use (here from scratch, in the workspace)."""
     wheel = build_wheel(workspace)
-    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
-    caller.mkdir()
-    tmp.mkdir()
-    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
-    python = str(venv / "bin" / "python")
+    venv, caller, tmp, python = fresh_venv(workspace)
     ok(run([python, "-m", "pip", "install", "--quiet", str(wheel), *FRAMEWORKS], cwd=workspace,
            timeout=INSTALL_TIMEOUT))
     env = {**user_env(venv, tmp), "HARNESS_PROXY_VENV": str(workspace / "proxy-runtime")}
@@ -222,11 +223,7 @@ def test_the_harness_installs_beside_the_newest_mcp_sdk_and_its_mcp_scenarios_pa
     and there the fake MCP servers and the reference agent's client (each on the SDK's 2.x API) pass every MCP
     scenario of the catalogue. A new release that breaks either fails here, not for a user."""
     wheel = build_wheel(workspace)
-    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
-    caller.mkdir()
-    tmp.mkdir()
-    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
-    python = str(venv / "bin" / "python")
+    venv, caller, tmp, python = fresh_venv(workspace)
     ok(run([python, "-m", "pip", "install", "--quiet", str(wheel), "mcp>=2.3"], cwd=workspace, timeout=INSTALL_TIMEOUT))
     env = user_env(venv, tmp)
     found = ok(run([python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"], cwd=caller, env=env))
@@ -244,11 +241,7 @@ def test_certify_sdk_runs_from_the_wheel_in_an_environment_it_makes(workspace: P
     --sdk NAME==VERSION` from an empty folder makes that release's environment (uv, the certify extra) and runs
     its connectors through the harness."""
     wheel = build_wheel(workspace)
-    venv, caller, tmp = workspace / "venv", workspace / "empty", workspace / "tmp"
-    caller.mkdir()
-    tmp.mkdir()
-    ok(run([sys.executable, "-m", "venv", str(venv)], cwd=workspace))
-    python = str(venv / "bin" / "python")
+    venv, caller, tmp, python = fresh_venv(workspace)
     ok(run([python, "-m", "pip", "install", "--quiet", f"{wheel}[certify]"], cwd=workspace, timeout=INSTALL_TIMEOUT))
     env = {**user_env(venv, tmp), "HARNESS_SDK_ENVS": str(workspace / "sdk-envs")}
     ran = ok(run([python, "-m", "certification", "--sdk", "backoff==2.2.1", "--evidence-dir", "evidence"],
