@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
 from harness.errors import EvidenceError, HarnessError
@@ -29,6 +29,9 @@ from harness.explore_defaults import (
 )
 from harness.interrupt import Interrupted
 from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN, collector_paused, parse_limit
+
+if TYPE_CHECKING:
+    from harness.audit.output import KeptVerdicts
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -401,10 +404,11 @@ AUDIT_PROGRESS_MIN_BYTES = 8_000_000
 
 def run_audit(path: Path | str, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
               window: int = 10_000, engine: str = "duckdb", master: str | None = None, quiet: bool = True,
-              input: str | None = None) -> int:
+              input: str | None = None, keep: KeptVerdicts | None = None) -> int:
     """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
     (default: the streams of the moment, so that redirect_stdout works), and the exit status. ``quiet=False``:
-    a file of ``AUDIT_PROGRESS_MIN_BYTES`` or more shows a progress line on a terminal's stderr."""
+    a file of ``AUDIT_PROGRESS_MIN_BYTES`` or more shows a progress line on a terminal's stderr. ``keep``: the
+    verdicts and lines, for ``--html`` (``audit_file``)."""
     from harness.audit import audit_file
     from harness.colour import paint_for
     from harness.progress import progress_line
@@ -417,14 +421,14 @@ def run_audit(path: Path | str, *, format: str = "text", out: TextIO | None = No
     quiet = quiet or size < AUDIT_PROGRESS_MIN_BYTES
     err = err or sys.stderr
     if format == "otlp" or input == "otlp":
-        return _audit_otlp(path, "json" if format == "json" else "text", out or sys.stdout, err)
+        return _audit_otlp(path, "json" if format == "json" else "text", out or sys.stdout, err, keep)
     try:
         with progress_line(f"audit {path.name}", size, quiet=quiet, unit="bytes", failures="unhealthy") as update:
             out = out or sys.stdout  # inside: on a terminal, what goes to stdout goes above the line
             paint = paint_for(out) if format == "text" else None
             shown = cast(TextIO, _Painted(out, paint)) if paint is not None and paint.enabled else out
             summary = audit_file(path, format=format, out=shown, window=window, engine=engine, master=master,
-                                 progress=None if quiet else update)
+                                 progress=None if quiet else update, keep=keep)
     except (EvidenceError, ValueError) as exc:
         print(f"audit: {exc}", file=err)
         return EXIT_USAGE
@@ -444,12 +448,12 @@ def _looks_like_otlp(path: Path) -> bool:
         return False
 
 
-def _audit_otlp(path: Path, format: str, out: TextIO, err: TextIO) -> int:
+def _audit_otlp(path: Path, format: str, out: TextIO, err: TextIO, keep: KeptVerdicts | None) -> int:
     """``audit FILE --format otlp``: the trace's spans read as events and audited (``harness.audit.otlp``)."""
     from harness.audit.otlp import audit_trace
 
     try:
-        summary = audit_trace(path, format=format, out=out)
+        summary = audit_trace(path, format=format, out=out, keep=keep)
     except EvidenceError as exc:
         print(f"audit: {exc}", file=err)
         return EXIT_USAGE
@@ -480,22 +484,22 @@ def _audit(args: argparse.Namespace) -> int:
         if any(c in str(args.file) for c in "*?["):
             raise HarnessError(f"--html {args.html}: the investigation report is written for one log, not a glob "
                                f"({args.file}); give one file")
-    otlp = args.format == "otlp" or args.input == "otlp"
     if args.master is not None and args.engine != "spark":
         raise HarnessError(f"--master {args.master}: a Spark master is for --engine spark "
                            f"(the engine is {args.engine})")
+    if args.html is not None and args.engine == "spark":
+        raise HarnessError(f"--html {args.html}: the page is made from every operation's verdict in this process, "
+                           f"which --engine spark leaves on the cluster; give --engine stream or duckdb")
+    from harness.audit.output import KeptVerdicts
+
+    keep = KeptVerdicts(str(args.file)) if args.html is not None else None
     status = run_audit(args.file, format=args.format, quiet=args.quiet, input=args.input, engine=args.engine,
-                       master=args.master)
-    if args.html is not None and status != EXIT_USAGE:
-        from harness.audit import load_log
-        from harness.audit.otlp import load_trace_log
-        from harness.checker import judge
+                       master=args.master, keep=keep)
+    if keep is not None and status != EXIT_USAGE:
         from harness.html_report import RunInfo, write_html_report
 
-        # the audit's verdict, whole: judged offline, it finds what the streaming audit finds
-        evidence = load_trace_log(args.file) if otlp else load_log(args.file)
-        verdict = judge(evidence, offline=True, facts=False).verdict
-        write_html_report(args.html, verdict, evidence=evidence,
+        # the verdict the audit judged and wrote, gathered: the log is not judged again for the page
+        write_html_report(args.html, keep.verdict(), evidence=keep.evidence,
                           run=RunInfo(evidence_dir=str(args.file), title=f"audit of {args.file}", source="audit"))
         print(f"html report: {args.html}", file=sys.stderr)
     return status

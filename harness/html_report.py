@@ -535,7 +535,8 @@ class _Builder:
             if ident in number_of:
                 href = f"#{sid}-attempt-{number_of[ident]}"
             evidence_links.append({"text": ident, "href": href})
-        intent = op.intent or {}
+        # a log may tell of an operation without its operation line (no intent): the page says "?"
+        intent = {"kind": None, "destination": None, **(op.intent or {})}
         return {
             "id": sid, "operation_id": op.operation_id, "intent_id": op.intent_id, "intent": intent,
             "params": _flat(intent.get("params")), "classification": op.classification, "state": op.state,

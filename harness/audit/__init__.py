@@ -38,13 +38,14 @@ from harness.audit.engines import ENGINES, AuditEngine, EngineUnsuitable, audit_
 from harness.audit.fast_path import clean_summary
 from harness.audit.files import expand
 from harness.audit.lines import load_log
-from harness.audit.output import write_summary
+from harness.audit.output import KeptVerdicts, write_summary
 from harness.audit.stream import AuditProgress, StreamingAudit, audit_alone
 from harness.errors import EvidenceError
 from harness.ndjson import open_text
 from harness.results.audit import AuditSummary
 
-__all__ = ["ENGINES", "AuditSummary", "StreamingAudit", "article_record", "audit_file", "clean_summary", "load_log"]
+__all__ = ["ENGINES", "AuditSummary", "KeptVerdicts", "StreamingAudit", "article_record", "audit_file", "clean_summary",
+           "load_log"]
 FORMATS = ("json", "text")
 
 
@@ -57,7 +58,7 @@ def _open(path: str) -> TextIO:
 
 def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
                engine: str | AuditEngine = "duckdb", master: str | None = None,
-               progress: AuditProgress | None = None) -> AuditSummary:
+               progress: AuditProgress | None = None, keep: KeptVerdicts | None = None) -> AuditSummary:
     """Audit a file (or a glob of them, as one log), writing each judged operation to ``out`` (JSON or text),
     then the run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when a file
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
@@ -66,6 +67,10 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
     ``local[2]``) or ``stream``; or an open engine (``harness.audit.engines``), which the caller closes. The
     verdicts are the same; ``stream`` lists operations as they are judged, the others in the order of their
     first line. ``progress(bytes read, unhealthy operations so far)`` is called as the file is read.
+
+    ``keep``: every operation's verdict and every line read go there too (``audit --html`` builds its page from
+    them). It holds the whole log in this process, so the log is streamed here whatever the local engine (the
+    embedded engine's triage writes healthy operations from SQL, without a verdict to keep); Spark is refused.
     """
     if format not in FORMATS:
         raise ValueError(f"format {format!r} is not known; valid: {', '.join(FORMATS)}")
@@ -73,6 +78,9 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
     name_of_engine = engine if isinstance(engine, str) else engine.name
     if name_of_engine not in ENGINES:
         raise ValueError(f"engine {name_of_engine!r} is not known; valid: {', '.join(ENGINES)}")
+    if keep is not None and name_of_engine == "spark":
+        raise ValueError("engine spark keeps its operations on the cluster: the HTML report is made by "
+                         "engine stream or duckdb (which stream the log in this process for it)")
     local = name_of_engine != "spark" or "://" not in str(path)
     paths = expand(path) if local else [str(path)]
     name = str(path)
@@ -90,7 +98,7 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
     result = None
     files = [(p, 0) for p in paths]
-    if name_of_engine != "stream":
+    if name_of_engine != "stream" and keep is None:
         try:
             chosen = given or open_engine(name_of_engine, master=master)
         except ImportError as exc:
@@ -107,10 +115,12 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
                 chosen.close()
     if result is None:  # the stream engine, or a file the embedded engine cannot read as Python does
         counts: list[int] = []
-        result = audit_alone((_open(p) for p in paths), name, format, window, write, progress, counts)
+        result = audit_alone((_open(p) for p in paths), name, format, window, write, progress, counts, keep)
         files = list(zip(paths, counts, strict=True))
     stats, run_findings = result
     summary = AuditSummary.from_stats(name, stats, run_findings)
+    if keep is not None:
+        keep.run_findings = run_findings
     if len(files) > 1:
         summary.files = files
     write_summary(summary, format, out)

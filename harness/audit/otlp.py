@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
-from harness.audit.output import json_text, operation_json, write_summary
+from harness.audit.output import KeptVerdicts, json_text, operation_json, write_summary
 from harness.checker import check
 from harness.errors import EvidenceError
 from harness.evidence import Evidence, load_trace
@@ -36,11 +36,14 @@ def load_trace_log(path: str | Path) -> Evidence:
     return evidence
 
 
-def audit_trace(path: Path, *, format: str = "text", out: TextIO) -> AuditSummary:
+def audit_trace(path: Path, *, format: str = "text", out: TextIO, keep: KeptVerdicts | None = None) -> AuditSummary:
     """Audit one trace file, writing what the log audit writes (each unhealthy operation in text, every
-    operation in JSON, then the run-wide findings and the summary)."""
+    operation in JSON, then the run-wide findings and the summary); ``keep`` gets every operation's verdict and
+    the events read (``audit_file``)."""
     evidence = load_trace_log(path)
     verdict = check(evidence, offline=True)
+    if keep is not None:
+        keep.evidence, keep.operations = evidence, verdict.operations
     name = str(path)
     ops = {op.operation_id for op in verdict.operations}
     problems = [op for op in verdict.operations if op.classification != "healthy" or op.findings]
@@ -51,6 +54,8 @@ def audit_trace(path: Path, *, format: str = "text", out: TextIO) -> AuditSummar
         for op in problems:
             out.write("\n".join(render_operation(op, offline=True)) + "\n\n")
     run_findings = [f for f in verdict.findings if f.operation_id not in ops]
+    if keep is not None:
+        keep.run_findings = run_findings
     summary = AuditSummary(name, len(evidence.events), len(evidence.log_errors),
                            dict(sorted(Counter(op.classification for op in verdict.operations).items())),
                            len(verdict.findings), len(problems), run_findings)

@@ -8,6 +8,8 @@ from typing import Any, TextIO
 import orjson
 from pydantic_core import to_json
 
+from harness.checker import Finding, Verdict, run_verdict
+from harness.evidence import Evidence
 from harness.report import render_audit_summary
 from harness.results.audit import AuditSummary
 from harness.results.verdict import OperationVerdict
@@ -45,3 +47,19 @@ def operation_json(verdict: OperationVerdict) -> dict[str, Any]:
     for key in NOT_AUDITED:
         data.pop(key, None)
     return data
+
+
+class KeptVerdicts:
+    """What an audit keeps when asked (``audit --html``): each operation's verdict as the audit judged it and
+    the events it read, for a page that shows that verdict without judging the log again
+    (``harness.checker.run_verdict`` of ``operations`` and the summary's run-wide findings)."""
+
+    def __init__(self, name: str) -> None:
+        self.evidence = Evidence(log_name=name)
+        self.operations: list[OperationVerdict] = []
+        self.run_findings: list[Finding] = []  # the audit's run-wide ones (its summary's)
+
+    def verdict(self) -> Verdict:
+        """The verdict the audit wrote, whole (what ``check(load_log(path), offline=True)`` finds: the parity
+        tests hold the two to each other)."""
+        return run_verdict(self.operations, self.run_findings, offline=True)

@@ -7,6 +7,7 @@ resolution), or at the end of the file.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
@@ -15,7 +16,7 @@ import orjson
 
 from harness.audit.article import article_line
 from harness.audit.fast_path import clean_summary
-from harness.audit.output import json_text, operation_json
+from harness.audit.output import KeptVerdicts, json_text, operation_json
 from harness.checker import Finding, OperationContext, RunRules, judge_operation
 from harness.events import parse_line_pydantic, vouch_for
 from harness.evidence import Evidence
@@ -53,11 +54,15 @@ class StreamingAudit:
     operation still open goes into its verdict, the rest is run-wide.
 
     The triaged engines (``harness.audit.engines``) feed it only the lines SQL could not judge, in file order.
+    ``keep`` gets every operation's verdict (no fast path: each is judged by the rules, with the checks its
+    history held) and every line read, for ``audit --html``; the output is the same.
     """
 
-    def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000) -> None:
+    def __init__(self, name: str, sink: Any, *, format: str = "json", window: int = 10_000,
+                 keep: KeptVerdicts | None = None) -> None:
         self.name = name
         self.sink = sink
+        self.keep = keep
         self.format = format
         self.window = window
         self.open: dict[str, OperationContext] = {}
@@ -105,12 +110,16 @@ class StreamingAudit:
         read_line = self._read_line if read_text else None
         if error is not None:
             self.malformed += 1
+            if self.keep is not None:
+                self.keep.evidence.log_errors.append({"line": line, "error": error})
             self.run_rules.malformed(line, error)
             if read_line is not None:
                 read_line(line, text, None)
             return
         self.events += 1
         record["_line"] = line
+        if self.keep is not None:
+            self.keep.evidence.events.append(record)
         op_id = record["operation_id"]
         op = self.open.get(op_id)
         if op is None:
@@ -152,13 +161,16 @@ class StreamingAudit:
         careful = op_id in self.careful_ops
         self.careful_ops.discard(op_id)
         extra = self.pending.pop(op_id, [])
-        if not extra:
+        if not extra and self.keep is None:
             summary = clean_summary(op)
             if summary is not None:
                 self.classes["healthy"] += 1
                 self.sink(op, json_text(summary, careful=careful) if self.format == "json" else "")
                 return
-        verdict = judge_operation(op, extra, held=False)
+        verdict = judge_operation(op, extra, held=self.keep is not None)
+        if self.keep is not None:  # the page shows what the history held; the output says what it always says
+            self.keep.operations.append(verdict)
+            verdict = dataclasses.replace(verdict, held=[], not_exercised=[], transitions=[])  # NOT_AUDITED
         self.classes[verdict.classification] += 1
         self.finding_count += len(verdict.findings)
         problem = verdict.classification != "healthy" or bool(verdict.findings)
@@ -190,12 +202,15 @@ AuditProgress = Callable[[int, int], None]  # (bytes read, unhealthy operations 
 
 
 def audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
-                 write: Any, progress: AuditProgress | None = None,
-                 counts: list[int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
+                write: Any, progress: AuditProgress | None = None,
+                counts: list[int] | None = None,
+                keep: KeptVerdicts | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """One process, one pass over the files in turn (their lines numbered through): ``write(piece)`` for each
     operation's output in order; returns (stats, run findings). ``progress`` hears, once a block (about a
-    megabyte), the bytes read and the unhealthy operations so far; ``counts`` gets each file's line count."""
-    audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window)
+    megabyte), the bytes read and the unhealthy operations so far; ``counts`` gets each file's line count;
+    ``keep`` every verdict and line (``StreamingAudit``)."""
+    audit = StreamingAudit(name, lambda op, piece: write(piece) if piece else None, format=format, window=window,
+                           keep=keep)
     done = 0  # bytes of the files already read
     with collector_paused():  # the window of resolved operations and the id sets are long-lived
         feed = audit.feed

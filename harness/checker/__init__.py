@@ -72,6 +72,7 @@ __all__ = [
     "judge_intent",
     "judge_operation",
     "rule",
+    "run_verdict",
 ]
 
 
@@ -228,10 +229,20 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
         if finding.operation_id in run.ops:
             per_op.setdefault(finding.operation_id, []).append(finding)
     operations = [judge_operation(op, per_op.get(op.operation_id)) for op in run.ops.values()]
-    findings = [f for f in run_findings if f.operation_id not in run.ops]
+    return run_verdict(operations, [f for f in run_findings if f.operation_id not in run.ops], offline=offline,
+                       rules_run=rules_run)
+
+
+def run_verdict(operations: list[OperationVerdict], run_wide: list[Finding], *, offline: bool,
+                rules_run: list[str] | None = None) -> Verdict:
+    """The run's verdict from its operations' verdicts (``judge_operation``) and the findings about no operation
+    of them: what ``check`` returns, and what the streaming audit gathers when asked to keep its verdict."""
+    findings = list(run_wide)
     for op in operations:
         findings.extend(op.findings)
     findings.sort(key=lambda f: (f.code, f.operation_id or ""))
+    if rules_run is None:
+        rules_run = [r.label for r in RULES.values() if applicable(r, offline=offline)]
     return Verdict(operations=operations, findings=findings, rules_run=rules_run,
                    checks=_run_checks(operations, findings, offline),
                    transitions=sorted({t for op in operations for t in op.transitions}))
