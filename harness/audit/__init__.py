@@ -11,11 +11,11 @@ Engines (``harness.audit.engines``): ``duckdb`` (the default) reads the file in 
 the verdicts of the operations no rule can fire on from SQL (``harness.audit.triage``); the rules judge the
 rest. ``spark`` does the same on a Spark session (``--master URL``; docs/spark.md), with the same output.
 ``stream`` reads line by line in this process alone, memory growing with open operations, not with the
-file: an operation is judged once it is resolved and ``window`` more operations have been resolved after
-it (reconciliation may append a second resolution), or at the end of the file. A file the embedded engine
-cannot read exactly as Python does (a carriage return, a byte-order mark, bytes that are not UTF-8) is
-streamed. Exit status: 0 every operation healthy and no finding, 1 otherwise, 2 when the file cannot be
-read or holds no usable line.
+file: an operation is judged once it is resolved (the article's: an effect of it logged) and ``window`` more
+operations have been after it (reconciliation may append a second resolution), or at the end of the file.
+A file the embedded engine cannot read exactly as Python does (a carriage return, a byte-order mark, bytes
+that are not UTF-8) is streamed. Exit status: 0 every operation healthy and no finding, 1 otherwise, 2 when the
+file cannot be read or holds no usable line.
 
 The package, one concern a module: ``article.py`` (the article's lines as events), ``lines.py`` (one
 line as the audit reads it; ``load_log``, a bare log's ``Evidence``), ``stream.py`` (``StreamingAudit``:

@@ -17,6 +17,7 @@ from harness.ndjson import limit_error
 
 # Transport results of the article's format, mapped to dispatch states.
 NOT_SENT_WORDS = frozenset({"not_sent", "refused", "connection_refused", "blocked"})
+ARTICLE_TYPES = ("attempt", "effect")  # the ``type`` of its lines
 UNKNOWN_WORDS = frozenset({"timeout", "timed_out", "no_response", "lost", "unknown", "ambiguous", "sent_no_response"})
 
 
@@ -56,7 +57,7 @@ def article_line(text: str, line: int) -> tuple[dict[str, Any] | None, str | Non
         raw = from_json(text)
     except ValueError:
         return None
-    if type(raw) is dict and "event" not in raw and raw.get("type") in ("attempt", "effect"):
+    if type(raw) is dict and "event" not in raw and raw.get("type") in ARTICLE_TYPES:
         return article_record(raw, line)
     return None
 

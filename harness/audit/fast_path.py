@@ -1,6 +1,7 @@
 """The fast path for clean operations: their JSON verdict without running every rule.
 
-A property test (tests/audit/test_fast_path.py) holds ``clean_summary`` equal to ``judge_operation``.
+Property tests (tests/audit/test_fast_path.py) hold ``clean_summary`` equal to ``judge_operation``, for our
+events and for the article's effect ledger.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
     ``judge_operation``'s (a property test holds both against the full rules), so a production log
     of mostly clean operations audits fast.
     """
+    if op.format == "ledger":
+        return _ledger_summary(op)
     attempts = op.attempts
     if (op.format != "events" or len(op.operations) != 1 or len(op.resolutions) != 1 or op.approvals
             or op.log_effects or not attempts or len(attempts) > 2 or len(op.observations) > 1):
@@ -105,3 +108,36 @@ def clean_summary(op: OperationContext) -> dict[str, Any] | None:
             "effects": list(refs), "findings": [], "observations": [observation_view(o) for o in op.observations],
             "resolution": resolution_view(resolution)}
 
+
+
+def _ledger_summary(op: OperationContext) -> dict[str, Any] | None:
+    """The article's clean story (``triage._ARTICLE_CLEAN`` says it in SQL): one or two attempts under one
+    non-empty key and one payload, the key holding no attempt's id, and effect lines naming one effect, each
+    timed no earlier than the first attempt that was sent. No operation, observation or resolution line."""
+    attempts, effects = op.attempts, op.log_effects
+    if (not attempts or len(attempts) > 2 or not effects or op.operations or op.observations or op.resolutions
+            or op.approvals or len(op.history) != len(attempts) + len(effects)):
+        return None
+    first = attempts[0]
+    key, payload = first.get("idempotency_key"), first.get("request_fingerprint")
+    if not key or payload is None:
+        return None
+    sent = 0.0
+    for attempt in attempts:
+        if ("_lines" in attempt or attempt.get("idempotency_key") != key
+                or attempt.get("request_fingerprint") != payload or attempt["attempt_id"] in key):
+            return None
+        if attempt.get("dispatch_state") != "not_sent":
+            ts = ts_value(attempt.get("ts"))
+            sent = ts if not sent else min(sent, ts)
+    if sent <= 0.0:
+        return None
+    for effect in effects:
+        if ts_value(effect.get("ts")) < sent:
+            return None
+    refs = op.effect_refs()
+    if len(refs) != 1 or op.classify() != "healthy":
+        return None
+    return {"operation_id": op.operation_id, "intent_id": None, "intent": None, "classification": "healthy",
+            "state": op.state, "attempts": [_attempt_json(a) for a in attempts], "effects": list(refs),
+            "findings": [], "observations": [], "resolution": None}

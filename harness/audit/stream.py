@@ -1,8 +1,8 @@
 """The streaming audit: lines in, each operation judged once its story is told, run-wide findings kept.
 
-Memory grows with open operations, not with the file: an operation is judged once it is resolved
-and ``window`` more operations have been resolved after it (reconciliation may append a second
-resolution), or at the end of the file.
+Memory grows with open operations, not with the file: an operation is judged once it is resolved (in the
+article's format, once an effect of it is logged) and ``window`` more operations have been after it
+(reconciliation may append a second resolution, a retry a second effect), or at the end of the file.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from typing import Any, TextIO
 
 import orjson
 
-from harness.audit.article import article_line
+from harness.audit.article import ARTICLE_TYPES, article_line, article_record
 from harness.audit.fast_path import clean_summary
 from harness.audit.output import KeptVerdicts, json_text, operation_json
 from harness.checker import Finding, OperationContext, RunRules, judge_operation
 from harness.events import parse_line_pydantic, vouch_for
 from harness.evidence import Evidence
 from harness.limits import collector_paused
+from harness.ndjson import limit_error
 from harness.report import render_operation
 
 
@@ -102,11 +103,15 @@ class StreamingAudit:
         careful = record.__class__ is not dict or not vouch_for(record)
         error = None
         fmt = "events"
-        if careful:  # what the fast path could not vouch for: pydantic, or the article's format
-            record, error = parse_line_pydantic(text)
-            article = article_line(text, line) if record is None else None
-            if article is not None:
-                (record, error), fmt = article, "ledger"
+        if careful:  # what the fast path could not vouch for: the article's format, or pydantic
+            if (record.__class__ is dict and "event" not in record and record.get("type") in ARTICLE_TYPES
+                    and limit_error(text) is None):  # article_line, without parsing the line twice more
+                (record, error), fmt = article_record(record, line), "ledger"
+            else:
+                record, error = parse_line_pydantic(text)
+                article = article_line(text, line) if record is None else None
+                if article is not None:
+                    (record, error), fmt = article, "ledger"
         read_line = self._read_line if read_text else None
         if error is not None:
             self.malformed += 1
@@ -143,7 +148,8 @@ class StreamingAudit:
                 hook(record, op)
         if read_line is not None:
             read_line(line, text, op_id)
-        if kind == "resolution":
+        # the article's ledger has no resolution: its operation's story is told once an effect is logged
+        if kind == "resolution" or (kind == "effect" and op.format == "ledger"):
             self.resolved.pop(op_id, None)
             self.resolved[op_id] = None
             if len(self.resolved) > self.window:

@@ -60,8 +60,9 @@ class LogWellFormed(RunRule):
 
     def late(self, record: dict[str, Any], window: int) -> None:
         op_id = record["operation_id"]
+        closed = "had its effect logged" if record.get("_format") == "ledger" else "was resolved"
         self.found(op_id, f"{self.where(record['_line'])}: {record['event']} for {op_id} comes after that operation "
-                          f"was resolved and {window} more were; it was judged without this line", [log_ref(record)])
+                          f"{closed} and {window} more were; it was judged without this line", [log_ref(record)])
 
 
 # --------------------------------------------------------------------------------------------- H001

@@ -212,3 +212,27 @@ def test_numbers_orjson_cannot_write_come_out_as_before(tmp_path):
     status, out, _ = audit(log)
     assert '"intent":{"x":Infinity}' in out and '"intent":{"x":1180591620717411303424}' in out
     assert status == 1
+
+
+def test_the_article_ledger_is_judged_once_an_effect_is_logged_and_a_late_retry_is_reported(tmp_path):
+    """The article's format has no resolution: an operation's story is told once an effect of it is logged, so
+    memory follows open operations there too; a retry past the window is a finding, never silently lost."""
+    def line(kind: str, op: str, **fields) -> str:
+        base = ({"type": "attempt", "operationId": op, "attemptId": f"{op}-a1", "idempotencyKey": f"k-{op}",
+                 "payloadHash": "p", "result": "success"} if kind == "attempt"
+                else {"type": "effect", "operationId": op, "effectRef": f"t-{op}"})
+        return json.dumps({**base, "observedAt": "2026-03-02T10:00:00Z", **fields})
+
+    lines = []
+    for n in range(5):
+        lines += [line("attempt", f"op_{n}"), line("effect", f"op_{n}")]
+    lines.append(line("attempt", "op_0", attemptId="op_0-a2"))  # op_0's retry, three effects later
+    log = tmp_path / "ledger.ndjson"
+    log.write_text("\n".join(lines) + "\n")
+    status, out, _ = audit(log, window=2, engine="stream")
+    data = json.loads(out)
+    assert [o["operation_id"] for o in data["operations"]][:2] == ["op_0", "op_1"]  # judged before the end
+    assert status == 1 and "comes after that operation had its effect logged and 2 more were" in \
+        data["findings"][0]["message"]
+    status, out, _ = audit(log, window=100, engine="stream")  # in the window, the retry is judged in place
+    assert status == 0, out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from harness.audit.article import article_record
 from harness.audit.fast_path import clean_summary
 from harness.audit.output import operation_json
 from harness.checker import OperationContext, judge_operation
@@ -166,3 +167,67 @@ def test_fast_path_agrees_on_every_single_change():
                         assert full.findings == [] and full.classification == "healthy", (events, full.findings)
                         assert fast == operation_json(full), events
     assert checked > 300 and taken > 50, (checked, taken)
+
+
+# -- the article's effect ledger (``type``: attempt | effect) -------------------------------------------------
+LEDGER_CHANGES = {
+    "attempt": {"idempotencyKey": [None, "", "k", "k-att_1", "k-att_2", "other"], "payloadHash": [None, "p1", "p2"],
+                "result": [None, "success", "timeout", "refused", "lost", "http_500"],
+                "attemptId": ["att_1", "att_2", "k"],
+                "observedAt": [None, "2026-03-02T10:00:00Z", "2026-03-02T09:00:00Z", "2026-03-02T11:00:00Z",
+                               "yesterday", 1.0, 1e10]},
+    "effect": {"effectRef": ["t1", "t2"],
+               "observedAt": [None, "2026-03-02T10:00:00Z", "2026-03-02T09:00:00Z", "2026-03-02T11:00:00Z",
+                              "soon", 1e10]},
+}
+
+
+def ledger_line(kind: str, **fields: object) -> dict:
+    base = {"type": "attempt", "operationId": "op_1", "attemptId": "att_1", "idempotencyKey": "k",
+            "payloadHash": "p1", "result": "success", "observedAt": "2026-03-02T10:00:00Z"} if kind == "attempt" \
+        else {"type": "effect", "operationId": "op_1", "effectRef": "t1", "observedAt": "2026-03-02T10:00:00Z"}
+    return {**base, **fields}
+
+
+def ledger_op(lines: list[dict]) -> OperationContext | None:
+    op = OperationContext("op_1", fmt="ledger", offline=True)
+    for number, raw in enumerate(lines, 1):
+        record, error = article_record(raw, number)
+        if record is None:  # a malformed line: the audit never hands it to an operation
+            return None
+        op.add(record)
+    return op
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(attempts=st.integers(1, 3), effects=st.integers(0, 2), data=st.data())
+def test_ledger_fast_path_agrees_with_the_full_rules(attempts: int, effects: int, data: st.DataObject) -> None:
+    lines = [ledger_line("attempt", attemptId=f"att_{n}", result="timeout" if n < attempts else "success")
+             for n in range(1, attempts + 1)] + [ledger_line("effect") for _ in range(effects)]
+    order = data.draw(st.permutations(range(len(lines))))
+    lines = [lines[i] for i in order]
+    for _ in range(data.draw(st.integers(0, 3))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        changes = LEDGER_CHANGES[lines[index]["type"]]
+        field = data.draw(st.sampled_from(sorted(changes)))
+        lines[index][field] = data.draw(st.sampled_from(changes[field]))
+    op = ledger_op(lines)
+    assume(op is not None)
+    fast = clean_summary(op)
+    if fast is not None:
+        full = judge_operation(op, held=False)
+        assert full.findings == [] and full.classification == "healthy", (lines, full.findings)
+        assert fast == operation_json(full), lines
+
+
+def test_ledger_fast_path_takes_the_clean_stories_and_leaves_the_rest() -> None:
+    retried = [ledger_line("attempt", result="timeout"), ledger_line("attempt", attemptId="att_2"),
+               ledger_line("effect")]
+    for lines in ([ledger_line("attempt"), ledger_line("effect")], retried):
+        op = ledger_op(lines)
+        assert op is not None and clean_summary(op) == operation_json(judge_operation(op, held=False))
+    blind = [ledger_line("attempt", result="timeout", idempotencyKey=None),
+             ledger_line("attempt", attemptId="att_2", idempotencyKey=None), ledger_line("effect"),
+             ledger_line("effect", effectRef="t2")]
+    op = ledger_op(blind)
+    assert op is not None and clean_summary(op) is None and judge_operation(op, held=False).findings
