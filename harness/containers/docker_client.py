@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 LABEL = "io.retry-harness"
 OWNER_LABEL, ROLE_LABEL, RUN_LABEL = f"{LABEL}.owner", f"{LABEL}.role", f"{LABEL}.run"
-ROLES = ("agent", "service", "database", "harness", "build")
+ROLES = ("agent", "service", "database", "harness", "build", "worker")
 OWNER = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 OUR_IMAGE_PREFIX = "retry-harness/"  # the images `python -m harness images build` makes (harness.containers.images)
