@@ -287,6 +287,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
+    _remote_workers_not_restarted(config)  # before pytest-xdist's own configure (trylast) reads it
     from harness import notices  # the standard library only
 
     notices.set_writer(functools.partial(_say_past_capture, config))
@@ -347,6 +348,18 @@ def pytest_configure(config: pytest.Config) -> None:
         if failed:
             config.stash[_selected] = set(failed)
             config.args.extend(str(p) for p in dict.fromkeys(failed) if str(p) not in config.args)
+
+
+def _remote_workers_not_restarted(config: pytest.Config) -> None:
+    """With workers on other machines (`--tx ssh=...`, `socket=`) and no --max-worker-restart given: 0. pytest-xdist
+    would restart a worker whose machine is gone by reaching it again, and stop the session with an internal
+    error when it cannot; with no restart it reports the item that worker ran as crashed, and the plugin
+    reports each item no one ran (`_HarnessSession._report_unrun`)."""
+    specs = config.getoption("tx", None) or []
+    remote = any(part.split("=", 1)[0].split("*")[-1] in ("ssh", "socket", "vagrant_ssh")
+                 for spec in specs for part in str(spec).split("//"))
+    if remote and getattr(config.option, "maxworkerrestart", "") is None:
+        config.option.maxworkerrestart = "0"
 
 
 def _last_failed_scenarios(config: pytest.Config) -> list[str]:
@@ -623,9 +636,14 @@ class _HarnessSession:
         self.results: list[dict[str, Any]] = []
         self.files: dict[str, str] = {}  # node id -> scenario file, for `--lf`
         self.moved: dict[str, str] = {}  # a remote worker's evidence folder -> where it was unpacked here
+        self.collected: list[str] = []  # on the xdist controller: the items the workers collected
+        self.finished: set[str] = set()  # ... and those a report closed (a teardown, or xdist's crash report)
+        self.lost: list[str] = []  # workers that went down with an error (a crash, a machine gone)
 
     @pytest.hookimpl(tryfirst=True)  # before the JUnit XML plugin opens the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("teardown", "???"):  # "???": pytest-xdist's report of the item a worker crashed in
+            self.finished.add(report.nodeid)
         self._bring_back(report)
         raw = getattr(report, RESULT_ATTRIBUTE, None)
         if report.when != "call" or not isinstance(raw, str):
@@ -644,6 +662,23 @@ class _HarnessSession:
         if xml is not None:
             prefix = f"{xml.prefix}." if xml.prefix else ""
             xml.node_reporter(report).add_attribute("classname", prefix + data["classname"])
+
+    def _report_unrun(self) -> None:
+        """After a worker was lost, each item no worker ran fails, saying so: pytest-xdist stops the session
+        then (restarting is off for remote workers, see `_remote_workers_not_restarted`), and would only count
+        the items it ran."""
+        if not self.lost or hasattr(self.config, "workerinput"):
+            return
+        lost = "; ".join(self.lost)
+        for nodeid in self.collected:
+            if nodeid in self.finished:
+                continue
+            path = nodeid.split("::", 1)[0]
+            report = pytest.TestReport(
+                nodeid=nodeid, location=(path, None, nodeid), keywords={}, outcome="failed", when="call",
+                longrepr=f"not run: the session stopped when worker {lost} was lost, before any worker ran "
+                         f"{nodeid}; run it again (pytest {nodeid}, or --lf)")
+            self.config.hook.pytest_runtest_logreport(report=report)
 
     def _bring_back(self, report: pytest.TestReport) -> None:
         """A remote worker's evidence folder into this session's evidence root, and every path to it in the
@@ -715,7 +750,18 @@ class _HarnessSession:
             if said:
                 terminalreporter.write_line(said)
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's, on the controller
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.collected = self.collected or list(ids)  # every worker collected the same (xdist checks it)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        if error is not None:
+            self.lost.append(f"{node.gateway.id} ({node.gateway.spec}: {error})")
+
+    @pytest.hookimpl(tryfirst=True)  # before the JUnit XML plugin writes its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._report_unrun()
         cache = getattr(self.config, "cache", None)
         if cache is None or hasattr(self.config, "workerinput") or not self.files:
             return

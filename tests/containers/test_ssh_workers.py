@@ -16,11 +16,13 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.containers.ssh_workers import SSHWorkers
+from harness.resources import catalogue_dir
 from tests.front_ends.test_xdist_distribution import WORKER_LINE, WRONG, junit_cases, write_wrong_copies
 
 PASSING = ["response_lost", "rate_limited", "request_lost", "payload_changed"]
@@ -104,3 +106,60 @@ def test_a_catalogue_over_two_ssh_workers_fails_the_wrong_agents_and_brings_ever
                                text=True, timeout=CHECK_TIMEOUT)
         assert check.returncode == (0 if name in PASSING else 1), (name, check.stdout, check.stderr)
     assert leftovers_on(workers) == {}
+
+
+HANGS = "worker_lost"  # its agent waits until its machine is gone
+HANGING_AGENT = "python -c 'import time; time.sleep(600)'"
+
+
+def wait_for_agent(workers: SSHWorkers, deadline: float) -> int:
+    """The index of the worker whose container runs the hanging agent, once it runs."""
+    while time.monotonic() < deadline:
+        for index, worker in enumerate(workers.workers):
+            code, _out = worker.container.exec_run(["pgrep", "-f", "time.sleep\\(600\\)"])
+            if code == 0:
+                return index
+        time.sleep(0.2)
+    raise AssertionError(f"no worker started the agent of {HANGS}")
+
+
+def test_a_worker_machine_lost_mid_run_fails_its_scenario_and_each_one_left_unrun_none_lost(
+        pytester: pytest.Pytester, monkeypatch, project: Path, tmp_path_factory) -> None:
+    text = (catalogue_dir() / "response_lost.yaml").read_text(encoding="utf-8")
+    text = text.replace("\nname: response_lost\n", f"\nname: {HANGS}\nagent: \"{HANGING_AGENT}\"\n"
+                        "agent_timeout_seconds: 600\n")
+    (project / "scenarios" / f"{HANGS}.yaml").write_text(text, encoding="utf-8")
+    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(variable, raising=False)
+    evidence_root = tmp_path_factory.mktemp("evidence").resolve()
+    junit = pytester.path / "junit.xml"
+    selected = [HANGS, *PASSING]
+    with SSHWorkers(INSTALLS, project=project) as workers:
+        tx = [arg for spec in workers.tx_specs() for arg in ("--tx", spec)]
+        controller = pytester.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                     f"--evidence-dir={evidence_root}", "-p", "xdist", *tx, "--dist", "load", "-v",
+                                     f"--junitxml={junit}", *[f"--scenario={name}" for name in selected]],
+                                    stdin=subprocess.DEVNULL)
+        try:
+            lost = wait_for_agent(workers, time.monotonic() + 300)
+            workers.kill(lost)
+            out, err = (stream.decode() for stream in controller.communicate(timeout=600))
+        finally:
+            if controller.poll() is None:
+                controller.kill()
+                controller.wait()
+    assert controller.returncode == pytest.ExitCode.TESTS_FAILED, (out, err)
+    assert "INTERNALERROR" not in out + err, out + err
+    # the scenario it ran is reported crashed; none is lost: each one the session did not reach fails, saying so
+    assert re.search(rf"worker 'gw{lost}' crashed while running '.*{HANGS}.yaml::{HANGS}'", out), out
+    cases = junit_cases(junit)
+    assert sorted(cases) == sorted(selected), (sorted(cases), out)
+    assert cases[HANGS]["failed"] or cases[HANGS]["error"], cases[HANGS]
+    passed = {nodeid.rsplit("::", 1)[1] for _worker, outcome, nodeid in WORKER_LINE.findall(out) if outcome == "PASSED"}
+    unrun = {name for name, case in cases.items() if case["message"].startswith("not run: the session stopped when "
+                                                                                f"worker gw{lost} ")}
+    assert passed | unrun == set(PASSING) and not passed & unrun, (passed, unrun, out)
+    for name in passed:
+        assert not cases[name]["failed"] and Path(cases[name]["properties"]["evidence_dir"]).parent == evidence_root
+    for name in unrun:
+        assert cases[name]["failed"], cases[name]
