@@ -132,7 +132,6 @@ _selected = pytest.StashKey[set[Path]]()
 _aliases_taken = pytest.StashKey[list[str]]()
 _engine_key = pytest.StashKey["HarnessEngine"]()
 _result_key = pytest.StashKey[str]()
-_evidence_key = pytest.StashKey[Path]()
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -463,8 +462,6 @@ class ScenarioItem(pytest.Item):
         text = VerdictText()  # rendered once: verdict.txt, and the failure report when it shows as many findings
         result = harness_engine_of(self.config).run(self.scenario, writers=evidence_writers(text))
         self.user_properties.extend(result_properties(result))
-        if result.evidence_kept:
-            self.stash[_evidence_key] = result.evidence_dir
         # data, not prose: the xdist controller renders it (see pytest_runtest_makereport)
         self.stash[_result_key] = json.dumps({**result.to_dict(), "scenario_file": str(self.path.resolve()),
                                               "classname": _classname(self.config, self.path)}, default=str)
@@ -596,14 +593,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if call.when == "call" and _result_key in item.stash:
         setattr(report, RESULT_ATTRIBUTE, item.stash[_result_key])  # a string: crosses xdist as it is
-        engine = item.config.stash.get(_engine_key, None)
-        folder = item.stash.get(_evidence_key, None)
-        if engine is not None and engine.remote and folder is not None:
+    engine = item.config.stash.get(_engine_key, None)
+    if call.when == "call" and engine is not None and engine.remote:
+        # every run of the item (a scenario item's, or each of a test's `run_scenario` calls), by its property
+        folders = [Path(value) for name, value in item.user_properties
+                   if name == "evidence_dir" and isinstance(value, str) and value
+                   and engine.evidence_root in Path(value).parents]
+        if folders:
             from harness.evidence_archive import pack
 
-            # this machine's copy goes: the controller's evidence root holds the run from now on
-            setattr(report, EVIDENCE_ATTRIBUTE, {"folder": str(folder), "archive": pack(folder)})
-            shutil.rmtree(folder, ignore_errors=True)
+            setattr(report, EVIDENCE_ATTRIBUTE, [{"folder": str(f), "archive": pack(f)} for f in folders])
+            for folder in folders:  # this machine's copy goes: the controller's evidence root holds the run now
+                shutil.rmtree(folder, ignore_errors=True)
     return report
 
 
@@ -684,14 +685,15 @@ class _HarnessSession:
         """A remote worker's evidence folder into this session's evidence root, and every path to it in the
         report (the result, the JUnit properties, the failure's text) made the one here."""
         shipped = getattr(report, EVIDENCE_ATTRIBUTE, None)
-        if isinstance(shipped, dict) and not hasattr(self.config, "workerinput"):  # on the controller only
+        if isinstance(shipped, list) and not hasattr(self.config, "workerinput"):  # on the controller only
             from harness.evidence_archive import unpack
 
             delattr(report, EVIDENCE_ATTRIBUTE)  # megabytes, not to be kept with the report
-            there = str(shipped["folder"])
-            here = evidence_root_of(self.config).resolve() / Path(there).name
-            unpack(str(shipped["archive"]), here)
-            self.moved[there] = str(here)
+            for run in shipped:
+                there = str(run["folder"])
+                here = evidence_root_of(self.config).resolve() / Path(there).name
+                unpack(str(run["archive"]), here)
+                self.moved[there] = str(here)
         if not self.moved:
             return
         report.user_properties = [(name, self.moved.get(value, value) if isinstance(value, str) else value)
