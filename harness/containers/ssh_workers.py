@@ -9,7 +9,7 @@ packages and their dist-info copied in: its ``pytest11`` entry point loads the p
 (a team's scenarios, its ini file) into each worker's working folder, and writes an ``ssh_config`` with each
 container's own host key pinned. ``tx_specs()`` are the ``--tx`` values execnet takes. On exit the containers
 and the key folder are removed; a harness killed before that leaves its containers to the reaper (their labels
-name this process, ``harness.containers.docker_client``).
+name this process, ``harness.containers.docker_client``), and the key folder with them (``FOLDER_LABEL``).
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class SSHWorkers:
             raise ContainerError("remote workers are reached with OpenSSH's ssh and ssh-keygen, and this machine has "
                                  "none on PATH: install Debian's openssh-client")
         image = ensure_ssh_worker_image()
-        self.folder = Path(tempfile.mkdtemp(prefix="retry-harness-ssh-"))  # mode 0700: the private key lives here
+        # mode 0700: the private key lives here; named on each container, so the reaper removes it with them
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{docker_client.FOLDER_PREFIX}ssh-"))
         key = self.folder / "id_ed25519"
         _ok(subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", self.run, "-f", str(key)],
                            capture_output=True, text=True, timeout=SSH_TIMEOUT), "ssh-keygen")
@@ -110,7 +111,8 @@ class SSHWorkers:
             # sshd needs host keys, made here so each container has its own
             container = docker_client.start(image, role=ROLE, run=self.run, name=name,
                                             command=["sh", "-c", "ssh-keygen -A -q && exec /usr/sbin/sshd -D -e"],
-                                            ports={"22/tcp": ("127.0.0.1", None)})
+                                            ports={"22/tcp": ("127.0.0.1", None)},
+                                            labels={docker_client.FOLDER_LABEL: str(self.folder)})
             worker = SSHWorker(name=f"worker{index}", port=_published_port(container), install=install,
                                workdir=f"{install.rstrip('/')}-work", container=container)
             self.workers.append(worker)

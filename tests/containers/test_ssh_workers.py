@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -21,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.containers import docker_client
 from harness.containers.ssh_workers import SSHWorkers
 from harness.resources import catalogue_dir
+from tests.containers.test_docker_client import REAP_BOUND, wait_until_gone
 from tests.front_ends.test_xdist_distribution import WORKER_LINE, WRONG, junit_cases, write_wrong_copies
 
 PASSING = ["response_lost", "rate_limited", "request_lost", "payload_changed"]
@@ -163,3 +166,40 @@ def test_a_worker_machine_lost_mid_run_fails_its_scenario_and_each_one_left_unru
         assert not cases[name]["failed"] and Path(cases[name]["properties"]["evidence_dir"]).parent == evidence_root
     for name in unrun:
         assert cases[name]["failed"], cases[name]
+
+
+# A harness in miniature that made one ssh worker: says its OWNER, key folder and container, then waits to be killed.
+CHILD = """
+import json, sys
+from harness.containers import docker_client
+from harness.containers import docker_client
+from harness.containers.ssh_workers import SSHWorkers
+workers = SSHWorkers(["/opt/killed/venv"]).__enter__()
+print(json.dumps({"owner": docker_client.OWNER, "folder": str(workers.folder),
+                  "container": workers.workers[0].container.name}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_harness_killed_with_its_workers_up_leaves_neither_containers_nor_keys() -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, f"the child harness did not start its worker (exit {child.wait()})"
+        made = json.loads(line)
+        assert docker_client.ours(made["owner"])["containers"] == [made["container"]]
+        assert (Path(made["folder"]) / "id_ed25519").is_file()
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        left = wait_until_gone(made["owner"])  # the reaper: containers by their owner label, the folder they name
+        assert not any(left.values()), f"the reaper left {left} of {made['owner']}"
+        deadline = time.monotonic() + REAP_BOUND
+        while Path(made["folder"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not Path(made["folder"]).exists(), f"the key folder {made['folder']} outlived its containers"
+    finally:
+        child.kill()
+        child.wait()
+        if "made" in locals():
+            docker_client.remove_ours(made["owner"])
