@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
-IMAGE_KINDS = ("base", "runtime", "harness")  # harness.containers.images.ENSURE's keys, in build order
+IMAGE_KINDS = ("base", "runtime", "harness", "ssh-worker")  # harness.containers.images.ENSURE's keys, in build order
 BLACK_BOX_HELP = ("judge from the proxy journal and the effect ledger alone, for a program that writes no audit "
                   "log (as a scenario's agent_log: none does; docs/checker.md, 'Black-box mode')")
 OTEL_OUT_HELP = ("also append the verdict to FILE as OpenTelemetry spans (OTLP JSON lines, the format the harness "

@@ -18,7 +18,9 @@ import functools
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +65,11 @@ SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
 CACHE_KEY = "retry_harness/scenario_files"  # node id -> scenario file, for `--lf`/`--ff` without --scenario
 RESULT_ATTRIBUTE = "retry_harness_result"  # on the call report: the result as JSON (crosses pytest-xdist)
+# on a remote worker's call report: its evidence folder, packed (harness.evidence_archive), unpacked by the controller
+EVIDENCE_ATTRIBUTE = "retry_harness_evidence"
+REMOTE_WORKER_KEY = "retry_harness_remote"  # in an xdist worker's workerinput: it runs on another machine
+# a bundled scenario's node id, wherever the package is installed (a checkout's own id for it, too)
+BUNDLED_NODEID_PREFIX = "harness/scenarios/"
 
 _OPTIONS: dict[str, dict[str, Any]] = {
     SCENARIO_OPTION: dict(
@@ -149,6 +156,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
                                   args: list[str]) -> Generator[None]:
+    _bundled_node_ids(early_config, args)
     _keep_rootdir(early_config, parser, args)
     result = yield
     # after the initial conftests: an option a conftest declares itself wins over our alias
@@ -167,6 +175,20 @@ def _add_aliases(parser: pytest.Parser) -> list[str]:
         except (argparse.ArgumentError, ValueError):  # argparse: a conflicting option string
             taken.append(alias)
     return taken
+
+
+def _bundled_node_ids(config: pytest.Config, args: list[str]) -> None:
+    """`pytest harness/scenarios/NAME.yaml::NAME` (a bundled scenario's node id on every machine): where the
+    invocation folder holds no such file (an installed package, not a checkout), it names the bundled file."""
+    from harness.resources import catalogue_dir  # standard library only
+
+    invocation_dir = config.invocation_params.dir
+    for index, arg in enumerate(args):
+        path, separator, rest = arg.partition("::")
+        if path.startswith(BUNDLED_NODEID_PREFIX) and not (invocation_dir / path).exists():
+            bundled = catalogue_dir() / path.removeprefix(BUNDLED_NODEID_PREFIX)
+            if bundled.is_file():
+                args[index] = f"{bundled}{separator}{rest}"
 
 
 def _keep_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
@@ -264,6 +286,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
+    _remote_workers_not_restarted(config)  # before pytest-xdist's own configure (trylast) reads it
     from harness import notices  # the standard library only
 
     notices.set_writer(functools.partial(_say_past_capture, config))
@@ -326,6 +349,18 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args.extend(str(p) for p in dict.fromkeys(failed) if str(p) not in config.args)
 
 
+def _remote_workers_not_restarted(config: pytest.Config) -> None:
+    """With workers on other machines (`--tx ssh=...`, `socket=`) and no --max-worker-restart given: 0. pytest-xdist
+    would restart a worker whose machine is gone by reaching it again, and stop the session with an internal
+    error when it cannot; with no restart it reports the item that worker ran as crashed, and the plugin
+    reports each item no one ran (`_HarnessSession._report_unrun`)."""
+    specs = config.getoption("tx", None) or []
+    remote = any(part.split("=", 1)[0].split("*")[-1] in ("ssh", "socket", "vagrant_ssh")
+                 for spec in specs for part in str(spec).split("//"))
+    if remote and getattr(config.option, "maxworkerrestart", "") is None:
+        config.option.maxworkerrestart = "0"
+
+
 def _last_failed_scenarios(config: pytest.Config) -> list[str]:
     cache = getattr(config, "cache", None)
     if cache is None:
@@ -369,8 +404,12 @@ def _looks_like_scenario(path: Path) -> bool:
 
 
 def _file_nodeid(config: pytest.Config, path: Path) -> str | None:
-    """pytest's own node id under the rootdir; outside it (the installed catalogue, a file elsewhere)
-    the absolute path, which `pytest NODEID` and `--lf` read back (pytest's would be empty)."""
+    """A bundled scenario's: `harness/scenarios/NAME.yaml`, wherever the package is (pytest-xdist workers
+    with it at different paths, on other machines, collect the same ids; `pytest NODEID` reads it back, see
+    `_bundled_node_ids`). Else pytest's own node id under the rootdir; outside it (a file elsewhere) the
+    absolute path, which `pytest NODEID` and `--lf` read back (pytest's would be empty)."""
+    if _in_bundled_catalogue(path):
+        return BUNDLED_NODEID_PREFIX + path.name
     try:
         path.resolve().relative_to(config.rootpath.resolve())
         return None
@@ -524,6 +563,18 @@ def result_properties(result: ScenarioResult) -> list[tuple[str, str]]:
             ("evidence_dir", str(result.evidence_dir) if result.evidence_kept else "")]
 
 
+def _scenario_file_here(config: pytest.Config, nodeid: str, reported: str) -> str:
+    """The scenario file of ``nodeid`` on this machine (for `--lf`): a remote worker reported its own path."""
+    from harness.resources import catalogue_dir
+
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(BUNDLED_NODEID_PREFIX):
+        return str(catalogue_dir().resolve() / path.removeprefix(BUNDLED_NODEID_PREFIX))
+    if Path(reported).is_file() or Path(path).is_absolute():
+        return reported
+    return str((config.rootpath / path).resolve())
+
+
 def _classname(config: pytest.Config, path: Path) -> str:
     """JUnit classname: which catalogue the scenario comes from."""
     from harness.resources import catalogue_dir
@@ -542,7 +593,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if call.when == "call" and _result_key in item.stash:
         setattr(report, RESULT_ATTRIBUTE, item.stash[_result_key])  # a string: crosses xdist as it is
+    engine = item.config.stash.get(_engine_key, None)
+    if call.when == "call" and engine is not None and engine.remote:
+        # every run of the item (a scenario item's, or each of a test's `run_scenario` calls), by its property
+        folders = [Path(value) for name, value in item.user_properties
+                   if name == "evidence_dir" and isinstance(value, str) and value
+                   and engine.evidence_root in Path(value).parents]
+        if folders:
+            from harness.evidence_archive import pack
+
+            setattr(report, EVIDENCE_ATTRIBUTE, [{"folder": str(f), "archive": pack(f)} for f in folders])
+            for folder in folders:  # this machine's copy goes: the controller's evidence root holds the run now
+                shutil.rmtree(folder, ignore_errors=True)
     return report
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook, on the controller: only when xdist is loaded
+def pytest_configure_node(node: Any) -> None:
+    if not node.gateway.spec.popen:  # ssh, socket: another machine, whose evidence must come back
+        node.workerinput[REMOTE_WORKER_KEY] = True
+
+
+def evidence_root_of(config: pytest.Config) -> Path:
+    """Where this session keeps each run's evidence: --harness-evidence-dir, else <rootdir>/evidence."""
+    root = config.getoption(EVIDENCE_DEST)
+    return Path(root) if root else config.rootpath / "evidence"
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -561,15 +636,25 @@ class _HarnessSession:
         self.config = config
         self.results: list[dict[str, Any]] = []
         self.files: dict[str, str] = {}  # node id -> scenario file, for `--lf`
+        self.moved: dict[str, str] = {}  # a remote worker's evidence folder -> where it was unpacked here
+        self.collected: list[str] = []  # on the xdist controller: the items the workers collected
+        self.finished: set[str] = set()  # ... and those a report closed (a teardown, or xdist's crash report)
+        self.lost: list[str] = []  # workers that went down with an error (a crash, a machine gone)
 
     @pytest.hookimpl(tryfirst=True)  # before the JUnit XML plugin opens the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("teardown", "???"):  # "???": pytest-xdist's report of the item a worker crashed in
+            self.finished.add(report.nodeid)
+        self._bring_back(report)
         raw = getattr(report, RESULT_ATTRIBUTE, None)
         if report.when != "call" or not isinstance(raw, str):
             return
         data = json.loads(raw)
+        if data["evidence_dir"] in self.moved:
+            data["evidence_dir"] = self.moved[data["evidence_dir"]]
+            setattr(report, RESULT_ATTRIBUTE, json.dumps(data))
         self.results.append(data)
-        self.files[report.nodeid] = data["scenario_file"]
+        self.files[report.nodeid] = _scenario_file_here(self.config, report.nodeid, data["scenario_file"])
         try:
             from _pytest.junitxml import xml_key
         except ImportError:  # pragma: no cover - the JUnit plugin's internals moved
@@ -578,6 +663,47 @@ class _HarnessSession:
         if xml is not None:
             prefix = f"{xml.prefix}." if xml.prefix else ""
             xml.node_reporter(report).add_attribute("classname", prefix + data["classname"])
+
+    def _report_unrun(self) -> None:
+        """After a worker was lost, each item no worker ran fails, saying so: pytest-xdist stops the session
+        then (restarting is off for remote workers, see `_remote_workers_not_restarted`), and would only count
+        the items it ran."""
+        if not self.lost or hasattr(self.config, "workerinput"):
+            return
+        lost = "; ".join(self.lost)
+        for nodeid in self.collected:
+            if nodeid in self.finished:
+                continue
+            path = nodeid.split("::", 1)[0]
+            report = pytest.TestReport(
+                nodeid=nodeid, location=(path, None, nodeid), keywords={}, outcome="failed", when="call",
+                longrepr=f"not run: the session stopped when worker {lost} was lost, before any worker ran "
+                         f"{nodeid}; run it again (pytest {nodeid}, or --lf)")
+            self.config.hook.pytest_runtest_logreport(report=report)
+
+    def _bring_back(self, report: pytest.TestReport) -> None:
+        """A remote worker's evidence folder into this session's evidence root, and every path to it in the
+        report (the result, the JUnit properties, the failure's text) made the one here."""
+        shipped = getattr(report, EVIDENCE_ATTRIBUTE, None)
+        if isinstance(shipped, list) and not hasattr(self.config, "workerinput"):  # on the controller only
+            from harness.evidence_archive import unpack
+
+            delattr(report, EVIDENCE_ATTRIBUTE)  # megabytes, not to be kept with the report
+            for run in shipped:
+                there = str(run["folder"])
+                here = evidence_root_of(self.config).resolve() / Path(there).name
+                unpack(str(run["archive"]), here)
+                self.moved[there] = str(here)
+        if not self.moved:
+            return
+        report.user_properties = [(name, self.moved.get(value, value) if isinstance(value, str) else value)
+                                  for name, value in report.user_properties]
+        entries = getattr(getattr(report.longrepr, "reprtraceback", None), "reprentries", None) or []
+        for entry in entries:
+            lines = getattr(entry, "lines", None)
+            if isinstance(lines, list):
+                entry.lines = [functools.reduce(lambda text, pair: text.replace(*pair), self.moved.items(), line)
+                               for line in lines]
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         # a scenario file that failed to load: `--lf` alone collects it again
@@ -626,7 +752,18 @@ class _HarnessSession:
             if said:
                 terminalreporter.write_line(said)
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's, on the controller
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.collected = self.collected or list(ids)  # every worker collected the same (xdist checks it)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        if error is not None:
+            self.lost.append(f"{node.gateway.id} ({node.gateway.spec}: {error})")
+
+    @pytest.hookimpl(tryfirst=True)  # before the JUnit XML plugin writes its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._report_unrun()
         cache = getattr(self.config, "cache", None)
         if cache is None or hasattr(self.config, "workerinput") or not self.files:
             return
@@ -642,8 +779,10 @@ class HarnessEngine:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        root = config.getoption(EVIDENCE_DEST)
-        self.evidence_root = Path(root) if root else config.rootpath / "evidence"
+        # on a remote xdist worker, a private folder: each run goes back to the controller with its report
+        self.remote = bool(getattr(config, "workerinput", {}).get(REMOTE_WORKER_KEY))
+        self.evidence_root = (Path(tempfile.mkdtemp(prefix="retry-harness-evidence-")) if self.remote
+                              else evidence_root_of(config))
         self.keep_evidence: str = config.getoption(KEEP_DEST)
         self.engine_used = False  # whether `close` has a destination pool to stop (the controller never runs one)
 
@@ -738,6 +877,8 @@ class HarnessEngine:
             from harness.engine import close_destination_pool
 
             close_destination_pool()
+        if self.remote:
+            shutil.rmtree(self.evidence_root, ignore_errors=True)
 
 
 def findings_shown(config: pytest.Config) -> int | None:

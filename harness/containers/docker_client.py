@@ -5,6 +5,9 @@ marks it ours, ``.owner`` names the harness process that made it (``OWNER``), so
 ``remove_ours(OWNER)`` find exactly what this process left, and ``remove_ours()`` everything of ours
 whoever made it (``python -m harness containers clean``).
 
+A container may name a temporary folder of this machine made for it (``FOLDER_LABEL``: the ssh workers' key pair,
+``harness.containers.ssh_workers``), removed with it.
+
 Nothing outlives a harness killed with SIGKILL: the first ``client()`` starts this process's reaper
 (``python -m harness.containers.reaper OWNER``), which waits for end of file on a pipe whose only write end
 this process holds, then removes what ``OWNER`` left. The same idea as ``harness/agent_supervisor.py``.
@@ -16,10 +19,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from harness.errors import ContainerError
@@ -30,7 +36,10 @@ if TYPE_CHECKING:
 
 LABEL = "io.retry-harness"
 OWNER_LABEL, ROLE_LABEL, RUN_LABEL = f"{LABEL}.owner", f"{LABEL}.role", f"{LABEL}.run"
-ROLES = ("agent", "service", "database", "harness", "build")
+# a temporary folder of this machine made for the container (an ssh key pair): removed with it, by the reaper too
+FOLDER_LABEL = f"{LABEL}.folder"
+FOLDER_PREFIX = "retry-harness-"  # the only folders FOLDER_LABEL may name, in the temp folder: never another path
+ROLES = ("agent", "service", "database", "harness", "build", "worker")
 OWNER = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 OUR_IMAGE_PREFIX = "retry-harness/"  # the images `python -m harness images build` makes (harness.containers.images)
@@ -133,6 +142,7 @@ def remove_ours(owner: str | None = None, *, engine: DockerClient | None = None)
     for container in engine.containers.list(all=True, filters=filters):
         if _gone_or_done(lambda c=container: c.remove(force=True, v=True)):
             removed["containers"].append(container.name)
+        remove_folder_of(container)
     for network in engine.networks.list(filters=filters):
         if _gone_or_done(network.remove):
             removed["networks"].append(network.name)
@@ -225,3 +235,13 @@ def remove(container: Container) -> None:
     except docker.errors.APIError:
         pass  # stopped meanwhile (409 not running): the forced remove below deals with any state
     _gone_or_done(lambda: container.remove(force=True, v=True))
+    remove_folder_of(container)
+
+
+def remove_folder_of(container: Container) -> None:
+    """Remove the temporary folder ``FOLDER_LABEL`` names, if it is one of ours in this machine's temp folder."""
+    named = (container.labels or {}).get(FOLDER_LABEL)
+    if named:
+        folder = Path(named)
+        if folder.parent == Path(tempfile.gettempdir()) and folder.name.startswith(FOLDER_PREFIX):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -55,7 +55,7 @@ BASE_IMAGE = "retry-harness/base:bookworm"
 RUNTIME_REPOSITORY = "retry-harness/runtime"
 DISTS_REPOSITORY = "retry-harness/dists"  # the distributions' layers under runtime and harness (see _Recipe)
 HARNESS_REPOSITORY = "retry-harness/harness"
-KIND_LABEL = f"{LABEL}.image"  # base | dists | runtime | harness | built (a Dockerfile through build())
+KIND_LABEL = f"{LABEL}.image"  # base | dists | runtime | harness | ssh-worker | built (a Dockerfile through build())
 SITE = "/opt/retry-harness/site"  # the copied packages, on sys.path through a .pth file (below)
 PYTHON = (3, 11)  # Debian bookworm's python3: the copied compiled extensions are built for this one
 PACKAGES = ("harness", "fake_destinations")
@@ -286,7 +286,7 @@ def _proxy_requirements() -> list[str]:
     return list(REQUIREMENTS)
 
 
-def _harness_files() -> dict[str, Path | bytes]:
+def harness_files() -> dict[str, Path | bytes]:
     """The harness packages from their folders (an editable install records none of them) and the
     distribution's metadata (its version and entry points: the pytest plugin)."""
     files: dict[str, Path | bytes] = {}
@@ -417,12 +417,50 @@ def _ensure(recipe: _Recipe) -> str:
 
 def ensure_runtime_image() -> str:
     """``retry-harness/runtime:<hash>``, built when this tree's packages have no image yet: what agents run on."""
-    return _ensure(_Recipe("runtime", RUNTIME_REPOSITORY, _runtime_dists(), [], _harness_files(), []))
+    return _ensure(_Recipe("runtime", RUNTIME_REPOSITORY, _runtime_dists(), [], harness_files(), []))
 
 
 def ensure_harness_image() -> str:
     """``retry-harness/harness:<hash>``: the runtime's content and mitmproxy 11; entry point ``python3 -m harness``."""
-    return _ensure(_Recipe("harness", HARNESS_REPOSITORY, _proxy_dists(), [], _harness_files(), []))
+    return _ensure(_Recipe("harness", HARNESS_REPOSITORY, _proxy_dists(), [], harness_files(), []))
+
+
+SSH_WORKER_REPOSITORY = "retry-harness/ssh-worker"
+SSH_WORKER_PACKAGES = ("openssh-server",)
+# Debian's sshd, from the mirror, on the distributions the harness image has (mitmproxy included: a worker runs
+# the fault proxy) but not the harness itself: each worker installs it at a path of its own
+# (harness/containers/ssh_workers.py), so a source change rebuilds no image. /run/sshd is sshd's privilege
+# separation folder, which the package makes only at boot.
+_SSH_WORKER_DOCKERFILE = """FROM {parent}
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {packages} \\
+    >/dev/null && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*key* && mkdir -p /run/sshd
+ENTRYPOINT []
+CMD ["/usr/sbin/sshd", "-D", "-e"]
+"""
+
+
+def ensure_ssh_worker_image() -> str:
+    """``retry-harness/ssh-worker:<hash>``: a machine for a remote pytest-xdist worker (sshd, Python 3.11, the
+    harness's distributions and mitmproxy's), the harness left to install; apt reaches a Debian mirror the first
+    time. The hash is of the parent's id and the Dockerfile, so it is built once and reused."""
+    parent = _proxy_dists()
+    dockerfile = _SSH_WORKER_DOCKERFILE.format(parent=parent, packages=" ".join(SSH_WORKER_PACKAGES))
+    digest = hashlib.sha256(f"{RECIPE}\n{_image_id(parent)}\n{dockerfile}".encode()).hexdigest()[:12]
+    tag = f"{SSH_WORKER_REPOSITORY}:{digest}"
+    if image_present(tag):
+        return tag
+    with build_lock():
+        if not image_present(tag):  # another process may have built it while this one waited
+            context = tempfile.TemporaryFile()
+            with context:
+                with tarfile.open(fileobj=context, mode="w") as tar:
+                    info = _plain(tarfile.TarInfo("Dockerfile"))
+                    info.size, info.mode = len(dockerfile.encode()), 0o644
+                    tar.addfile(info, io.BytesIO(dockerfile.encode()))
+                context.seek(0)
+                _build(context, tag, "the ssh worker image", labels={LABEL: "1", KIND_LABEL: "ssh-worker"},
+                       custom_context=True)
+    return tag
 
 
 def tag_latest(tag: str) -> str:
@@ -432,7 +470,8 @@ def tag_latest(tag: str) -> str:
     return f"{repository}:latest"
 
 
-ENSURE = {"base": ensure_base_image, "runtime": ensure_runtime_image, "harness": ensure_harness_image}
+ENSURE = {"base": ensure_base_image, "runtime": ensure_runtime_image, "harness": ensure_harness_image,
+          "ssh-worker": ensure_ssh_worker_image}
 
 
 def build(context: Path, tag: str, *, role: str = "build") -> str:
@@ -509,13 +548,13 @@ def our_images() -> list[dict[str, Any]]:
 
 
 def prune() -> list[str]:
-    """Remove our runtime, harness and distributions images, which source and version changes make anew; the
+    """Remove our runtime, harness, ssh-worker and distributions images, which source and version changes make anew; the
     next run builds what it needs. The base stays (debootstrap takes a minute and it never changes), and so
     does any image a container or another image still uses. Returns the tags removed."""
     import docker.errors
 
     removed = []
-    ours = (f"{RUNTIME_REPOSITORY}:", f"{HARNESS_REPOSITORY}:", f"{DISTS_REPOSITORY}:")
+    ours = (f"{RUNTIME_REPOSITORY}:", f"{HARNESS_REPOSITORY}:", f"{DISTS_REPOSITORY}:", f"{SSH_WORKER_REPOSITORY}:")
     for row in sorted(our_images(), key=lambda r: r["kind"] == "dists"):  # the images on a dists image first
         for tag in row["tags"]:
             if not tag.startswith(ours):

@@ -28,6 +28,10 @@ NOT_HERE = {
                   "           # PASS"): "tests/certification/test_framework_matrix.py runs these agents and rows",
     ("first-agent.md", 'pytest --scenario all --agent "python first_agent.py" -n 2'):
         "tests/docs/test_first_agent.py runs the page's agent on every HTTP scenario and holds the table to it",
+    ("using.md", "pytest -p xdist --dist load --scenario=all --evidence-dir=evidence --junitxml=junit.xml    "
+                 "--tx 'ssh=ci@build-a//python=/opt/ci/venv/bin/python//chdir=/srv/ci/checkout'    "
+                 "--tx 'ssh=ci@build-b//python=/home/ci/env/bin/python//chdir=/home/ci/checkout'"):
+        "tests/containers/test_ssh_workers.py runs it over two sshd containers, the harness at its own path in each",
 }
 # the README's two commands: the first runs below on a fresh venv, the second is .ci/run itself
 README_ELSEWHERE = ("test_the_readmes_first_command_runs_on_a_fresh_venv, below (marker install)",

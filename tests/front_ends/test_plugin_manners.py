@@ -55,6 +55,8 @@ def test_a_bundled_scenarios_node_id_reruns_exactly_that_item(run) -> None:
     ids = node_ids(first)
     assert len(ids) == 2 and not any(i.startswith("::") for i in ids), ids
     [lost] = [i for i in ids if i.endswith("::response_lost")]
+    # the same id wherever the package is installed (xdist workers on other machines must agree on it)
+    assert lost == "harness/scenarios/response_lost.yaml::response_lost"
     again = run(lost, "-v")  # no --scenario: the node id alone
     again.assert_outcomes(passed=1)
     assert node_ids(again) == [lost]
