@@ -16,6 +16,7 @@ timeout is the catalogue's (1.5 s; the default, 5 minutes, would wait out mcp_sl
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -49,8 +50,8 @@ def classify(exc: BaseException) -> tuple[str, ToolResult | None, str | None]:
     return ("not_sent" if "Connect" in type(cause).__name__ else "sent_no_response"), None, said(cause)
 
 
-def toolset(spec: ToolSpec, wire: WireCount, *, wrong: bool) -> MCPToolset[Any]:
-    """The intent's MCP server as pydantic-ai's toolset; ``wire`` counts the requests its HTTP client sends."""
+def toolset(spec: ToolSpec, wire: WireCount, client: Any, *, wrong: bool) -> MCPToolset[Any]:
+    """The intent's MCP server as pydantic-ai's toolset over ``client``, whose requests ``wire`` counts."""
 
     async def process_tool_call(ctx: Any, call_tool: Any, name: str, tool_args: dict[str, Any]) -> Any:
         async def call(tool: str, arguments: dict[str, Any], traceparent: str) -> Any:
@@ -64,8 +65,6 @@ def toolset(spec: ToolSpec, wire: WireCount, *, wrong: bool) -> MCPToolset[Any]:
         except SafeToRetry as exc:
             raise ModelRetry(str(exc)) from exc
 
-    # FastMCP 4's own HTTP client (httpx2), as it would build it, with the hook that counts its requests
-    client = httpx2.AsyncClient(event_hooks={"request": [wire.request_hook]}, follow_redirects=True)
     return MCPToolset(destination_url(spec), process_tool_call=process_tool_call, read_timeout=READ_TIMEOUT,
                       http_client=client, max_retries=None if wrong else MAX_EXECUTIONS - 1)
 
@@ -77,21 +76,24 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(MAX_EXECUTIONS - 1):
             wire = WireCount()
             try:
-                return run(intent, spec, wire, wrong=args.wrong)
+                return asyncio.run(run(intent, spec, wire, wrong=args.wrong))
             except Exception:
                 # the correct agent: a new run (a new session) for the same operation when the session died; the
                 # run raises what FastMCP's dead transport stored, not our SessionLost, so the wire says it
                 if not wire.session_lost:
                     raise
-        return run(intent, spec, WireCount(), wrong=args.wrong)
+        return asyncio.run(run(intent, spec, WireCount(), wrong=args.wrong))
 
     run_intents(run_one)
 
 
-def run(intent: dict[str, Any], spec: ToolSpec, wire: WireCount, *, wrong: bool) -> str:
+async def run(intent: dict[str, Any], spec: ToolSpec, wire: WireCount, *, wrong: bool) -> str:
     """One agent run, its toolset a new MCP session; the same operation (run_intents's scope) across runs."""
-    agent = Agent(scripted(intent, as_model_tool(spec)), toolsets=[toolset(spec, wire, wrong=wrong)])
-    return str(agent.run_sync(f"carry out {intent['intent_id']}").output)
+    # FastMCP 4's own HTTP client (httpx2, following redirects as FastMCP builds it), with the hook that counts its
+    # requests; the toolset never closes a client it was given: this block does
+    async with httpx2.AsyncClient(event_hooks={"request": [wire.request_hook]}, follow_redirects=True) as client:
+        agent = Agent(scripted(intent, as_model_tool(spec)), toolsets=[toolset(spec, wire, client, wrong=wrong)])
+        return str((await agent.run(f"carry out {intent['intent_id']}")).output)
 
 
 if __name__ == "__main__":
