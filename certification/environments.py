@@ -47,7 +47,8 @@ class Environment:
     versions: dict[str, str]
 
     def version(self, package: str) -> str:
-        return self.versions.get(canonicalize_name(package), "?")
+        """The installed version of ``package`` (a requirement's name; its extras, ``[client]``, ignored)."""
+        return self.versions.get(canonicalize_name(package.split("[", 1)[0]), "?")
 
 
 def default_root() -> Path:

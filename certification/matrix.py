@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.utils import canonicalize_name
 
 from certification.environments import Environment, environment, harness_environment
 
@@ -365,12 +366,13 @@ class FrameworkAgent:
     passes_with: str | None = None
     agent_log: str = "events"  # events: an audit log; otel: spans only, judged from HARNESS_TRACE_FILE
     certified: tuple[str, ...] = ()  # NAME==VERSION of each package of its framework, as the cells were measured
+    adapter: str | None = None  # the framework's own MCP adapter the agent calls tools through (MCP columns only)
 
     @property
     def framework_version(self) -> str:
         package = FRAMEWORK_PACKAGES[self.framework]
-        pins = dict(r.split("==", 1) for r in self.certified)
-        return f"{self.framework} {pins.get(package) or version(package)}"
+        pins = {canonicalize_name(r.split("==", 1)[0].split("[", 1)[0]): r.split("==", 1)[1] for r in self.certified}
+        return f"{self.framework} {pins.get(canonicalize_name(package)) or version(package)}"
 
     @property
     def run_command(self) -> str:
@@ -399,7 +401,7 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
                      for column, cell in spec["cells"].items()}
             agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
                                           spec.get("passes_with"), spec.get("agent_log", "events"),
-                                          certified.get(spec["framework"], ()))
+                                          certified.get(spec["framework"], ()), spec.get("adapter"))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{path}: frameworks.agents.{name}: {type(exc).__name__} {exc}") from None
     return columns, agents

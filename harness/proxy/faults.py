@@ -232,7 +232,12 @@ def _synthetic(rule: FaultRule) -> http.Response:
 
 def _tool_error(flow: http.HTTPFlow, rule: FaultRule) -> http.Response:
     """An MCP tool error result for the flow's tools/call, echoing its id (as a server's own would read);
-    a 400 when the flow is no JSON-RPC tools/call, and the journal says why."""
+    a 400 when the flow is no JSON-RPC tools/call, and the journal says why.
+
+    The result is valid on the wire the session speaks: after the commit it is the server's own result (its
+    ``resultType``, ``_meta``, whatever its SDK wrote) with the error's content in place of the real one;
+    before, on the 2026-07-28 wire (mcp 2.x's modern sessions, whose clients require it), it says
+    ``resultType: complete``, as the SDK's ``CallToolResult`` does."""
     rpc: RpcFacts | None = flow.metadata.get(RPC_META)
     if rpc is None or not rpc.is_tool_call:
         note = NOT_A_TOOL_CALL.format(action=rule.action)
@@ -240,9 +245,35 @@ def _tool_error(flow: http.HTTPFlow, rule: FaultRule) -> http.Response:
         return http.Response.make(400, json.dumps({"error": "bad_request", "message": note}).encode(),
                                   {"content-type": "application/json"})
     text = rule.body if rule.body is not None else DEFAULT_TOOL_ERROR
-    answer = {"jsonrpc": "2.0", "id": rpc.id,
-              "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+    result = _server_result(flow.response, rpc.id)
+    if result is None:
+        result = {"resultType": "complete"} if _modern_wire(flow.request) else {}
+    result.pop("structuredContent", None)  # the real result's: an error result carries only its text
+    result.update(content=[{"type": "text", "text": text}], isError=True)
+    answer = {"jsonrpc": "2.0", "id": rpc.id, "result": result}
     return http.Response.make(200, json.dumps(answer).encode(), {"content-type": "application/json"})
+
+
+MODERN_PROTOCOL = "2026-07-28"  # the first MCP protocol whose results must say their resultType
+
+
+def _modern_wire(request: http.Request) -> bool:
+    """The request is on the 2026-07-28 wire or later (its ``MCP-Protocol-Version``; dates sort as text)."""
+    return request.headers.get("mcp-protocol-version", "") >= MODERN_PROTOCOL
+
+
+def _server_result(response: http.Response | None, rid: object) -> dict[str, object] | None:
+    """The ``result`` object of the server's own JSON answer to ``rid``, or None (no answer yet, an SSE or
+    error answer, not JSON)."""
+    if response is None or "json" not in response.headers.get("content-type", ""):
+        return None
+    try:
+        doc = json.loads(response.get_content() or b"")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("id") != rid or not isinstance(doc.get("result"), dict):
+        return None
+    return dict(doc["result"])
 
 
 check_handlers(REQUEST_HANDLERS, RESPONSE_HANDLERS)

@@ -33,7 +33,7 @@ def test_each_frameworks_cells_run_beside_the_harness_in_an_environment_of_its_c
     resolved together (so a release that cannot be installed beside the harness fails here), without mitmproxy."""
     from certification.environments import harness_environment
 
-    imports = {"langgraph": "langgraph.graph", "openai-agents": "agents", "pydantic-ai": "pydantic_ai",
+    imports = {"langgraph": "langgraph.graph", "openai-agents": "agents.mcp", "pydantic-ai": "pydantic_ai.mcp",
                "smolagents": "smolagents", "agno": "agno.agent", "crewai": "crewai"}
     assert set(imports) == set(FRAMEWORK_PACKAGES)
     checked: set[str] = set()
@@ -66,7 +66,10 @@ def test_expected_framework_cells_name_real_agents_scenarios_and_rules() -> None
     for agent in AGENTS.values():
         module = agent.command.split()[2]
         assert (Path(__file__).resolve().parents[2] / (module.replace(".", "/") + ".py")).is_file(), agent.name
-        if agent.agent_log == "events":
+        if agent.adapter is not None:  # the framework's own MCP adapter: the MCP tool servers' columns only
+            assert agent.agent_log == "events", agent.name
+            assert set(agent.cells) == {c for c in COLUMNS if c.startswith("mcp_")}, agent.name
+        elif agent.agent_log == "events":
             assert set(agent.cells) == set(COLUMNS), f"{agent.name}: one cell per column"
         else:  # the trace-only agent's tool records HTTP calls as spans; its MCP calls are not traced
             assert set(agent.cells) == {c for c in COLUMNS if not c.startswith("mcp_")}, agent.name

@@ -5,9 +5,12 @@ setting (``--wrong``). docs/frameworks.md says how each is built and what each f
     python -m harness.agents.frameworks.langgraph_agent [--wrong]
     python -m harness.agents.frameworks.openai_agents_agent [--wrong]
     python -m harness.agents.frameworks.pydantic_ai_agent [--wrong] [--trace]
+    python -m harness.agents.frameworks.pydantic_ai_mcp_agent [--wrong]      # pydantic-ai's own MCPToolset
+    python -m harness.agents.frameworks.openai_agents_mcp_agent [--wrong]    # the SDK's MCPServerStreamableHttp
 
 Their tool calls the destination of each intent: an HTTP service (requests, logged by harness.instrument)
-or an MCP tool server (the mcp client, logged by mcp_tools.py); ``--trace`` logs OpenTelemetry spans only.
+or an MCP tool server (the mcp client, logged by mcp_tools.py); ``--trace`` logs OpenTelemetry spans only. The
+``*_mcp_agent``s call the MCP server's own tools through the framework's MCP adapter (mcp_adapters.py).
 
 The frameworks come from the ``frameworks`` extra; only the modules of this package import them.
 """

@@ -9,9 +9,9 @@ attempts. ``McpOperation`` has the interface tools.py's correct tool reads (harn
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from harness.agents.frameworks import scope as framework_scope
 from harness.contract import MCP_ENDPOINT
@@ -84,10 +84,29 @@ class McpOperation:
     # -- one tools/call ---------------------------------------------------------------------------------
 
     def call(self, tool: str, arguments: dict[str, Any], key: str | None) -> tuple[Attempt, Any]:
-        """One attempt: a tools/call of ``tool``, logged; (the record, the CallToolResult or None)."""
+        """One attempt through our own client (harness.agents.mcp_client), logged."""
+        return asyncio.run(self.call_via(self.our_client, tool, arguments, key))
+
+    def look_up(self) -> list[str] | None:
+        """The lookup tool through our own client, logged as an observation (``look_up_via``)."""
+        return asyncio.run(self.look_up_via(self.our_client))
+
+    async def our_client(self, tool: str, arguments: dict[str, Any], traceparent: str) -> tuple[str, Any, str | None]:
+        """One tools/call through a fresh session of our own client (harness.agents.mcp_client), the traceparent
+        in ``params._meta``."""
+        from harness.agents.mcp_client import call_tool
+
+        state, result, cause = await call_tool(self.url, tool, arguments, traceparent=traceparent,
+                                               read_timeout=READ_TIMEOUT)
+        return state, result, None if cause is None else f"{type(cause).__name__}: {cause}"[:200]
+
+    async def call_via(self, via: CallTool, tool: str, arguments: dict[str, Any], key: str | None
+                       ) -> tuple[Attempt, Any]:
+        """One attempt: a tools/call of ``tool`` made by ``via`` (our client, or a framework's own MCP adapter),
+        logged; (the record, the ToolResult or None)."""
         sent_traceparent = traceparent(self.operation_id)
         record = Attempt(new_id("att"))
-        state, result, error = asyncio.run(call_tool(self.url, tool, arguments, sent_traceparent))
+        state, result, error = await via(tool, arguments, sent_traceparent)
         record.dispatch_state = state
         if result is not None:
             record.http_status, record.tool_error = 200, result.is_error
@@ -117,15 +136,15 @@ class McpOperation:
         self.last_fingerprint = fingerprint(arguments)
         return record, result
 
-    def look_up(self) -> list[str] | None:
-        """The lookup tool by client reference, logged as an observation: the refs found ([]: none), None
-        when the tool did not answer (no evidence either way)."""
+    async def look_up_via(self, via: CallTool) -> list[str] | None:
+        """The lookup tool by client reference, called by ``via`` and logged as an observation: the refs found
+        ([]: none), None when the tool did not answer (no evidence either way)."""
         spec = self.contract.get("lookup")
         if not spec:
             return None
         observation = Observation(new_id("obs"), "lookup")
-        state, result, error = asyncio.run(call_tool(self.url, spec["path"], {spec["query_param"]: self.operation_id},
-                                                     traceparent(self.operation_id)))
+        state, result, error = await via(spec["path"], {spec["query_param"]: self.operation_id},
+                                         traceparent(self.operation_id))
         body = result.resource if result is not None and not result.is_error else None
         field_name = self.contract["operations"][self.kind].get("effect_ref_field") or "id"
         items = body.get(spec.get("result_field") or "items") if isinstance(body, dict) else None
@@ -164,11 +183,9 @@ class McpOperation:
                                  **extra)
 
 
-async def call_tool(url: str, tool: str, arguments: dict[str, Any], traceparent: str) -> tuple[str, Any, str | None]:
-    """One tools/call through a fresh MCP session (harness.agents.mcp_client): (dispatch state, the
-    CallToolResult or None, error)."""
-    from harness.agents.mcp_client import call_tool as call
+class CallTool(Protocol):
+    """How an operation's tools/call is made: ``(tool, arguments, traceparent)`` -> (dispatch state, the
+    ToolResult or None, what went wrong). Our own client (``McpOperation.our_client``), or a framework's MCP adapter."""
 
-    state, result, cause = await call(url, tool, arguments, traceparent=traceparent, read_timeout=READ_TIMEOUT)
-    return state, result, None if cause is None else f"{type(cause).__name__}: {cause}"[:200]
-
+    def __call__(self, tool: str, arguments: dict[str, Any], traceparent: str, /
+                 ) -> Awaitable[tuple[str, Any, str | None]]: ...

@@ -14,6 +14,7 @@ the same operation id, the same idempotency key, retries linked to what came bef
 from __future__ import annotations
 
 import argparse
+import asyncio
 import inspect
 import json
 import os
@@ -28,7 +29,7 @@ import requests
 from harness.agents.frameworks import scope as framework_scope
 from harness.agents.frameworks.scope import MAX_EXECUTIONS
 from harness.agents.instrumented.plain_requests import auth, worth_retrying
-from harness.contract import MCP_TRANSPORT, destination_env_name
+from harness.contract import MCP_ENDPOINT, MCP_TRANSPORT, destination_env_name
 from harness.instrument import current_operation, instrument
 from harness.model.agent import may_have_acted
 
@@ -190,11 +191,17 @@ def carry_out(tool: ToolSpec, params: dict[str, Any]) -> str:
 
 
 def _carry_out_mcp(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
-    """The correct tool on an MCP tool server: the same steps, through the lookup tool and one tools/call
-    with the operation's key argument (or its natural key, the client reference)."""
+    """The correct tool on an MCP tool server, through our own MCP client."""
+    return asyncio.run(carry_out_mcp(op.our_client, tool, params, op))
+
+
+async def carry_out_mcp(via: Any, tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
+    """The correct tool on an MCP tool server, its calls made by ``via`` (mcp_tools.CallTool: our client, or
+    a framework's MCP adapter): the same steps, through the lookup tool and one tools/call with the
+    operation's key argument (or its natural key, the client reference). Raises SafeToRetry as carry_out."""
     idem = tool.contract["idempotency"]
     if op.last_attempt is not None and op.last_attempt.uncertain:
-        found = op.look_up()
+        found = await op.look_up_via(via)
         if found:
             return f"not sent again: the lookup tool found {', '.join(found)}"
         if found is None and idem["style"] == "none":
@@ -206,7 +213,7 @@ def _carry_out_mcp(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
         key = op.operation_id  # one effect per client reference: the reference is the key
     elif idem["style"] != "none" and idem.get("body_field"):
         key = arguments[idem["body_field"]] = op.idempotency_key
-    record, result = op.call(route["path"], arguments, key)
+    record, result = await op.call_via(via, route["path"], arguments, key)
     if result is None:
         raise SafeToRetry(f"no result ({record.dispatch_state}): the next execution looks it up first")
     if result.is_error:
@@ -293,6 +300,11 @@ def post_blindly(tool: ToolSpec, params: dict[str, Any]) -> str:
 
 def base_url(tool: ToolSpec) -> str:
     return os.environ[destination_env_name(tool.destination)].rstrip("/")
+
+
+def destination_url(tool: ToolSpec) -> str:
+    """The MCP endpoint of the tool's destination (through the fault proxy), for a framework's own MCP client."""
+    return base_url(tool) + (tool.contract.get("endpoint") or MCP_ENDPOINT)
 
 
 def call_id(intent: dict[str, Any], n: int) -> str:
