@@ -1,7 +1,7 @@
 """Benchmark the offline audit against a bare parse of the same file: both log formats, 1,000,000 lines.
 
     python benchmarks/audit_bench.py [--lines 1000000] [--formats events article] [--faulty 1 10]
-                                     [--engines duckdb] [--keep]
+                                     [--engines typed duckdb stream] [--keep]
 
 Each log mixes the stories a production log holds. Ours (``events``): clean single attempts, lost responses
 reconciled by a lookup, dedup retries under one key, and ``--faulty`` operations in a hundred blind retries
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", nargs="+", choices=sorted(GENERATORS), default=["events", "article"])
     parser.add_argument("--faulty", type=int, nargs="+", default=[1, 10],
                         help="faulty operations in a hundred, one log per figure (default: 1 and 10)")
-    parser.add_argument("--engines", nargs="+", choices=("duckdb", "stream"), default=["duckdb"])
+    parser.add_argument("--engines", nargs="+", choices=("typed", "duckdb", "stream"), default=["typed"])
     parser.add_argument("--keep", action="store_true", help="keep the generated logs and print their paths")
     args = parser.parse_args(argv)
     if any(not 0 <= f <= 100 for f in args.faulty):

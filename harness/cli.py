@@ -99,9 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "events: docs/otel.md)")
     audit.add_argument("-q", "--quiet", action="store_true", help="no progress line (a large file shows one on a "
                                                                   "terminal)")
-    audit.add_argument("--engine", choices=("duckdb", "spark", "stream"), default="duckdb",
-                       help="where it runs: duckdb (embedded, in parallel; the default), spark (a Spark session: "
-                            "--master; docs/spark.md) or stream (line by line, this process alone); same verdicts")
+    audit.add_argument("--engine", choices=("typed", "duckdb", "spark", "stream"), default="typed",
+                       help="where it runs: typed (each line decoded once into typed records, the log read by one "
+                            "process a core; the default), duckdb (embedded SQL), spark (a Spark session: --master; "
+                            "docs/spark.md) or stream (line by line, this process alone); same verdicts")
+    audit.add_argument("--workers", type=int, metavar="N", default=None,
+                       help="with --engine typed: the processes that read the log (default: one a core, up to 4, "
+                            "for a log of 16 MB or more; 1 for a smaller one)")
     audit.add_argument("--master", metavar="URL", default=None,
                        help="with --engine spark: the Spark master (local[2] by default, spark://host:7077, yarn, ...)")
     audit.add_argument("--html", type=Path, metavar="FILE",
@@ -403,8 +407,8 @@ AUDIT_PROGRESS_MIN_BYTES = 8_000_000
 
 
 def run_audit(path: Path | str, *, format: str = "text", out: TextIO | None = None, err: TextIO | None = None,
-              window: int = 10_000, engine: str = "duckdb", master: str | None = None, quiet: bool = True,
-              input: str | None = None, keep: KeptVerdicts | None = None) -> int:
+              window: int = 10_000, engine: str = "typed", master: str | None = None, quiet: bool = True,
+              input: str | None = None, keep: KeptVerdicts | None = None, workers: int | None = None) -> int:
     """``python -m harness audit FILE``: the audit's output on ``out``, problems with the file on ``err``
     (default: the streams of the moment, so that redirect_stdout works), and the exit status. ``quiet=False``:
     a file of ``AUDIT_PROGRESS_MIN_BYTES`` or more shows a progress line on a terminal's stderr. ``keep``: the
@@ -428,7 +432,7 @@ def run_audit(path: Path | str, *, format: str = "text", out: TextIO | None = No
             paint = paint_for(out) if format == "text" else None
             shown = cast(TextIO, _Painted(out, paint)) if paint is not None and paint.enabled else out
             summary = audit_file(path, format=format, out=shown, window=window, engine=engine, master=master,
-                                 progress=None if quiet else update, keep=keep)
+                                 progress=None if quiet else update, keep=keep, workers=workers)
     except (EvidenceError, ValueError) as exc:
         print(f"audit: {exc}", file=err)
         return EXIT_USAGE
@@ -484,17 +488,20 @@ def _audit(args: argparse.Namespace) -> int:
         if any(c in str(args.file) for c in "*?["):
             raise HarnessError(f"--html {args.html}: the investigation report is written for one log, not a glob "
                                f"({args.file}); give one file")
+    if args.workers is not None and (args.engine != "typed" or args.workers < 1):
+        raise HarnessError(f"--workers {args.workers}: give 1 or more, with --engine typed (the engine is "
+                           f"{args.engine})")
     if args.master is not None and args.engine != "spark":
         raise HarnessError(f"--master {args.master}: a Spark master is for --engine spark "
                            f"(the engine is {args.engine})")
     if args.html is not None and args.engine == "spark":
         raise HarnessError(f"--html {args.html}: the page is made from every operation's verdict in this process, "
-                           f"which --engine spark leaves on the cluster; give --engine stream or duckdb")
+                           f"which --engine spark leaves on the cluster; give --engine typed, stream or duckdb")
     from harness.audit.output import KeptVerdicts
 
     keep = KeptVerdicts(str(args.file)) if args.html is not None else None
     status = run_audit(args.file, format=args.format, quiet=args.quiet, input=args.input, engine=args.engine,
-                       master=args.master, keep=keep)
+                       master=args.master, keep=keep, workers=args.workers)
     if keep is not None and status != EXIT_USAGE:
         from harness.html_report import RunInfo, write_html_report
 

@@ -1,5 +1,5 @@
 """Offline audit of a log file, or of a day of them: ``python -m harness audit FILE|GLOB [--format json|text]
-[--engine duckdb|spark|stream]``.
+[--engine typed|duckdb|spark|stream]``.
 
 Reads our audit events (``event``: operation, attempt, observation, resolution, approval) or the second
 article's effect-ledger NDJSON (``type``: attempt | effect, with ``operationId``, ``attemptId``,
@@ -7,9 +7,12 @@ article's effect-ledger NDJSON (``type``: attempt | effect, with ``operationId``
 no wire and no ledger here, so the rules that need them are skipped and effects are counted from the log.
 A glob is audited as one log: its files in name order, their lines numbered through.
 
-Engines (``harness.audit.engines``): ``duckdb`` (the default) reads the file in SQL, in parallel, and writes
-the verdicts of the operations no rule can fire on from SQL (``harness.audit.triage``); the rules judge the
-rest. ``spark`` does the same on a Spark session (``--master URL``; docs/spark.md), with the same output.
+Engines: ``typed`` (the default, ``harness.audit.typed``) decodes each line once, by msgspec, into the typed
+record of its event, in one process a core each reading a part of the log, writes the verdicts of the operations
+that tell a clean story without the rules, and shares the rest between the processes (an operation tied to
+another is judged by the first, beside it). ``duckdb`` (``harness.audit.engines``) reads the file in SQL and
+writes the verdicts of the operations no rule can fire on from SQL (``harness.audit.triage``); the rules judge
+the rest. ``spark`` does the same on a Spark session (``--master URL``; docs/spark.md), with the same output.
 ``stream`` reads line by line in this process alone, memory growing with open operations, not with the
 file: an operation is judged once it is resolved (the article's: an effect of it logged) and ``window`` more
 operations have been after it (reconciliation may append a second resolution), or at the end of the file.
@@ -20,9 +23,9 @@ file cannot be read or holds no usable line.
 The package, one concern a module: ``article.py`` (the article's lines as events), ``lines.py`` (one
 line as the audit reads it; ``load_log``, a bare log's ``Evidence``), ``stream.py`` (``StreamingAudit``:
 lines in, operations judged), ``fast_path.py`` (clean operations without the rule loop), ``triage.py``
-(the SQL), ``engine.py`` (the engines and what drives them), ``output.py`` (JSON and text out). The rules
-are the checker's: ``check(load_log(path), offline=True)`` finds what the audit finds
-(tests/audit/test_parity.py).
+(the SQL), ``engines.py`` (the SQL engines and what drives them), ``typed.py`` (the typed engine),
+``output.py`` (JSON and text out). The rules are the checker's: ``check(load_log(path), offline=True)`` finds
+what the audit finds (tests/audit/test_parity.py).
 """
 
 from __future__ import annotations
@@ -57,16 +60,19 @@ def _open(path: str) -> TextIO:
 
 
 def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdout, window: int = 10_000,
-               engine: str | AuditEngine = "duckdb", master: str | None = None,
-               progress: AuditProgress | None = None, keep: KeptVerdicts | None = None) -> AuditSummary:
+               engine: str | AuditEngine = "typed", master: str | None = None,
+               progress: AuditProgress | None = None, keep: KeptVerdicts | None = None,
+               workers: int | None = None) -> AuditSummary:
     """Audit a file (or a glob of them, as one log), writing each judged operation to ``out`` (JSON or text),
     then the run-wide findings and the summary; returns the summary. Raises ``EvidenceError`` when a file
     cannot be read at all; a file with no usable line is an ``AuditSummary`` whose outcome says so.
 
-    ``engine``: ``duckdb`` (embedded, the default), ``spark`` (``master``: a Spark master URL, default
-    ``local[2]``) or ``stream``; or an open engine (``harness.audit.engines``), which the caller closes. The
-    verdicts are the same; ``stream`` lists operations as they are judged, the others in the order of their
-    first line. ``progress(bytes read, unhealthy operations so far)`` is called as the file is read.
+    ``engine``: ``typed`` (the default: ``harness.audit.typed``, ``workers`` processes reading the log, by
+    default one a core for a large log), ``duckdb`` (embedded SQL), ``spark`` (``master``: a Spark master URL,
+    default ``local[2]``) or ``stream``; or an open engine (``harness.audit.engines``), which the caller closes.
+    The verdicts are the same; ``stream`` lists operations as they are judged, ``duckdb`` and ``spark`` in the
+    order of their first line, ``typed`` the healthy ones first. ``progress(bytes read, unhealthy operations so
+    far)`` is called as the file is read.
 
     ``keep``: every operation's verdict and every line read go there too (``audit --html`` builds its page from
     them). It holds the whole log in this process, so the log is streamed here whatever the local engine (the
@@ -98,7 +104,15 @@ def audit_file(path: str | Path, *, format: str = "text", out: TextIO = sys.stdo
         out.write('{"file": ' + json.dumps(name) + ',\n  "operations": [')
     result = None
     files = [(p, 0) for p in paths]
-    if name_of_engine != "stream" and keep is None:
+    if name_of_engine == "typed" and given is None and keep is None:
+        from harness.audit.typed import audit_typed  # msgspec: imported by the engine that needs it
+
+        try:
+            stats, run_findings, files = audit_typed(paths, name, format, window, write, progress, size, workers)
+            result = stats, run_findings
+        except EngineUnsuitable:
+            pass
+    elif name_of_engine != "stream" and keep is None:
         try:
             chosen = given or open_engine(name_of_engine, master=master)
         except ImportError as exc:

@@ -28,7 +28,7 @@ from harness.checker import Finding, OperationContext
 from harness.errors import EvidenceError
 from harness.limits import collector_paused
 
-ENGINES = ("duckdb", "spark", "stream")
+ENGINES = ("typed", "duckdb", "spark", "stream")  # typed: harness.audit.typed
 
 
 class EngineUnsuitable(Exception):
@@ -54,7 +54,7 @@ class AuditEngine(Protocol):
     def close(self) -> None: ...
 
 
-def _prescan(path: str) -> int:
+def prescan(path: str) -> int:
     """The number of lines of the file as Python's text mode counts them; ``EngineUnsuitable`` when DuckDB's CSV
     reader would split or strip them otherwise (a carriage return anywhere, a byte-order mark)."""
     lines = 0
@@ -100,7 +100,7 @@ class DuckDBEngine:
         self.spans: list[tuple[int, int, str | None]] = []
 
     def load(self, paths: list[str]) -> list[tuple[str, int]]:
-        counts = [_prescan(path) for path in paths]
+        counts = [prescan(path) for path in paths]
         self.spans, self.total = spans(list(zip(paths, counts, strict=True))), sum(counts)
         files = "[" + ", ".join(triage.quote(p) for p in paths) + "]"
         # one VARCHAR column, no quoting, no header: each line as it stands, in file order (read in parallel;
@@ -172,7 +172,7 @@ def open_engine(name: str, *, master: str | None = None) -> AuditEngine:
     raise ValueError(f"engine {name!r} is not known; valid: {', '.join(ENGINES)}")
 
 
-def _forced(texts: Iterable[tuple[int, str]]) -> tuple[list[str], bool]:
+def forced_by(texts: Iterable[tuple[int, str]]) -> tuple[list[str], bool]:
     """What the lines SQL could not read for certain name, as the audit reads them: operation ids, keys,
     intents and referenced operations (all of which go through the rules), and whether one is a session
     approval (which covers every operation of its holder: then everything does)."""
@@ -209,7 +209,7 @@ def audit_with(engine: AuditEngine, paths: list[str], name: str, format: str, wi
     if progress is not None:
         progress(size // 3, 0)
     loose = list(engine.lines_at(triage.LOOSE_SQL))
-    forced, session = _forced(loose)
+    forced, session = forced_by(loose)
     session = session or bool(next(iter(engine.query(triage.SESSION_APPROVALS_SQL)))[0])
     engine.register("forced", "value", forced)
     engine.materialize("clean", triage.TRIAGE_SQL + (" AND 1 = 0" if session else ""))

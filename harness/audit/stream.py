@@ -237,10 +237,10 @@ def audit_alone(handles: Iterable[TextIO], name: str, format: str, window: int,
         audit.finish()
         if progress is not None:  # operations still open at the end are judged only now
             progress(done, audit.unhealthy)
-    return _stats(audit), audit.run_findings
+    return stats_of(audit), audit.run_findings
 
 
-def _stats(audit: StreamingAudit) -> dict[str, Any]:
+def stats_of(audit: StreamingAudit) -> dict[str, Any]:
     return {"events": audit.events, "malformed": audit.malformed, "classes": dict(audit.classes),
             "unhealthy": audit.unhealthy, "findings": audit.finding_count}
 

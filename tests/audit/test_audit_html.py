@@ -72,7 +72,7 @@ def test_a_page_of_a_spark_audit_is_refused_before_anything_runs(tmp_path: Path,
     status = cli.main(["audit", str(FILES[0]), "--engine", "spark", "--html", str(tmp_path / "a.html")])
     assert status == 2 and not (tmp_path / "a.html").exists()
     err = capsys.readouterr().err
-    assert "--engine spark" in err and "give --engine stream or duckdb" in err and "Traceback" not in err
+    assert "--engine spark" in err and "give --engine typed, stream or duckdb" in err and "Traceback" not in err
 
 
 def _texts(findings: list[harness.checker.Finding]) -> list[str]:

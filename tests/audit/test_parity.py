@@ -58,9 +58,10 @@ def checked(path: Path) -> dict:
 
 
 def assert_same_judgement(path: Path) -> None:
-    """Both engines (the stream, and DuckDB's triage with the rules for the rest) judge as check() does."""
+    """Every local engine (the stream, DuckDB's triage and the typed one, each with the rules for the rest) judges
+    as check() does."""
     verdict = checked(path)
-    for engine in ("stream", "duckdb"):
+    for engine in ("stream", "duckdb", "typed"):
         audit = audited(path, engine=engine)
         assert sorted_ops(audit) == sorted_ops(verdict), (path, engine)
         assert findings_of(audit) == findings_of(verdict), (path, engine)
@@ -112,4 +113,6 @@ def test_the_window_is_the_one_difference(tmp_path):
     assert audit["operations"][1:] == verdict["operations"][1:]
     assert verdict["operations"][0]["observations"] and not audit["operations"][0]["observations"]
     assert audited(log, engine="stream")["operations"] == verdict["operations"]  # a wide window sees it in place
-    assert audited(log, window=2)["operations"] == verdict["operations"]  # the embedded engine has no window
+    for engine in ("duckdb", "typed"):  # here the embedded engines judge op_0 whole (the rules see no other between)
+        audit = audited(log, window=2, engine=engine)
+        assert sorted_ops(audit) == sorted_ops(verdict) and findings_of(audit) == findings_of(verdict), engine

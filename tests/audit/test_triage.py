@@ -182,7 +182,11 @@ def judged(path: Path, **kwargs) -> tuple[list, list, dict]:
 
 
 def assert_engines_agree(path: Path) -> None:
-    assert judged(path, engine="duckdb") == judged(path, engine="stream"), path.read_text()[:3000]
+    """Every local engine judges as the stream does; the typed one also with the log cut into two and three
+    parts (an operation whose lines two parts hold, a key or an intent two parts use, read by other processes)."""
+    streamed = judged(path, engine="stream")
+    for engine, workers in (("duckdb", None), ("typed", 1), ("typed", 2), ("typed", 3)):
+        assert judged(path, engine=engine, workers=workers) == streamed, (engine, workers, path.read_text()[:3000])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
@@ -313,14 +317,18 @@ def test_the_command_line_takes_an_engine_and_refuses_a_master_without_spark(tmp
     (tmp_path / "b.ndjson").write_text(ARTICLE.read_text().replace("op_", "op_b_"))
     pattern = str(tmp_path / "*.ndjson")
     outputs = {}
-    for name in ("duckdb", "stream"):
-        assert cli.main(["audit", pattern, "--format", "json", "--engine", name]) == 1
-        outputs[name] = json.loads(capsys.readouterr().out)
-    assert outputs["duckdb"]["summary"] == outputs["stream"]["summary"]
-    assert outputs["duckdb"]["summary"]["operations"] == 8
+    for name, extra in (("duckdb", []), ("stream", []), ("typed", []), ("typed", ["--workers", "2"])):
+        assert cli.main(["audit", pattern, "--format", "json", "--engine", name, *extra]) == 1
+        outputs[name, *extra] = json.loads(capsys.readouterr().out)
+    assert all(output["summary"] == outputs["stream",]["summary"] for output in outputs.values())
+    assert outputs["stream",]["summary"]["operations"] == 8
     assert cli.main(["audit", pattern, "--master", "spark://h:7077"]) == 2
-    assert "--master spark://h:7077: a Spark master is for --engine spark (the engine is duckdb)" in \
+    assert "--master spark://h:7077: a Spark master is for --engine spark (the engine is typed)" in \
         capsys.readouterr().err
+    assert cli.main(["audit", pattern, "--engine", "duckdb", "--workers", "2"]) == 2
+    assert "--workers 2: give 1 or more, with --engine typed (the engine is duckdb)" in capsys.readouterr().err
+    assert cli.main(["audit", pattern, "--workers", "0"]) == 2
+    assert "--workers 0: give 1 or more" in capsys.readouterr().err
     assert cli.main(["audit", pattern, "--html", str(tmp_path / "r.html")]) == 2
     assert "not a glob" in capsys.readouterr().err
 

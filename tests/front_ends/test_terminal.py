@@ -145,13 +145,13 @@ def mixed_log(path: Path, count: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("engine", ["stream", "duckdb"])
-def test_the_audit_tells_its_progress_on_either_engine(tmp_path, engine):
+@pytest.mark.parametrize("engine,workers", [("stream", None), ("duckdb", None), ("typed", 1), ("typed", 2)])
+def test_the_audit_tells_its_progress_on_every_engine(tmp_path, engine, workers):
     from harness.audit import audit_file
 
     path = mixed_log(tmp_path / "big.ndjson", 3000)
     heard: list[tuple[int, int]] = []
-    summary = audit_file(path, format="json", out=io.StringIO(), engine=engine,
+    summary = audit_file(path, format="json", out=io.StringIO(), engine=engine, workers=workers,
                          progress=lambda done, bad: heard.append((done, bad)))
     assert summary.operations == 3000 and summary.unhealthy == 1000
     assert len(heard) >= 2, heard
