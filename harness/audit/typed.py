@@ -29,7 +29,6 @@ import mmap
 import multiprocessing
 import os
 import tempfile
-import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -523,6 +522,9 @@ def split(files: list[tuple[str, int]], parts: int) -> list[list[Piece]]:
             cuts += [(index, at, number + before) for at, before in _line_starts(path, inside)]
         offset += size
         number += lines
+    bases = [1]  # each file's first line number in the log
+    for _, lines in files:
+        bases.append(bases[-1] + lines)
     bounds = [(0, 0, 1), *cuts, (len(files) - 1, sizes[-1] if sizes else 0, number)]
     result: list[list[Piece]] = []
     for (f0, at0, n0), (f1, at1, _) in zip(bounds, bounds[1:], strict=False):
@@ -531,8 +533,7 @@ def split(files: list[tuple[str, int]], parts: int) -> list[list[Piece]]:
             start = at0 if index == f0 else 0
             end = at1 if index == f1 else sizes[index]
             if end > start:
-                pieces.append((files[index][0], start, end, n0))
-            n0 += files[index][1] if index == f0 and start == 0 else 0
+                pieces.append((files[index][0], start, end, n0 if index == f0 else bases[index]))
         result.append(pieces)
     return [part for part in result if part]
 
@@ -592,13 +593,17 @@ def _triage(pieces: list[Piece], window: int, might_find: Callable[[str], bool],
 
 
 def _answer(send: Any, task: Callable[[], Any]) -> None:
-    """A forked worker: its task's result sent back, or the error it met, as text."""
+    """A forked worker: its task's result sent back, or the error it met, as text; then gone at once, touching
+    nothing of its parent's (standard streams another thread may have held at the fork, exit handlers)."""
     try:
         result = task()
     except BaseException as exc:  # noqa: B036 (anything, said to the parent rather than lost with the process)
         result = _Failed(f"{type(exc).__name__}: {exc}")
-    send.send(result)
-    send.close()
+    try:
+        send.send(result)
+        send.close()
+    finally:
+        os._exit(0)
 
 
 class _Failed(str):
@@ -639,16 +644,19 @@ def in_workers(tasks: list[Callable[[], Any]]) -> list[Any]:
 
 
 def workers_for(size: int, asked: int | None = None) -> int:
-    """How many processes read a log of ``size`` bytes: ``asked``, else one a core up to four above 16 MB (forking
-    costs a few milliseconds a worker; a worker reads about 30 MB a second), and one where this process cannot
-    fork safely (no ``fork``, or threads of its own that a child would not have)."""
-    if asked is not None:
-        if asked < 1:
-            raise ValueError(f"workers {asked}: give 1 or more")
-        return asked if "fork" in multiprocessing.get_all_start_methods() else 1
-    if size < 16 << 20 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+    """How many processes read a log of ``size`` bytes: ``asked``, else one a core up to four from 16 MB on
+    (forking costs a few milliseconds a worker; a worker reads about 30 MB a second); one where this system
+    cannot fork."""
+    if asked is not None and asked < 1:
+        raise ValueError(f"workers {asked}: give 1 or more")
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    if asked is not None:
+        return asked
+    if size < 16 << 20:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 def _judged(audit: StreamingAudit, files: list[tuple[str, int]], lines: Iterable[int]) -> StreamingAudit:
