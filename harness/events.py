@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, Union
 
@@ -45,6 +46,7 @@ RETRY_REASONS = tuple(RETRY_REASON_NEEDS)
 SCHEMA_PATH = schema_file(AUDIT_EVENT_SCHEMA_FILE)  # package data (harness.resources)
 
 
+@lru_cache(maxsize=1 << 16)  # a log's lines share their seconds, and the rules read each line's several times
 def timestamp_seconds(text: str) -> float | None:
     """Unix seconds of an RFC 3339 (ISO 8601) timestamp, None for a string that is not one ("yesterday").
     The one reading of a string ``ts``: the schema gate refuses what it cannot read, the rules order by it."""

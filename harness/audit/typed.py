@@ -112,16 +112,17 @@ def _plain(value: Any, depth: int = 1) -> bool:
     """Free-form data (an intent) as orjson and pydantic read it alike (``harness.events.plain_json``): no float,
     no integer beyond 64 bits, nested no deeper than the limits."""
     kind = value.__class__
-    if kind is dict or kind is list:
-        if depth >= MAX_DEPTH:
+    if kind is not dict and kind is not list:
+        return kind is not float and (kind is not int or -(2 ** 63) <= value < 2 ** 64)
+    if depth >= MAX_DEPTH:
+        return False
+    for item in value.values() if kind is dict else value:
+        kind = item.__class__
+        if kind is str or item is None or kind is bool:  # the usual values, without a call
+            continue
+        if not _plain(item, depth + 1):
             return False
-        for item in value.values() if kind is dict else value:
-            if not _plain(item, depth + 1):
-                return False
-        return True
-    if kind is int:
-        return -(2 ** 63) <= value < 2 ** 64
-    return kind is not float
+    return True
 
 
 _SECONDS: dict[str, float] = {}
@@ -319,12 +320,9 @@ class TypedTriage:
         self.resolved: OrderedDict[str, None] = OrderedDict()
         self.found = PartFound()
 
-    def _tie(self, value: str | None, op_id: str) -> None:
-        if value:
-            found = self.found
-            owner = found.owner.setdefault(value, op_id)
-            if owner != op_id:
-                found.shared.setdefault(value, {owner}).add(op_id)
+    def _share(self, value: str, owner: str, op_id: str) -> None:
+        """``value`` (a key, an intent) used by ``op_id`` after ``owner``: both tied."""
+        self.found.shared.setdefault(value, {owner}).add(op_id)
 
     def feed_block(self, lines: list[bytes], first: int) -> None:
         """Lines ``first``, ``first + 1``, ... (each with or without its line break)."""
@@ -335,11 +333,13 @@ class TypedTriage:
         number = first - 1
         found = self.found
         open_ops, closed, decode_events, decode_ledger = self.open, found.seen, _EVENTS.decode, _LEDGER.decode
+        loose, owned, referenced, resolved, window = found.loose, found.owner.setdefault, found.referenced, \
+            self.resolved, self.window
         for line in lines:
             number += 1
             if line[:1] != b"{":
                 if line.strip():
-                    found.loose.append(number)
+                    loose.append(number)
                 continue
             try:
                 if escaped and b"\\" in line:
@@ -356,7 +356,7 @@ class TypedTriage:
                 if not op_id:
                     raise msgspec.DecodeError
             except _DECODE_ERRORS:
-                found.loose.append(number)
+                loose.append(number)
                 continue
             op = open_ops.get(op_id)
             if op is None:
@@ -374,30 +374,36 @@ class TypedTriage:
                 op.tied = True
             kind = record.__class__
             if kind is Attempt:
-                self._tie(record.idempotency_key, op_id)
+                key = record.idempotency_key
+                if key and (owner := owned(key, op_id)) != op_id:
+                    self._share(key, owner, op_id)
             elif kind is LedgerAttempt:
-                self._tie(record.idempotencyKey, op_id)
+                key = record.idempotencyKey
+                if key and (owner := owned(key, op_id)) != op_id:
+                    self._share(key, owner, op_id)
             elif kind is Operation:
-                self._tie(record.idempotency_key, op_id)
-                self._tie(record.intent_id, op_id)
+                for value in (record.idempotency_key, record.intent_id):
+                    if value and (owner := owned(value, op_id)) != op_id:
+                        self._share(value, owner, op_id)
                 for ref in (record.supersedes_operation_id, record.parent_operation_id,
                             record.correction_of_operation_id):
                     if ref is not None:
-                        found.referenced.add(ref)
+                        referenced.add(ref)
                         op.tied = True
             elif kind is Resolution:
                 if record.correction_operation_id is not None:
-                    found.referenced.add(record.correction_operation_id)
+                    referenced.add(record.correction_operation_id)
                     op.tied = True
             elif kind is Approval:
                 op.tied = True
                 found.session = found.session or record.scope == "session"
             if kind is Resolution or (kind is LedgerEffect and op.ledger):
-                resolved = self.resolved
-                resolved.pop(op_id, None)
-                resolved[op_id] = None
-                if len(resolved) > self.window:
-                    self._close(resolved.popitem(last=False)[0])
+                if op_id in resolved:
+                    resolved.move_to_end(op_id)
+                else:
+                    resolved[op_id] = None
+                    if len(resolved) > window:
+                        self._close(resolved.popitem(last=False)[0])
 
     def _close(self, op_id: str) -> None:
         op = self.open.pop(op_id)
