@@ -25,9 +25,11 @@ generated logs with every twist the SQL triage is tested on.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import mmap
 import multiprocessing
 import os
+import signal
 import tempfile
 from array import array
 from collections import OrderedDict
@@ -598,9 +600,20 @@ def _triage(pieces: list[Piece], window: int, might_find: Callable[[str], bool],
     return triage.close_all()
 
 
-def _answer(send: Any, task: Callable[[], Any]) -> None:
+def _die_with(parent: int) -> None:
+    """This worker killed with its parent, on Linux (prctl PR_SET_PDEATHSIG): a killed audit leaves no worker."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the worker ends with its part, its pipe to nobody
+        return
+    if os.getppid() != parent:  # the parent was gone before the call
+        os._exit(1)
+
+
+def _answer(send: Any, task: Callable[[], Any], parent: int) -> None:
     """A forked worker: its task's result sent back, or the error it met, as text; then gone at once, touching
     nothing of its parent's (standard streams another thread may have held at the fork, exit handlers)."""
+    _die_with(parent)
     try:
         result = task()
     except BaseException as exc:  # noqa: B036 (anything, said to the parent rather than lost with the process)
@@ -624,7 +637,7 @@ def in_workers(tasks: list[Callable[[], Any]]) -> list[Any]:
     try:
         for task in tasks[:-1]:
             receive, send = context.Pipe(duplex=False)
-            worker = context.Process(target=_answer, args=(send, task), daemon=True)
+            worker = context.Process(target=_answer, args=(send, task, os.getpid()), daemon=True)
             worker.start()
             send.close()
             started.append((worker, receive))

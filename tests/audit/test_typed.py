@@ -4,10 +4,15 @@ test_parity.py."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import multiprocessing
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +80,52 @@ def test_a_log_read_by_more_workers_than_it_has_lines_is_judged_whole(tmp_path: 
         outputs.append(json.loads(out.getvalue()))
         assert summary.outcome == "healthy" and summary.operations == 1, workers
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def children_of(pid: int) -> set[int]:
+    try:
+        return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+SLEEPING_WORKER = """
+import time
+from harness.audit.typed import in_workers
+in_workers([lambda: time.sleep(120), lambda: time.sleep(120)])
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process's children in /proc (Linux)")
+def test_a_killed_audit_leaves_no_worker_behind() -> None:
+    """SIGKILL to a process whose worker has two minutes of work left: the worker dies with it
+    (PR_SET_PDEATHSIG), as an audit's workers do when the audit is killed."""
+    parent = subprocess.Popen([sys.executable, "-c", SLEEPING_WORKER], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while not workers and parent.poll() is None and time.monotonic() < deadline:
+            workers = children_of(parent.pid)
+            time.sleep(0.01)
+        assert workers, f"no worker seen (exit status {parent.poll()})"
+        time.sleep(0.2)  # the worker past its start
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in workers), workers
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children_of(parent.pid) | workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
