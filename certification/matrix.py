@@ -329,7 +329,8 @@ def write(result: Run, connectors: dict[str, Connector], markdown_path: Path = M
 
 FRAMEWORK_SCENARIOS_DIR = SCENARIOS_DIR / "frameworks"
 FRAMEWORK_PACKAGES = {"langgraph": "langgraph", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai-slim",
-                      "smolagents": "smolagents", "agno": "agno", "crewai": "crewai"}
+                      "smolagents": "smolagents", "agno": "agno", "crewai": "crewai",
+                      "langchain-mcp-adapters": "langchain-mcp-adapters"}
 FRAMEWORKS_README_BEGIN = ("<!-- framework-matrix: written by `python -m certification --readme` from "
                            "certification/expected.yaml -->")
 FRAMEWORKS_README_END = "<!-- /framework-matrix -->"

@@ -1,7 +1,7 @@
 """The framework agents in the certification matrix: each agent (harness/agents/frameworks/, correct and with
 its framework's common wrong retry setting) on each column's scenario, through the real engine and fault
 proxy, judged by the full checker from its audit log; each cell must equal certification/expected.yaml, and
-the README's framework table must be that file's. 64 cells, about 3 minutes with `-n 2` (each a framework agent
+the README's framework table must be that file's. 142 cells, about 12 minutes with `-n 2` (each a framework agent
 process: its imports are most of it).
 """
 
@@ -34,7 +34,8 @@ def test_each_frameworks_cells_run_beside_the_harness_in_an_environment_of_its_c
     from certification.environments import harness_environment
 
     imports = {"langgraph": "langgraph.graph", "openai-agents": "agents.mcp", "pydantic-ai": "pydantic_ai.mcp",
-               "smolagents": "smolagents", "agno": "agno.agent", "crewai": "crewai"}
+               "smolagents": "smolagents", "agno": "agno.agent", "crewai": "crewai",
+               "langchain-mcp-adapters": "langchain_mcp_adapters.client, langgraph.prebuilt"}
     assert set(imports) == set(FRAMEWORK_PACKAGES)
     checked: set[str] = set()
     for agent in AGENTS.values():
