@@ -339,11 +339,13 @@ FRAMEWORKS_README_END = "<!-- /framework-matrix -->"
 @dataclass(frozen=True)
 class Column:
     """A column of the framework table: the scenario (a catalogue name, or a file under scenarios/) and its
-    header."""
+    header; ``raised_by``: who raises its fault, the fault proxy (a network fault, every row) or the row's
+    scripted model (``model``: a framework's own fault, only the rows whose command raises it have the cell)."""
 
     name: str
     scenario: str
     header: str
+    raised_by: str = "proxy"
 
     @property
     def path(self) -> Path:
@@ -392,7 +394,7 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
     agents: dict[str, FrameworkAgent] = {}
     try:
         for name, spec in (data.get("columns") or {}).items():
-            columns[name] = Column(name, spec["scenario"], spec["header"])
+            columns[name] = Column(name, spec["scenario"], spec["header"], spec.get("raised_by", "proxy"))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: frameworks.columns: {type(exc).__name__} {exc}") from None
     for name, spec in (data.get("agents") or {}).items():
