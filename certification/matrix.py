@@ -329,7 +329,8 @@ def write(result: Run, connectors: dict[str, Connector], markdown_path: Path = M
 
 FRAMEWORK_SCENARIOS_DIR = SCENARIOS_DIR / "frameworks"
 FRAMEWORK_PACKAGES = {"langgraph": "langgraph", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai-slim",
-                      "smolagents": "smolagents", "agno": "agno", "crewai": "crewai"}
+                      "smolagents": "smolagents", "agno": "agno", "crewai": "crewai",
+                      "langchain-mcp-adapters": "langchain-mcp-adapters"}
 FRAMEWORKS_README_BEGIN = ("<!-- framework-matrix: written by `python -m certification --readme` from "
                            "certification/expected.yaml -->")
 FRAMEWORKS_README_END = "<!-- /framework-matrix -->"
@@ -338,11 +339,13 @@ FRAMEWORKS_README_END = "<!-- /framework-matrix -->"
 @dataclass(frozen=True)
 class Column:
     """A column of the framework table: the scenario (a catalogue name, or a file under scenarios/) and its
-    header."""
+    header; ``raised_by``: who raises its fault, the fault proxy (a network fault, every row) or the row's
+    scripted model (``model``: a framework's own fault, only the rows whose command raises it have the cell)."""
 
     name: str
     scenario: str
     header: str
+    raised_by: str = "proxy"
 
     @property
     def path(self) -> Path:
@@ -391,7 +394,7 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
     agents: dict[str, FrameworkAgent] = {}
     try:
         for name, spec in (data.get("columns") or {}).items():
-            columns[name] = Column(name, spec["scenario"], spec["header"])
+            columns[name] = Column(name, spec["scenario"], spec["header"], spec.get("raised_by", "proxy"))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: frameworks.columns: {type(exc).__name__} {exc}") from None
     for name, spec in (data.get("agents") or {}).items():

@@ -7,6 +7,7 @@ setting (``--wrong``). docs/frameworks.md says how each is built and what each f
     python -m harness.agents.frameworks.pydantic_ai_agent [--wrong] [--trace]
     python -m harness.agents.frameworks.pydantic_ai_mcp_agent [--wrong]      # pydantic-ai's own MCPToolset
     python -m harness.agents.frameworks.openai_agents_mcp_agent [--wrong]    # the SDK's MCPServerStreamableHttp
+    python -m harness.agents.frameworks.langchain_mcp_agent [--wrong]        # langchain-mcp-adapters under LangGraph
 
 Their tool calls the destination of each intent: an HTTP service (requests, logged by harness.instrument)
 or an MCP tool server (the mcp client, logged by mcp_tools.py); ``--trace`` logs OpenTelemetry spans only. The

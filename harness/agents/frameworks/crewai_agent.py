@@ -3,6 +3,7 @@ network, telemetry off) that answers as a ReAct model does: the intent's tool ca
 
     python -m harness.agents.frameworks.crewai_agent            # the tool raises only when a retry is safe
     python -m harness.agents.frameworks.crewai_agent --wrong    # a tool that raises on any failure
+    python -m harness.agents.frameworks.crewai_agent [--wrong] --model-error-after-tool
 
 crewAI retries a tool itself, without asking the model: a tool that raises is run again at once, with the same
 input, up to three times in all (``ToolUsage``: ``_max_parsing_attempts``), and only then is the error shown to
@@ -10,10 +11,17 @@ the model. A tool written as tutorials write it (raise on a bad status, a timeou
 and timeout a second write. The correct tool raises only SafeToRetry (the next execution looks up before it
 sends) and answers anything else with "do not call again", and sends the operation's key and reference every
 time. crewAI installs only beside mcp 1.x and openai 2.x: its cells run in an environment of its own.
+
+crewAI also retries a task: when the agent's execution raises, ``Agent(max_retry_limit=2)`` (its default) runs the
+task again, a new conversation (crewAI#5802); an exception from litellm is raised at once, any other retried. With
+``--model-error-after-tool`` the scripted LLM raises once, on the turn after the tool's observation (a model
+provider's 503, as a native provider's client raises it: not litellm's), and in a conversation that holds no
+observation yet it calls the tool, as a model does.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -57,20 +65,36 @@ def crew_tool(spec: ToolSpec, sample: dict[str, Any], body: Any) -> BaseTool:
     return tool
 
 
+MODEL_ERROR = "the model's API answered 503 (a scripted model-provider error, raised once after the tool's result)"
+
+
+class ScriptedModelError(Exception):
+    """The scripted LLM's model-provider error (``--model-error-after-tool``)."""
+
+
 class ScriptedLLM(BaseLLM):
-    """The intent's tool call in ReAct form first; after the tool's observation, the final answer repeating it."""
+    """The intent's tool call in ReAct form first; after the tool's observation, the final answer repeating it.
+    With ``error_after_tool``: ScriptedModelError once, on the first turn after an observation, and the tool
+    call again in a conversation that holds none (the task crewAI started again)."""
 
     intent: dict[str, Any]
     tool_name: str
     calls: int = 0
+    error_after_tool: bool = False
+    failed: bool = False
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
              from_task: Any = None, from_agent: Any = None, response_model: Any = None) -> str:
         self.calls += 1
-        if self.calls == 1:
+        said = [str(m.get("content", "")) for m in messages] if isinstance(messages, list) else [str(messages)]
+        action = f"Action Input: {json.dumps(self.intent['params'])}"  # the format instructions hold "Observation:" too
+        observed = any("Observation:" in text.split(action, 1)[1] for text in said if action in text)
+        if self.error_after_tool and observed and not self.failed:
+            self.failed = True
+            raise ScriptedModelError(MODEL_ERROR)
+        if self.calls == 1 or (self.error_after_tool and not observed):
             return (f"Thought: I carry out {self.intent['intent_id']} with the tool.\nAction: {self.tool_name}\n"
                     f"Action Input: {json.dumps(self.intent['params'])}")
-        said = [str(m.get("content", "")) for m in messages] if isinstance(messages, list) else [str(messages)]
         seen = next((text.rsplit("Observation:", 1)[1] for text in reversed(said) if "Observation:" in text), "")
         return f"Thought: the tool answered.\nFinal Answer: {seen.strip()[:300] or 'done'}"
 
@@ -85,11 +109,13 @@ class ScriptedLLM(BaseLLM):
 
 
 def main(argv: list[str] | None = None) -> None:
-    wrong = parse_mode(argv, __doc__).wrong
+    args = parse_mode(argv, __doc__, extra=add_options)
+    wrong = args.wrong
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
         tool = crew_tool(spec, intent["params"], post_blindly if wrong else raise_only_when_safe)
-        llm = ScriptedLLM(model="scripted", intent=intent, tool_name=spec.name)
+        llm = ScriptedLLM(model="scripted", intent=intent, tool_name=spec.name,
+                          error_after_tool=args.model_error_after_tool)
         agent = Agent(role="operator", goal="carry out the request with the tool, once", backstory="an operator",
                       tools=[tool], llm=llm, max_iter=3, verbose=False)
         task = Task(description=f"carry out {intent['intent_id']}", expected_output="what the tool answered",
@@ -97,6 +123,11 @@ def main(argv: list[str] | None = None) -> None:
         return str(Crew(agents=[agent], tasks=[task], verbose=False).kickoff())
 
     run_intents(run_one)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-error-after-tool", action="store_true",
+                        help="the scripted LLM raises a model-provider error once, on the turn after the tool's result")
 
 
 if __name__ == "__main__":

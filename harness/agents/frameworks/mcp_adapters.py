@@ -2,7 +2,8 @@
 server's own (the adapter lists it), and the adapter makes the tools/call. The operation (mcp_tools.py's
 McpOperation, opened by tools.run_intents around the framework run) logs each call the adapter makes, through
 the one hook each adapter offers around its call (pydantic-ai's ``process_tool_call``, a subclass of the Agents
-SDK's ``MCPServerStreamableHttp``), so the log says what crossed the wire whatever the framework then does.
+SDK's ``MCPServerStreamableHttp``, langchain-mcp-adapters' ``tool_interceptors``), so the log says what crossed
+the wire whatever the framework then does.
 
 Two hook bodies, as for the framework tools (tools.py):
 - ``observed``: the adapter as shipped: the model's arguments sent unchanged (no key, no reference), only

@@ -71,12 +71,15 @@ class ToolSpec:
                 "additionalProperties": False}
 
 
-def parse_mode(argv: list[str] | None, doc: str | None, *, trace: bool = False) -> argparse.Namespace:
+def parse_mode(argv: list[str] | None, doc: str | None, *, trace: bool = False,
+               extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
     """``--wrong``: the framework's common wrong retry setting and the blind tool; ``--trace`` (where the
-    agent offers it): OpenTelemetry spans only, no audit log."""
+    agent offers it): OpenTelemetry spans only, no audit log; ``extra`` adds an agent's own options."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wrong", action="store_true",
                         help="retry the tool on every exception, without a key or a lookup (the common mistake)")
+    if extra is not None:
+        extra(parser)
     if trace:
         parser.add_argument("--trace", action="store_true",
                             help="log nothing but OpenTelemetry spans to HARNESS_TRACE_FILE (agent_log: otel)")
@@ -180,8 +183,9 @@ def execution(op: Any) -> Iterator[None]:
 # -- the correct tool ---------------------------------------------------------------------------------
 
 def carry_out(tool: ToolSpec, params: dict[str, Any]) -> str:
-    """One execution of the correct tool: reconcile first when an earlier execution left the outcome
-    unknown (a lookup, or the key's dedup), then send once with the operation's key and reference.
+    """One execution of the correct tool: nothing when an earlier execution's evidence names the effect (the
+    operation is done); reconcile first when an earlier execution left the outcome unknown (a lookup, or the
+    key's dedup), then send once with the operation's key and reference.
     Raises SafeToRetry when a new execution is safe, Rejected when none would help."""
     op = the_operation(tool)
     if tool.contract.get("transport") == MCP_TRANSPORT:
@@ -200,6 +204,8 @@ async def carry_out_mcp(via: Any, tool: ToolSpec, params: dict[str, Any], op: An
     a framework's MCP adapter): the same steps, through the lookup tool and one tools/call with the
     operation's key argument (or its natural key, the client reference). Raises SafeToRetry as carry_out."""
     idem = tool.contract["idempotency"]
+    if op.effect_refs:
+        return already_done(op)
     if op.last_attempt is not None and op.last_attempt.uncertain:
         found = await op.look_up_via(via)
         if found:
@@ -221,7 +227,15 @@ async def carry_out_mcp(via: Any, tool: ToolSpec, params: dict[str, Any], op: An
     return f"done: {op.effect_ref}"
 
 
+def already_done(op: Any) -> str:
+    """What an execution of a done operation says: a framework ran the tool again after its success (agno's
+    Agent(retries=N) reruns a failed run whole), and the operation's evidence already names its effect."""
+    return f"already done: {', '.join(op.effect_refs)} (not sent again)"
+
+
 def _carry_out(tool: ToolSpec, params: dict[str, Any], op: Any) -> str:
+    if op.effect_refs:
+        return already_done(op)
     if op.last_attempt is not None and op.last_attempt.uncertain:
         if not worth_retrying(http_of(op), base_url(tool), tool.contract, op):
             return (f"not sent again: the lookup found {', '.join(op.effect_refs)}" if op.effect_refs

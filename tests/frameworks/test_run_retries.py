@@ -1,0 +1,70 @@
+"""A framework's retry of a whole run (agno's ``Agent(retries=N)``, agno#10366) or task (crewAI's
+``Agent(max_retry_limit=2)``, crewAI#5802) end to end, each in the environment of its certified release: the real
+framework, the real fault proxy, the real webhooks destination (no idempotency). The fault is the framework's, not
+the network's: the scripted model raises a model-provider error once, on the turn after the tool's success
+(``--model-error-after-tool``), and the framework runs it all again. Their rows are
+tests/certification/test_framework_matrix.py's cells (the column ``model_error_after_tool``); this says why.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certification.matrix import load_frameworks
+from harness.engine import run_scenario
+from harness.results import EXPECTATION_CODE, ScenarioResult
+from harness.scenario import load
+
+COLUMNS, AGENTS = load_frameworks()
+SAID = "a scripted model-provider error, raised once after the tool's result"  # what the model raises
+
+
+def run(agent: str, tmp_path: Path) -> ScenarioResult:
+    assert "--model-error-after-tool" in AGENTS[agent].command
+    result = run_scenario(load(COLUMNS["model_error_after_tool"].path), agent=AGENTS[agent].run_command,
+                          evidence_root=tmp_path, keep_evidence="all")
+    assert not result.incomplete, result.incomplete
+    assert all(r.exit_status == 0 for r in result.agent_runs), result.agent_runs
+    return result
+
+
+def codes(result: ScenarioResult) -> set[str]:
+    return {f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures else set())
+
+
+def attempts(result: ScenarioResult) -> list[dict[str, Any]]:
+    lines = (Path(result.evidence_dir) / "agent.ndjson").read_text(encoding="utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == "attempt"]
+
+
+def said(result: ScenarioResult) -> str:
+    """What the agent printed (agno logs its warnings to stdout, crewAI to stderr)."""
+    return "".join((Path(result.evidence_dir) / f"agent.{s}").read_text(encoding="utf-8") for s in ("stdout", "stderr"))
+
+
+@pytest.mark.parametrize(("wrong", "safe"), [("agno_run_retries", "agno_run_retries_safe"),
+                                             ("crewai_task_retries", "crewai_task_retries_safe")])
+def test_a_run_retried_whole_after_the_model_failed_runs_a_tool_that_succeeded_again(wrong: str, safe: str,
+                                                                                    tmp_path: Path) -> None:
+    """The tool delivered (201), the model then failed once, and the framework ran it all again: the model called
+    the tool again. The blind tool delivered a second time: two answered attempts of one operation, the second
+    with no retry reason the vocabulary has (H008), two deliveries (H016). The correct tool, in the same operation
+    (its scope spans the framework's reruns), found it done and sent nothing: one attempt, one delivery."""
+    blind = run(wrong, tmp_path / wrong)
+    assert {"H008", "H016", EXPECTATION_CODE} <= codes(blind), f"{codes(blind)} ({blind.evidence_dir})"
+    first, second = attempts(blind)
+    assert (first["http_status"], second["http_status"]) == (201, 201), (first, second)
+    assert second["retry_of_attempt_id"] == first["attempt_id"] and second.get("retry_reason") is None
+    assert SAID in said(blind), "the framework met the model's error and went on"
+    (op,) = blind.verdict.operations
+    assert len(op.effects) == 2
+
+    correct = run(safe, tmp_path / safe)
+    assert correct.passed, f"{codes(correct)} ({correct.evidence_dir})"
+    (attempt,) = attempts(correct)
+    assert attempt["http_status"] == 201
+    assert SAID in said(correct) and "already done: dlv_0001" in said(correct)
