@@ -4,8 +4,11 @@
 
 Writes a trace of N healthy operations (an operation span, an HTTP client attempt whose answer was lost, a
 lookup span that found the effect, a resolution event: 3 spans an operation) as OTLP JSON lines of
-``--per-line`` spans each, then times ``read_trace`` (spans -> events) and ``audit FILE --format otlp``
-(read, judge, report) on it. Prints the size, the spans and the seconds of each, and spans per second.
+``--per-line`` spans each, then times, in the same run (the machine is noisy): ``orjson.loads`` of every line
+(the floor: the JSON alone), ``read_trace`` (streamed, typed: spans -> events), the reading it replaced
+(``careful_trace`` in tests/otel/test_reader_properties.py: the whole text, every span read the careful way,
+the collector running), and ``audit FILE --format otlp`` (read, judge, report). Prints spans per second and
+the ratios.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import orjson  # noqa: E402
+
 from harness.audit.otlp import audit_trace  # noqa: E402
 from harness.otel.reader import read_trace  # noqa: E402
 from tests.otel.documents import OP, URL, event, request, span  # noqa: E402
+from tests.otel.test_reader_properties import careful_trace  # noqa: E402
 
 
 def operation(n: int) -> list[dict[str, object]]:
@@ -60,13 +66,26 @@ def main() -> None:
                 handle.write(json.dumps(request(*spans[i:i + args.per_line])) + "\n")
         size = path.stat().st_size
         began = time.perf_counter()
+        with path.open("rb") as handle:
+            for line in handle:
+                orjson.loads(line)
+        parse = time.perf_counter() - began
+        began = time.perf_counter()
         log = read_trace(path)
         read = time.perf_counter() - began
+        began = time.perf_counter()
+        before = careful_trace(path, str(path))
+        careful = time.perf_counter() - began
+        assert before == log, "the streamed reading differs from the careful one"
         began = time.perf_counter()
         summary = audit_trace(path, format="json", out=io.StringIO())
         audited = time.perf_counter() - began
     print(f"{size / 1e6:.1f} MB, {log.spans} spans, {log.events} events ({args.operations} operations)")
-    print(f"read as events: {read:.2f} s ({log.spans / read:,.0f} spans/s, {size / 1e6 / read:.1f} MB/s)")
+    print(f"orjson.loads of every line (the floor): {parse:.2f} s ({log.spans / parse:,.0f} spans/s)")
+    print(f"read as events (streamed): {read:.2f} s ({log.spans / read:,.0f} spans/s, {size / 1e6 / read:.1f} MB/s): "
+          f"{read / parse:.1f}x the floor")
+    print(f"read as before (whole file, careful): {careful:.2f} s ({log.spans / careful:,.0f} spans/s): "
+          f"the streamed reading {careful / read:.1f}x faster")
     print(f"audit --format otlp: {audited:.2f} s ({log.spans / audited:,.0f} spans/s), {summary.outcome}")
 
 

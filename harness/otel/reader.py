@@ -18,16 +18,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
+from msgspec import UNSET, UnsetType
 
 from harness.errors import EvidenceError
 from harness.events import RETRY_REASONS, parse_line
+from harness.limits import collector_paused
 
 # -- the attributes read (docs/otel.md). Semantic conventions first; ours (harness.*) where they have none.
 OPERATION_ID = "harness.operation.id"  # semconv has no operation across attempts (semantic-conventions#4025)
@@ -170,7 +174,8 @@ def _simple(value: Any) -> Any:
     if value.__class__ is dict and len(value) == 1:
         if (inner := value.get("stringValue")) is not None and inner.__class__ is str:
             return inner
-        if (inner := value.get("intValue")) is not None and inner.__class__ is str and inner.isdigit():
+        if (inner := value.get("intValue")) is not None and inner.__class__ is str and inner.isdecimal() \
+                and len(inner) < 20:  # int() refuses some of what isdigit() allows, and 4,300 digits
             return int(inner)
         if (inner := value.get("boolValue")) is not None and inner.__class__ is bool:
             return inner
@@ -280,6 +285,231 @@ def _span(doc: Any, line: int, where: str, resource: dict[str, Any]) -> Span:
                 resource, _flags(doc.get("flags"), f"{where}.flags"))
 
 
+_HEX_ID = {16: re.compile("[0-9a-f]{32}").fullmatch, 8: re.compile("[0-9a-f]{16}").fullmatch}
+_KINDS, _CODES = frozenset(SPAN_KINDS.values()), frozenset(STATUS_CODES.values())
+
+
+def _fast_attributes(values: Any) -> dict[str, Any] | None:
+    """``_attributes`` for a list of plain key/value pairs (one string, integer or boolean each), else None."""
+    if values is None:
+        return {}
+    if values.__class__ is not list:
+        return None
+    out = {}
+    for item in values:
+        if item.__class__ is not dict or (key := item.get("key")).__class__ is not str:
+            return None
+        value = _simple(item.get("value", {}))
+        if value is _NOT_SIMPLE:
+            value = _fast_array(item.get("value"))
+            if value is None:
+                return None
+        out[key] = value
+    return out
+
+
+def _fast_array(value: Any) -> list[Any] | None:
+    """An arrayValue of simple values (an attribute's list of strings: effect refs, a header) as ``_value`` reads
+    it, else None."""
+    if value.__class__ is not dict or len(value) != 1 or (inner := value.get("arrayValue")).__class__ is not dict:
+        return None
+    items = inner.get("values")
+    if items is None:
+        return []
+    if items.__class__ is not list:
+        return None
+    out = [_simple(item) for item in items]
+    return None if _NOT_SIMPLE in out else out
+
+
+def _fast_nanos(value: Any) -> float | None:
+    if value.__class__ is str and value.isdecimal() and len(value) <= 20:  # int() refuses 4,300 digits
+        return int(value) / 1e9
+    if value.__class__ is int and value >= 0:
+        return value / 1e9
+    return None
+
+
+def _fast_span(doc: Any, line: int, where: str, resource: dict[str, Any]) -> Span | None:
+    """``_span`` for the shape exporters write (hex ids, times and plain attributes as OTLP JSON encodes them),
+    without building a key path for every value; None for anything else, which ``_span`` reads and names. A
+    property test holds the two equal (tests/otel/test_reader_properties.py)."""
+    if doc.__class__ is not dict:
+        return None
+    trace_id, span_id, parent = doc.get("traceId"), doc.get("spanId"), doc.get("parentSpanId") or None
+    if (trace_id.__class__ is not str or not _HEX_ID[16](trace_id) or span_id.__class__ is not str
+            or not _HEX_ID[8](span_id) or (parent is not None and (parent.__class__ is not str
+                                                                   or not _HEX_ID[8](parent)))):
+        return None
+    status = doc.get("status") or {}
+    kind, flags, name = doc.get("kind"), doc.get("flags"), doc.get("name", "")
+    if status.__class__ is not dict or name.__class__ is not str:
+        return None
+    code, message = status.get("code"), status.get("message") or ""
+    if (kind.__class__ is not int or kind not in _KINDS) and kind is not None:
+        return None
+    if (code.__class__ is not int or code not in _CODES) and code is not None:
+        return None
+    if (flags.__class__ is not int or not 0 <= flags < 1 << 32) and flags is not None:
+        return None
+    if message.__class__ is not str:
+        return None
+    start = _fast_nanos(doc.get("startTimeUnixNano", 0))
+    end = _fast_nanos(doc.get("endTimeUnixNano", doc.get("startTimeUnixNano", 0)))
+    attributes = _fast_attributes(doc.get("attributes"))
+    if start is None or end is None or attributes is None:
+        return None
+    events = []
+    raw_events = doc.get("events")
+    if raw_events is not None:
+        if raw_events.__class__ is not list:
+            return None
+        for event in raw_events:
+            if event.__class__ is not dict:
+                return None
+            event_name, at = event.get("name", ""), _fast_nanos(event.get("timeUnixNano", 0))
+            event_attributes = _fast_attributes(event.get("attributes"))
+            if event_name.__class__ is not str or at is None or event_attributes is None:
+                return None
+            events.append(SpanEvent(event_name, at, event_attributes))
+    return Span(line, where, trace_id, span_id, parent, name, kind or 0, start, end, attributes, events, code or 0,
+                message, resource, flags or 0)
+
+
+# -- the typed decoding: a line of the common shape decoded into structs in C (msgspec), about half the time of
+# orjson's dicts walked in Python. A line that does not fit (a doubleValue, a kind by name, a time as a JSON
+# number, an unknown AnyValue...) or a span the checks below refuse is read again the careful way, which names
+# what is wrong; a property test holds the two equal (tests/otel/test_reader_properties.py).
+
+class _Value(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    stringValue: str | UnsetType = UNSET
+    intValue: str | UnsetType = UNSET
+    boolValue: bool | UnsetType = UNSET
+    arrayValue: _Array | UnsetType = UNSET
+
+
+class _Array(msgspec.Struct, frozen=True):
+    values: list[_Value] | None = None
+
+
+class _KeyValue(msgspec.Struct, frozen=True):
+    key: str
+    value: _Value
+
+
+class _Event(msgspec.Struct, frozen=True):
+    name: str = ""
+    timeUnixNano: str | int = 0
+    attributes: list[_KeyValue] | None = None
+
+
+class _Status(msgspec.Struct, frozen=True):
+    code: int | None = None
+    message: str | None = None
+
+
+class _TypedSpan(msgspec.Struct, frozen=True):
+    traceId: str
+    spanId: str
+    parentSpanId: str | None = None
+    name: str = ""
+    kind: int | None = None
+    startTimeUnixNano: str | int = 0
+    endTimeUnixNano: str | int | UnsetType = UNSET
+    attributes: list[_KeyValue] | None = None
+    events: list[_Event] | None = None
+    status: _Status | None = None
+    flags: int | None = None
+
+
+class _Scope(msgspec.Struct, frozen=True):
+    spans: list[_TypedSpan] | None = None
+
+
+class _Resource(msgspec.Struct, frozen=True):
+    attributes: list[_KeyValue] | None = None
+
+
+class _ResourceSpans(msgspec.Struct, frozen=True):
+    resource: _Resource | None = None
+    scopeSpans: list[_Scope] | None = None
+
+
+class _Request(msgspec.Struct, frozen=True):
+    resourceSpans: list[_ResourceSpans]
+
+
+_REQUEST = msgspec.json.Decoder(_Request)
+
+
+class _Refused(Exception):
+    """A value the typed reading leaves to the careful one."""
+
+
+def _typed_value(value: _Value) -> Any:
+    if (text := value.stringValue) is not UNSET:
+        if value.intValue is UNSET and value.boolValue is UNSET and value.arrayValue is UNSET:
+            return text
+    elif (number := value.intValue) is not UNSET:
+        if value.boolValue is UNSET and value.arrayValue is UNSET and number.isdecimal() and len(number) < 20:
+            return int(number)
+    elif (flag := value.boolValue) is not UNSET:
+        if value.arrayValue is UNSET:
+            return flag
+    elif (array := value.arrayValue) is not UNSET:
+        return [_typed_value(item) for item in array.values or ()]
+    raise _Refused
+
+
+def _typed_attributes(pairs: list[_KeyValue] | None) -> dict[str, Any]:
+    return {pair.key: _typed_value(pair.value) for pair in pairs} if pairs else {}
+
+
+def _typed_nanos(value: str | int) -> float:
+    if isinstance(value, str):
+        if value.isdecimal() and len(value) <= 20:
+            return int(value) / 1e9
+    elif value >= 0:
+        return value / 1e9
+    raise _Refused
+
+
+def _typed_spans(line: str, number: int) -> list[Span] | None:
+    """The spans of one line of the common shape (``_spans_of``'s answer), else None."""
+    try:
+        request = _REQUEST.decode(line)
+    except msgspec.DecodeError:  # not JSON, or not of this shape
+        return None
+    spans: list[Span] = []
+    try:
+        for r, resource_spans in enumerate(request.resourceSpans):
+            resource = _typed_attributes(resource_spans.resource.attributes if resource_spans.resource else None)
+            for s, scope in enumerate(resource_spans.scopeSpans or ()):
+                for i, span in enumerate(scope.spans or ()):
+                    spans.append(_typed_span(span, number, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]",
+                                             resource))
+    except _Refused:
+        return None
+    return spans
+
+
+def _typed_span(span: _TypedSpan, number: int, where: str, resource: dict[str, Any]) -> Span:
+    trace_id, span_id, parent = span.traceId, span.spanId, span.parentSpanId or None
+    status = span.status or _NO_STATUS
+    code, kind, flags = status.code or 0, span.kind or 0, span.flags or 0
+    if (not _HEX_ID[16](trace_id) or not _HEX_ID[8](span_id) or (parent is not None and not _HEX_ID[8](parent))
+            or kind not in _KINDS or code not in _CODES or not 0 <= flags < 1 << 32):
+        raise _Refused
+    end = span.endTimeUnixNano
+    return Span(number, where, trace_id, span_id, parent, span.name, kind, _typed_nanos(span.startTimeUnixNano),
+                _typed_nanos(span.startTimeUnixNano if end is UNSET else end), _typed_attributes(span.attributes),
+                [SpanEvent(event.name, _typed_nanos(event.timeUnixNano), _typed_attributes(event.attributes))
+                 for event in span.events or ()], code, status.message or "", resource, flags)
+
+
+_NO_STATUS = _Status()
+
+
 def _spans_of(document: Any, line: int) -> Iterator[Span | str]:
     """The spans of one ExportTraceServiceRequest, or a problem (a string) for each part that cannot be read."""
     if not isinstance(document, dict) or not isinstance(document.get("resourceSpans"), list):
@@ -308,8 +538,13 @@ def _spans_of(document: Any, line: int) -> Iterator[Span | str]:
                 yield str(exc)
                 continue
             for i, doc in enumerate(spans):
+                span_at = f"{at}.spans[{i}]"
+                span = _fast_span(doc, line, span_at, attributes)
+                if span is not None:
+                    yield span
+                    continue
                 try:
-                    yield _span(doc, line, f"{at}.spans[{i}]", attributes)
+                    yield _span(doc, line, span_at, attributes)
                 except _Bad as exc:
                     yield str(exc)
 
@@ -317,42 +552,91 @@ def _spans_of(document: Any, line: int) -> Iterator[Span | str]:
 def read_spans(path: Path, name: str | None = None) -> tuple[list[Span], list[tuple[int, str, str]]]:
     """Every span of the file, and each problem as (line, message, the line's text). Raises ``EvidenceError``
     only when the file cannot be read at all."""
-    name = name or str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EvidenceError(f"cannot read the trace {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise EvidenceError(f"{name}: not UTF-8 text at byte {exc.start}: an OTLP JSON file is UTF-8") from None
     spans: list[Span] = []
     problems: list[tuple[int, str, str]] = []
-    stripped = text.lstrip()
-    documents: list[tuple[int, str]]
-    if stripped.startswith("{") and "\n" in stripped.rstrip() and _one_document(stripped):
-        documents = [(text[: len(text) - len(stripped)].count("\n") + 1, text)]  # one pretty-printed document
-    else:
-        documents = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    for number, chunk in documents:
-        try:
-            document = orjson.loads(chunk)
-        except orjson.JSONDecodeError as exc:
-            problems.append((number, f"{name} line {number}: not JSON ({exc}); expected one OTLP "
-                                     "ExportTraceServiceRequest ({\"resourceSpans\": [...]}) a line", chunk))
-            continue
-        for item in _spans_of(document, number):
-            if isinstance(item, str):
-                problems.append((number, f"{name} line {number}: {item}", chunk))
-            else:
-                spans.append(item)
+    for item in iter_spans(path, name):
+        if isinstance(item, Span):
+            spans.append(item)
+        else:
+            problems.append(item)
     return spans, problems
 
 
-def _one_document(text: str) -> bool:
+def iter_spans(path: Path, name: str | None = None) -> Iterator[Span | tuple[int, str, str]]:
+    """The spans of the file as they come, line by line (the file is never held whole unless it is one
+    pretty-printed document), each problem as (line, message, the line's text)."""
+    name = name or str(path)
+    for number, chunk, document in _documents(Path(path), name):
+        if document is _UNREAD and (typed := _typed_spans(chunk, number)) is not None:
+            yield from typed
+            continue
+        if document is _UNREAD:
+            document = _loads(chunk)
+        if isinstance(document, orjson.JSONDecodeError):
+            yield (number, f"{name} line {number}: not JSON ({document}); expected one OTLP "
+                           "ExportTraceServiceRequest ({\"resourceSpans\": [...]}) a line", chunk)
+            continue
+        for item in _spans_of(document, number):
+            yield (number, f"{name} line {number}: {item}", chunk) if isinstance(item, str) else item
+
+
+def _documents(path: Path, name: str) -> Iterator[tuple[int, str, Any]]:
+    """(line number, text, its JSON document, decoding error or ``_UNREAD``) for each line that is not blank, or
+    one for a file that is one pretty-printed document. Lines are what ``str.splitlines`` cuts, as in the whole text."""
     try:
-        orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
-    return True
+        handle = path.open("rb")
+    except OSError as exc:
+        raise EvidenceError(f"cannot read the trace {path}: {exc.strerror or exc}") from None
+    with handle:
+        number, offset = 0, 0
+        head: bytes | None = b""  # what was read before the first line that is not blank
+        for raw in handle:
+            text = _decoded(raw, offset, name)
+            offset += len(raw)
+            for line in text.splitlines():
+                number += 1
+                if not line.strip():
+                    continue
+                if head is not None and line.lstrip().startswith("{") and \
+                        isinstance(_loads(line), orjson.JSONDecodeError):
+                    # the first line opens a document it does not close: maybe one pretty-printed document
+                    yield from _whole_text(_decoded(head + raw + handle.read(), 0, name), name)
+                    return
+                head = None
+                yield number, line, _UNREAD
+            if head is not None:
+                head += raw
+
+
+_UNREAD = object()  # a line not decoded yet
+
+
+def _decoded(raw: bytes, offset: int, name: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvidenceError(f"{name}: not UTF-8 text at byte {offset + exc.start}: an OTLP JSON file is UTF-8") \
+            from None
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return exc
+
+
+def _whole_text(text: str, name: str) -> Iterator[tuple[int, str, Any]]:
+    """The documents of a file read whole (its newlines read as ``open`` reads them: \\r and \\r\\n are \\n): one
+    pretty-printed document, else its lines."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    stripped = text.lstrip()
+    if "\n" in stripped.rstrip() and not isinstance(document := _loads(stripped), orjson.JSONDecodeError):
+        yield text[: len(text) - len(stripped)].count("\n") + 1, text, document
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            yield number, line, _loads(line)
 
 
 # -- spans -> events ---------------------------------------------------------------------------------------
@@ -416,9 +700,14 @@ class _Trace:
         return self._ops[key]
 
     def descendants(self, span: Span) -> Iterator[Span]:
+        """Each span below this one, once: a span its own ancestor (a parent id that loops) ends the walk."""
         stack = list(self.children.get((span.trace_id, span.span_id), []))
+        seen = {id(span)}
         while stack:
             child = stack.pop()
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
             yield child
             stack.extend(self.children.get((child.trace_id, child.span_id), []))
 
@@ -663,6 +952,7 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
     return out, problems
 
 
+@collector_paused()  # a trace's spans are many long-lived objects: each full collection rescans them all
 def read_trace(path: Path, name: str | None = None) -> DerivedLog:
     """The trace file as a derived log (module doc): problems first (H000 names them), then the events in log
     order, each validated as an audit-log line would be."""

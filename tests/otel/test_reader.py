@@ -201,6 +201,16 @@ def test_a_resolution_event_with_a_state_outside_the_schema_is_h000(tmp_path: Pa
     assert "done" in message
 
 
+def test_a_span_that_is_its_own_ancestor_is_read_not_walked_forever(tmp_path: Path) -> None:
+    looped = span("00000000000000a1", "POST", 0.1, 0.2, {"http.request.method": "POST", "url.full": URL,
+                                                         "harness.observation.source": "lookup"},
+                  parent="00000000000000a1")
+    other = span("00000000000000a2", "op", 0.0, 1.0, OP, kind=1, parent="00000000000000a3")
+    above = span("00000000000000a3", "op", 0.0, 1.0, OP, kind=1, parent="00000000000000a2")
+    log = read_trace(write(tmp_path / "t.jsonl", [request(looped, other, above)]))
+    assert log.spans == 3
+
+
 def test_a_file_that_cannot_be_read_is_an_evidence_error(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError, match="cannot read the trace"):
         read_trace(tmp_path / "missing.jsonl")
