@@ -1,9 +1,10 @@
 """The offline audit of an OpenTelemetry trace (``python -m harness audit FILE --format otlp``): the spans read as
 events (``harness.otel.reader``) and judged by the audit's rules, the output the audit's own (text or JSON).
 
-A trace is read whole, not streamed: an operation's spans come in whatever order they ended, across export
-lines, and the events are put in log order by time first. Its verdict is ``check(load_trace_log(path),
-offline=True)``, which is what the streaming audit gives for a log (tests/audit/test_parity.py).
+The trace's lines are streamed, but its events are judged once all are read: an operation's spans come in
+whatever order they ended, across export lines, and the events are put in log order by time first. Its verdict
+is ``check(load_trace_log(path), offline=True)``, which is what the streaming audit gives for a log
+(tests/audit/test_parity.py).
 """
 
 from __future__ import annotations
