@@ -771,7 +771,9 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
     trace = _Trace(spans)
     problems: list[str] = []
     out: list[tuple[float, int, dict[str, Any]]] = []
-    where = {id(s): f"{name} line {s.line}: {_describe(s)}" for s in spans}
+
+    def where(span: Span) -> str:  # only a problem names its span: not built for every span
+        return f"{name} line {span.line}: {_describe(span)}"
 
     def session(span: Span) -> str:
         return str(span.attributes.get(SESSION) or span.resource.get(SERVICE_INSTANCE)
@@ -800,7 +802,7 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
             continue  # a span around the wire's attempts or lookups (a framework's tool run) is no attempt itself
         op_id = trace.operation(s)
         if op_id is None:
-            problems.append(f"{where[id(s)]}: an attempt span of no operation: give it, or a span above it, "
+            problems.append(f"{where(s)}: an attempt span of no operation: give it, or a span above it, "
                             f"{OPERATION_ID} (or {TOOL_CALL_ID}); it is not judged")
             continue
         attempts.setdefault(op_id, []).append(s)
@@ -851,7 +853,7 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
             a = s.attributes
             state, derived_state = _dispatch_state(s)
             if state is None:
-                problems.append(f"{where[id(s)]}: an attempt of {op_id} that carries neither {HTTP_STATUS} nor "
+                problems.append(f"{where(s)}: an attempt of {op_id} that carries neither {HTTP_STATUS} nor "
                                 f"{ERROR_TYPE} (nor {DISPATCH_STATE}) and ended without an error status: whether "
                                 "it was answered is unknown; it is not judged")
                 continue
@@ -880,7 +882,7 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
                 ("tool_error", True if a.get(ERROR_TYPE) == TOOL_ERROR else None)) if v is not None})
             resend = a.get(RESEND_COUNT)
             if previous is None and isinstance(resend, int) and resend > 0 and not a.get(RETRY_OF):
-                problems.append(f"{where[id(s)]}: {RESEND_COUNT}={resend} says it resends an earlier request, but it "
+                problems.append(f"{where(s)}: {RESEND_COUNT}={resend} says it resends an earlier request, but it "
                                 f"is the first attempt of {op_id} in the trace: the attempt it resends is missing")
             if previous is not None or a.get(RETRY_OF):
                 record["retry_of_attempt_id"] = str(a.get(RETRY_OF) or previous["attempt_id"])  # type: ignore[index]
@@ -906,7 +908,7 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
     for s in observations:
         op_id = trace.operation(s)
         if op_id is None:
-            problems.append(f"{where[id(s)]}: an observation span of no operation: give it, or a span above it, "
+            problems.append(f"{where(s)}: an observation span of no operation: give it, or a span above it, "
                             f"{OPERATION_ID}; it is not judged")
             continue
         a = s.attributes
@@ -933,7 +935,7 @@ def derive_events(spans: list[Span], name: str) -> tuple[list[tuple[float, int, 
                 continue
             op_id = trace.operation(s)
             if op_id is None:
-                problems.append(f"{where[id(s)]}: a {event.name} event on a span of no operation: give the span "
+                problems.append(f"{where(s)}: a {event.name} event on a span of no operation: give the span "
                                 f"{OPERATION_ID}; it is not judged")
                 continue
             a = event.attributes
