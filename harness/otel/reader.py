@@ -197,9 +197,13 @@ def _value(value: Any, where: str) -> Any:
         return inner
     if kind == "intValue" and not isinstance(inner, bool) and isinstance(inner, (int, str)):
         try:
-            return int(inner)
+            number = int(inner)
         except ValueError:
             pass
+        else:
+            if -(1 << 63) <= number < 1 << 63:  # OTLP's int64: a larger one crashed writing the event
+                return number
+            raise _Bad(f"{where}: intValue {json.dumps(inner)[:60]} is beyond a 64-bit integer")
     if kind == "doubleValue" and not isinstance(inner, bool) and isinstance(inner, (int, float, str)):
         try:
             return float(inner)

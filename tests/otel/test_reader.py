@@ -150,14 +150,18 @@ def test_a_bad_id_or_time_names_its_key_path_and_value(tmp_path: Path) -> None:
     bad_time["startTimeUnixNano"] = "yesterday"
     bad_value = span("00000000000000a3", "POST", 0.1, 0.2, {})
     bad_value["attributes"] = [{"key": "http.request.method", "value": {"stringValue": 7}}]
-    found = problems(write(tmp_path / "t.jsonl", [request(bad_id, bad_time, bad_value)]))
+    too_big = span("00000000000000a4", "POST", 0.1, 0.2, {})
+    too_big["attributes"] = [{"key": "http.request.resend_count", "value": {"intValue": "9" * 25}}]
+    found = problems(write(tmp_path / "t.jsonl", [request(bad_id, bad_time, bad_value, too_big)]))
     where = "resourceSpans[0].scopeSpans[0].spans"
     assert found == [
         f"{tmp_path / 't.jsonl'} line 1: {where}[0].spanId: 'xyz' is neither 16 hex digits nor the base64 of 8 bytes",
         f"{tmp_path / 't.jsonl'} line 1: {where}[1].startTimeUnixNano: 'yesterday' is not unix nanoseconds "
         "(a decimal integer)",
         f"{tmp_path / 't.jsonl'} line 1: {where}[2].attributes[0].value: stringValue 7 is not a value OTLP JSON allows "
-        "(stringValue, boolValue, intValue, doubleValue, arrayValue, kvlistValue, bytesValue)"]
+        "(stringValue, boolValue, intValue, doubleValue, arrayValue, kvlistValue, bytesValue)",
+        f"{tmp_path / 't.jsonl'} line 1: {where}[3].attributes[0].value: intValue \"{'9' * 25}\" is beyond a 64-bit "
+        "integer"]
 
 
 def test_what_a_span_lacks_for_the_mapping_is_said_never_passed_over(tmp_path: Path) -> None:
