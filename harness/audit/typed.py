@@ -107,7 +107,8 @@ class LedgerEffect(msgspec.Struct, tag_field="type", tag="effect", kw_only=True,
 
 _EVENTS = msgspec.json.Decoder(Operation | Attempt | Observation | Resolution | Approval)
 _LEDGER = msgspec.json.Decoder(LedgerAttempt | LedgerEffect)
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+# RecursionError: msgspec gives up on a line nested past the interpreter's limit; the rules read it (and say so)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
 def _plain(value: Any, depth: int = 1) -> bool:

@@ -482,7 +482,7 @@ def _typed_spans(line: str, number: int) -> list[Span] | None:
     """The spans of one line of the common shape (``_spans_of``'s answer), else None."""
     try:
         request = _REQUEST.decode(line)
-    except msgspec.DecodeError:  # not JSON, or not of this shape
+    except (msgspec.DecodeError, RecursionError):  # not JSON, not of this shape, or too deep: read carefully
         return None
     spans: list[Span] = []
     try:
