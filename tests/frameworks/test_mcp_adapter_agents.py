@@ -8,36 +8,21 @@ tests/certification/test_framework_matrix.py's cells; this says why they are wha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from certification.matrix import load_frameworks
 from fake_destinations.ledger import read_requests
-from harness.engine import run_scenario
 from harness.journal import read_journal
 from harness.resources import catalogue_dir
 from harness.results import EXPECTATION_CODE, ScenarioResult
-from harness.scenario import load
+from tests.frameworks.certified_runs import attempts, codes, run_row
 
 _, AGENTS = load_frameworks()
 
 
 def run(agent: str, scenario: str, tmp_path: Path) -> ScenarioResult:
-    result = run_scenario(load(catalogue_dir() / f"{scenario}.yaml"), agent=AGENTS[agent].run_command,
-                          evidence_root=tmp_path, keep_evidence="all")
-    assert not result.incomplete, result.incomplete
-    assert all(r.exit_status == 0 for r in result.agent_runs), result.agent_runs
-    return result
-
-
-def codes(result: ScenarioResult) -> set[str]:
-    return {f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures else set())
-
-
-def attempts(result: ScenarioResult) -> list[dict[str, Any]]:
-    lines = (Path(result.evidence_dir) / "agent.ndjson").read_text(encoding="utf-8").splitlines()
-    return [e for e in map(json.loads, lines) if e["event"] == "attempt"]
+    return run_row(catalogue_dir() / f"{scenario}.yaml", AGENTS[agent].run_command, tmp_path)
 
 
 def tool_calls(result: ScenarioResult, tool: str) -> list[dict[str, Any]]:

@@ -8,16 +8,13 @@ tests/certification/test_framework_matrix.py's cells (the column ``model_error_a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from certification.matrix import load_frameworks
-from harness.engine import run_scenario
 from harness.results import EXPECTATION_CODE, ScenarioResult
-from harness.scenario import load
+from tests.frameworks.certified_runs import attempts, codes, run_row
 
 COLUMNS, AGENTS = load_frameworks()
 SAID = "a scripted model-provider error, raised once after the tool's result"  # what the model raises
@@ -25,20 +22,7 @@ SAID = "a scripted model-provider error, raised once after the tool's result"  #
 
 def run(agent: str, tmp_path: Path) -> ScenarioResult:
     assert "--model-error-after-tool" in AGENTS[agent].command
-    result = run_scenario(load(COLUMNS["model_error_after_tool"].path), agent=AGENTS[agent].run_command,
-                          evidence_root=tmp_path, keep_evidence="all")
-    assert not result.incomplete, result.incomplete
-    assert all(r.exit_status == 0 for r in result.agent_runs), result.agent_runs
-    return result
-
-
-def codes(result: ScenarioResult) -> set[str]:
-    return {f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures else set())
-
-
-def attempts(result: ScenarioResult) -> list[dict[str, Any]]:
-    lines = (Path(result.evidence_dir) / "agent.ndjson").read_text(encoding="utf-8").splitlines()
-    return [e for e in map(json.loads, lines) if e["event"] == "attempt"]
+    return run_row(COLUMNS["model_error_after_tool"].path, AGENTS[agent].run_command, tmp_path)
 
 
 def said(result: ScenarioResult) -> str:
