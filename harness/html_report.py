@@ -6,7 +6,10 @@ scenario run gets one in its evidence folder (``REPORT_HTML``), and ``python -m 
 and ``python -m harness audit LOG --html FILE`` write one on demand. The page is built from data: the
 ``Verdict`` (``harness.results.verdict``) and, when there is one, the ``Evidence`` (log events with ``_line``,
 journal entries with ``_line``, ledger effects and requests with ``seq``), never from the text report.
-Escaping is Jinja2's autoescape: nothing here escapes by hand.
+Escaping is markupsafe's, Jinja2's own: the pages' frames are autoescaped templates
+(``harness/templates/report/``); the operation sections and their evidence records, most of a page, are built
+here with f-strings (a Jinja macro and its ``{{ }}`` cost several times as much), every text from the evidence
+or the verdict through ``markupsafe.escape``. Nothing escapes by hand.
 
 Page structure (stable: the browser tests rely on it)
 -----------------------------------------------------
@@ -48,13 +51,16 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import markupsafe
+
 from harness.checker.readings import ts_value
+from harness.limits import collector_paused
 
 if TYPE_CHECKING:
     import jinja2
@@ -68,6 +74,8 @@ ONE_FILE_LIMIT = 1000  # up to this many operations, one file; above, paged
 PAGE_SIZE = 250  # operation sections per page file
 INDEX_PAGE_SIZE = 1000  # index rows per index page (the main file holds the first)
 
+_MUTED_DASH = markupsafe.Markup('<span class="muted">-</span>')
+_YES, _NO = markupsafe.Markup("yes"), markupsafe.Markup("no")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
@@ -702,7 +710,237 @@ def _environment() -> jinja2.Environment:
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["short"] = _short
+    env.filters["shown"] = _shown
+    env.filters["evidence_html"] = _evidence_html
+    env.filters["section_html"] = _section_html
+    env.filters["finding_html"] = _finding_html
     return env
+
+
+def _plain(value: Any) -> str:
+    """A record's value as a cell shows it, before escaping (``None`` is shown as markup, see ``_shown``):
+    booleans as yes/no, a mapping as ``k=v, ...``, a list joined with commas, anything else as its text."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return ", ".join([f"{k}={x}" for k, x in value.items()])
+    if isinstance(value, Iterable):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def _shown(value: Any) -> markupsafe.Markup:
+    """A record's value in a cell, escaped; none as a muted dash."""
+    return _MUTED_DASH if value is None else markupsafe.escape(_plain(value))
+
+
+def _escape_each(texts: list[str]) -> list[str]:
+    """``markupsafe.escape`` of each text. Escaping works character by character, so the texts are escaped
+    in one call, joined by a NUL it leaves alone, unless a text holds a NUL itself: a call costs half a
+    microsecond, and a page has hundreds of values an operation."""
+    joined = "\0".join(texts)
+    if joined.count("\0") == len(texts) - 1:
+        return str(markupsafe.escape(joined)).split("\0")
+    return [str(markupsafe.escape(text)) for text in texts]
+
+
+_ROW_TITLES = {"log": "log line", "flow": "journal line", "request": "ledger request", "effect": "ledger effect"}
+
+
+def _evidence_html(row: _Row, offset: str) -> markupsafe.Markup:
+    """One evidence record (``div.evidence``, see the page structure above): built here rather than in a
+    macro, as the records are most of a page (a Jinja macro call and its ``{{ }}`` cost ten times an
+    f-string's); every text from the evidence is escaped by markupsafe, Jinja's own escaping."""
+    summary = [(k, v) for k, v in row.summary if v is not None]
+    texts = [row.dom, offset, row.title, row.note or ""]
+    for href, code in row.cited_by:
+        texts += (code, href)
+    for k, v in summary:
+        texts += (k, _plain(v))
+    for k, v in row.fields:
+        texts.append(k)
+        if v is not None:
+            texts.append(_plain(v))
+    take = iter(_escape_each(texts)).__next__
+    dom, offset, title, note = take(), take(), take(), take()
+    cited = []
+    for _ in row.cited_by:
+        code, href = take(), take()
+        cited.append(f'<a class="cited-by" data-code="{code}" href="{href}" title="cited by finding {code}">{code}</a>')
+    line = "; ".join([f"{take()}: {take()}" for _ in summary])
+    fields = "".join([f"<dt>{take()}</dt><dd>{_MUTED_DASH if v is None else take()}</dd>" for _, v in row.fields])
+    note = f' <span class="note">({note})</span>' if row.note else ""
+    return markupsafe.Markup(
+        f'<div class="evidence {row.kind}{" cited" if row.cited_by else ""}" id="{dom}" data-kind="{row.kind}" '
+        f'data-n="{row.n}">\n<span class="title">{_ROW_TITLES[row.kind]} {row.n}</span>\n'
+        f'<span class="muted">{offset}</span>\n{"".join(cited)}<div>{title}{note}</div>\n'
+        f'<div class="mono">{line}</div>\n'
+        + (f'<details><summary>all fields</summary><dl class="fields">{fields}</dl></details>' if row.fields else "")
+        + "</div>\n")
+
+
+def _esc(value: Any) -> str:
+    """``{{ value }}`` as Jinja writes it: the value's text (``None`` as "None"), escaped by markupsafe."""
+    return str(markupsafe.escape(value))
+
+
+def _joined(values: Iterable[Any], empty: str) -> str:
+    """``{{ values|join(", ") or empty }}``."""
+    return _esc(", ".join(map(str, values))) or empty
+
+
+def _finding_html(f: dict[str, Any]) -> markupsafe.Markup:
+    """One finding (``div.finding``) with the evidence it cites."""
+    cites = "".join([f'<li><a class="cites" href="{_esc(c["href"])}">{_esc(c["text"])}</a></li>\n' if c["href"]
+                     else f'<li><span class="cites-text">{_esc(c["text"])}</span></li>\n' for c in f["cites"]])
+    code = _esc(f["code"])
+    return markupsafe.Markup(
+        f'<div class="finding" id="{_esc(f["id"])}" data-code="{code}">\n<span class="code">{code}</span> '
+        f'<span class="rule">{_esc(f["rule"])}</span>: <span class="message">{_esc(f["message"])}</span>\n'
+        f'<ul class="cites">\n{cites}</ul>\n</div>\n')
+
+
+_ATTEMPTS_HEAD = ("<thead><tr><th>#</th><th>attempt</th><th>dispatch state</th><th>retry of</th><th>reason</th>"
+                  "<th>authority</th><th>destination</th><th>key</th><th>request fingerprint</th><th>response</th>"
+                  "<th>duration</th></tr></thead>\n")
+_OBSERVATIONS_HEAD = ("<thead><tr><th>observation</th><th>what it checked</th><th>found</th><th>effects</th>"
+                      "<th>may lag</th><th>the state</th></tr></thead>")
+_TIMELINE_HEAD = ("<thead><tr><th>step</th><th>axis</th><th>agent log</th><th>proxy journal</th>"
+                  "<th>effect ledger</th></tr></thead>\n")
+_LANES = ("log", "flow", "effect")
+
+
+def _attempt_html(a: dict[str, Any]) -> str:
+    out = []
+    if a["fork"]:
+        out.append(f'<tr class="fork"><td colspan="11"><span class="fork-note">fork: the payload changed</span> '
+                   f'<code>{_esc(_short(a["fork_from"], 40))}</code> → <code>{_esc(_short(a["fingerprint"], 40))}'
+                   f'</code> (a changed payload is a new operation, not a retry)</td></tr>')
+    ident = (f'<a href="{_esc(a["log_href"])}">{_esc(a["attempt_id"])}</a>' if a["log_href"]
+             else _esc(a["attempt_id"]))
+    retry = (f'<a class="retry-parent" href="{_esc(a["retry_href"])}">{_esc(a["retry_of"])}</a>' if a["retry_href"]
+             else _esc(a["retry_of"] or "-"))
+    decision = f'<div class="muted">{_esc(a["decision"])}</div>' if a["decision"] else ""
+    same = (f' <span class="muted">(same key as attempt {_esc(a["same_key_as"])})</span>' if a["same_key_as"]
+            else "")
+    response = (f'<a href="{_esc(a["flow_href"])}">{_esc(a["response"])}</a>' if a["flow_href"]
+                else _esc(a["response"]))
+    out.append(
+        f'<tr class="attempt{" fork" if a["fork"] else ""}" id="{_esc(a["id"])}">\n<td>{_esc(a["number"])}</td>\n'
+        f'<td class="mono">{ident}</td>\n<td>{_esc(a["dispatch_state"] or "-")}</td>\n'
+        f'<td class="mono">{retry}</td>\n<td>{_esc(a["reason"] or "-")}{decision}</td>\n'
+        f'<td>{_joined(a["authority"], "-")}</td>\n<td>{_esc(a["destination"] or "-")}</td>\n'
+        f'<td class="mono">{_esc(a["key"] or "none")}{same}</td>\n'
+        f'<td class="mono" title="{_esc(a["fingerprint"] or "")}">{_esc(_short(a["fingerprint"], 24))}</td>\n'
+        f'<td>{response}</td>\n<td>{_esc(a["duration"])}</td>\n</tr>\n')
+    return "".join(out)
+
+
+def _link_html(link: dict[str, Any]) -> str:
+    relation, target = _esc(link["relation"]), _esc(link["target"])
+    if link["href"]:
+        return f'{relation} <a class="op-ref" data-relation="{relation}" href="{_esc(link["href"])}">{target}</a>'
+    return f'{relation} <span class="op-ref" data-relation="{relation}">{target}</span>'
+
+
+def _observation_html(o: dict[str, Any]) -> str:
+    ident = f'<a href="{_esc(o["log_href"])}">{_esc(o["id"])}</a>' if o["log_href"] else _esc(o["id"])
+    return (f'<tr class="observation"><td class="mono">{ident}</td><td>{_esc(o["checked"])}</td>'
+            f'<td>{_shown(o["found"])}</td><td>{_joined(o["effect_refs"], "-")}</td><td>{_shown(o["lag"])}</td>'
+            f'<td>{_esc(o["why"])}</td></tr>\n')
+
+
+def _step_html(s: dict[str, Any]) -> str:
+    lanes = s["lanes"]
+    gap = (f'<tr class="gap" data-seconds="{s["gap"]:.3f}" style="height:{_esc(s["gap_height"])}px"><td colspan="5">'
+           f'{_esc(s["gap_text"])} between the previous attempt\'s end and this one\'s start</td></tr>'
+           if s["gap"] is not None else "")
+    dots = "".join([f'<span class="dot dot-{lane}" style="left:{_esc(e["pos"])}%" title="{_esc(e["offset"])}"></span>'
+                    for lane in _LANES for e in lanes[lane]])
+    cells = "".join([f'<td class="lane-{lane}">'
+                     + "".join([_evidence_html(e["row"], e["offset"]) for e in lanes[lane]]) + "</td>\n"
+                     for lane in _LANES])
+    return (f'{gap}<tr class="step step-{_esc(s["kind"])}{" fork" if s["fork"] else ""}">\n'
+            f'<td class="time">{_esc(s["label"])}</td>\n<td class="axis"><div class="track">{dots}</div></td>\n'
+            f'{cells}</tr>\n')
+
+
+def _outcome_html(op: dict[str, Any]) -> str:
+    holds = _joined(op["effects"], "no effect")
+    if op["black_box"]:
+        return (f"<b>outcome</b>: the destination holds {holds} for this intent (judged from the wire and the "
+                f"ledger alone).\n")
+    resolution = op["resolution"]
+    if not resolution:
+        return f"<b>outcome</b>: never resolved (open); the destination holds {holds}."
+    reason = f" ({_esc(resolution['reason'])})" if resolution.get("reason") else ""
+    evidence = ", ".join([f'<a href="{_esc(e["href"])}">{_esc(e["text"])}</a>' if e["href"] else _esc(e["text"])
+                          for e in op["resolution_evidence"]]) or "none"
+    line = f" (log line {_esc(resolution['line'])})" if resolution.get("line") else ""
+    return (f"<b>outcome</b>: resolved <b>{_esc(resolution.get('state'))}</b>{reason};\n names "
+            f"{_joined(resolution.get('effect_refs') or [], 'no effect')}; evidence {evidence}{line}; the "
+            f"destination holds {holds}.\n")
+
+
+def _section_html(op: dict[str, Any], noun: str) -> markupsafe.Markup:
+    """One operation's (or black-box intent's) ``section.operation``, the page structure above. Built with
+    f-strings, each text from the evidence through markupsafe's escape (Jinja's own), rather than by a macro:
+    the sections are the pages' bulk, and a macro's ``{{ }}`` costs several times an f-string's."""
+    intent = op["intent"]
+    params = ""
+    if op["params"]:
+        params = ('<span class="mono">(' + ", ".join([f"{_esc(k)}={_shown(v)}" for k, v in op["params"]])
+                  + ")</span>")
+    effects = "none"
+    if op["effects"]:
+        effects = (f'<span class="{"dup" if op["duplicate"] else ""}">{_joined(op["effects"], "")}</span>'
+                   + (f' <span class="dup">({len(op["effects"])} effects for one intent)</span>'
+                      if op["duplicate"] else ""))
+    key = f' · key: {_esc(op["key_behaviour"])}' if "key_behaviour" in op else ""
+    links = '<p class="links">' + " · ".join(map(_link_html, op["links"])) + "</p>" if op["links"] else ""
+    if op["findings"]:
+        findings = f'<h3>findings ({len(op["findings"])})</h3>' + "".join(map(_finding_html, op["findings"]))
+    else:
+        findings = (f'<p class="held">no finding: {len(op["held"])} check(s) exercised and held'
+                    + (f', {len(op["not_exercised"])} not exercised' if op["not_exercised"] else "") + "</p>")
+    checks = ""
+    if op["held"] or op["not_exercised"]:
+        checks = (f'<details class="checks"><summary>checks of this {_esc(noun)}</summary><ul>\n'
+                  + "".join([f'<li class="check-held" data-check="{_esc(label.split(" ")[0])}">held: {_esc(label)}'
+                             f'</li>' for label in op["held"]])
+                  + "".join([f'<li class="check-not-exercised" data-check="{_esc(label.split(" ")[0])}">not '
+                             f'exercised: {_esc(label)}</li>' for label in op["not_exercised"]])
+                  + "</ul></details>")
+    attempts = '<p class="muted">no attempt</p>'
+    if op["attempts"]:
+        attempts = ('<table class="attempts">\n' + _ATTEMPTS_HEAD + "<tbody>\n"
+                    + "".join(map(_attempt_html, op["attempts"])) + "</tbody>\n</table>\n")
+    observations = ""
+    if op["observations"]:
+        observations = (f'<h3>observations ({len(op["observations"])})</h3>\n<table class="observations">'
+                        f'{_OBSERVATIONS_HEAD}<tbody>\n' + "".join(map(_observation_html, op["observations"]))
+                        + "</tbody></table>\n")
+    timeline = op["timeline"]
+    span = (f' <span class="muted">(one time axis, {_esc(timeline["span"])} from the first record to the last)</span>'
+            if timeline["span"] else "")
+    return markupsafe.Markup(
+        f'<section class="operation{" intent" if op["black_box"] else ""}" id="{_esc(op["id"])}" '
+        f'data-operation-id="{_esc(op["operation_id"])}" data-classification="{_esc(op["classification"])}" '
+        f'data-state="{_esc(op["state"] or "")}" data-codes="{_esc(op["codes"])}">\n'
+        f'<h2>{_esc(noun)} {_esc(op["operation_id"])}</h2>\n'
+        f'<div class="intent">intent <b>{_esc(op["intent_id"] or "-")}</b>: {_esc(intent.get("kind") or "?")} on '
+        f'{_esc(intent.get("destination") or "?")}\n{params}</div>\n'
+        f'<p>state: <b class="state">{_esc(op["state"] or "-")}</b> · classification: <b class="classification '
+        f'cls-{_esc(op["classification"])}">{_esc(op["classification"])}</b>\n · effects the destination holds: '
+        f'{effects}{key}</p>\n{links}<div class="findings">\n{findings}{checks}</div>\n'
+        f'<h3>attempts ({len(op["attempts"])})</h3>\n{attempts}{observations}'
+        f'<h3>timeline{span}</h3>\n<table class="timeline">\n{_TIMELINE_HEAD}<tbody>\n'
+        + "".join(map(_step_html, timeline["steps"]))
+        + f'</tbody>\n</table>\n<div class="outcome">\n{_outcome_html(op)}</div>\n</section>\n')
 
 
 def _intent_text(intent: dict[str, Any] | None) -> str:
@@ -745,6 +983,7 @@ def _outcome(verdict: Verdict, run: RunInfo) -> tuple[str, list[str]]:
     return "FAILED", why
 
 
+@collector_paused()  # the pages are millions of short-lived strings beside a run's long-lived evidence
 def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = None,
                       evidence: Evidence | None = None) -> list[Path]:
     """Write the report to ``path`` (and, above ``ONE_FILE_LIMIT`` operations, its pages beside it, named

@@ -230,6 +230,63 @@ def test_everything_from_the_evidence_is_escaped_by_the_template_engine(tmp_path
     assert page.having("finding", data_code="X001")
 
 
+HOSTILE = '<x-planted data-planted="1">&\'"'
+
+
+_CHOICES = {"event", "state", "dispatch_state", "retry_reason", "retry_decision", "source", "scope", "decision",
+            "kind"}  # fields of the log's contract that take one of a few values (the rest is free text)
+
+
+def _planted(value: object, top: bool = True) -> object:
+    """Every string of a record with HOSTILE after it, the keys of its inner objects too, and a field of that
+    name: the same change everywhere, so what names what across the log, the journal and the ledger still does."""
+    if isinstance(value, str):
+        return value + HOSTILE
+    if isinstance(value, list):
+        return [_planted(v, top) for v in value]
+    if isinstance(value, dict) and top:
+        return {**{k: v if k in _CHOICES else _planted(v, False) for k, v in value.items()}, HOSTILE: HOSTILE}
+    if isinstance(value, dict):
+        return {_planted(k, False): _planted(v, False) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("black_box", [False, True], ids=["events", "black-box"])
+def test_every_string_of_every_record_is_escaped_wherever_the_page_shows_it(tmp_path: Path, black_box: bool) -> None:
+    """The five stories of the synthetic folders (tests/browser/synthetic.py), every string of the agent's log,
+    the journal and the ledger planted with markup (the values the checker reads too: the operation, attempt
+    and observation ids, the keys, the effect references, the destinations): no planted element or attribute
+    reaches the page, and the planted text is shown."""
+    from harness.checker import check
+    from tests.browser.synthetic import build
+
+    folder = build(tmp_path / "ev", 10)
+    for name in ("agent.ndjson", "journal.ndjson"):
+        lines = (folder / name).read_text().splitlines()
+        records = [_planted(json.loads(line)) for line in lines if line.strip()]
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    ledger = json.loads((folder / "ledger.json").read_text())
+    (folder / "ledger.json").write_text(json.dumps({k: _planted(v) for k, v in ledger.items()}))
+    if black_box:  # some planted writes match no route: unattributed, each shown
+        context = json.loads((folder / "context.json").read_text())
+        (folder / "context.json").write_text(json.dumps({**context, "mode": "black_box"}))
+    evidence = load_evidence(folder)
+    verdict = check(evidence)
+    target = tmp_path / "r.html"
+    write_html_report(target, verdict, evidence=evidence, run=RunInfo(scenario=HOSTILE, agent=HOSTILE))
+    page = read(target)
+    assert not [a for tag, a in page.elements if tag == "x-planted" or "data-planted" in a], "markup reached the page"
+    assert len(page.scripts) == 1, "only the page's own script"
+    shown = page.all_text.count(HOSTILE)
+    sections = page.having("operation", _tag="section")
+    assert len(sections) == (len(verdict.intents) if black_box else len(verdict.operations)) > 0
+    assert shown >= 10 * len(sections), f"the planted text is shown, whole ({shown} times)"
+    if verdict.unattributed:  # a write no intent accounts for has no effect_ref: named by its flow
+        assert "unattributed" in page.ids
+        named = [f"{u['kind']} {u.get('effect_ref') or u['flow_id']}: " for u in verdict.unattributed]
+        assert all(name in page.all_text for name in named)
+
+
 def synthetic_verdict(count: int) -> Verdict:
     ops = []
     for k in range(count):
