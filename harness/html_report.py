@@ -51,9 +51,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,8 +115,7 @@ class _Row:
     end: float | None = None
 
 
-_KIND_SOURCES = {("log", None): "log", ("journal", None): "flow", ("ledger", "requests"): "request",
-                 ("ledger", "effects"): "effect"}
+_Sources = dict[tuple[str, int], Callable[[], _Row]]  # a section's records: (kind, number) -> how its row is made
 
 
 def _ref_key(ref: dict[str, Any]) -> tuple[str, int] | None:
@@ -325,64 +324,83 @@ class _Builder:
             return None
         return self.href(subject, self.section_id(subject), here)
 
-    # -- the rows an operation's section holds of its own
-    def _all_row_keys(self) -> Iterator[tuple[str, list[tuple[str, int]]]]:
+    # -- the rows an operation's section holds of its own: first their keys, (kind, number), each with how its
+    # row is made (the owner of every record is known before any section is built, from the keys alone)
+    def _all_row_keys(self) -> Iterator[tuple[str, Iterable[tuple[str, int]]]]:
         if self.black_box:
             for intent in self.verdict.intents:
-                yield intent.intent_id, [(r.kind, r.n) for r in self._intent_rows(intent)]
+                yield intent.intent_id, self._intent_sources(intent).keys()
         else:
             for op in self.verdict.operations:
-                yield op.operation_id, [(r.kind, r.n) for r in self._op_rows(op)]
+                yield op.operation_id, self._op_sources(op).keys()
 
-    def _effect_rows(self, refs: Iterable[str]) -> list[_Row]:
-        return [_effect_row(row) for ref in refs for row in self.records.effects_by_ref.get(ref, [])]
+    def _effect_sources(self, refs: Iterable[str], into: _Sources) -> None:
+        for ref in refs:
+            for row in self.records.effects_by_ref.get(ref, []):
+                into.setdefault(("effect", int(row["seq"])), partial(_effect_row, row))
 
-    def _wire_rows(self, wire: dict[str, Any] | None) -> list[_Row]:
+    def _wire_sources(self, wire: dict[str, Any] | None, into: _Sources) -> None:
         if not wire:
-            return []
+            return
         rec = self.records
         if wire.get("source") == "ledger":
             seq = str(wire.get("flow_id", "")).split(":")[-1]
             row = rec.requests.get(int(seq)) if seq.isdigit() else None
-            return [_request_row(row)] if row else []
+            if row:
+                into.setdefault(("request", int(row["seq"])), partial(_request_row, row))
+            return
         line = wire.get("line")
-        if not isinstance(line, int):
-            return []
-        entry = rec.journal.get(line)
-        return [_flow_row(entry, line)] if entry is not None else [_wire_summary_row(wire)]
+        if isinstance(line, int):
+            entry = rec.journal.get(line)
+            into.setdefault(("flow", line), partial(_flow_row, entry, line) if entry is not None
+                            else partial(_wire_summary_row, wire))
 
-    def _op_rows(self, op: OperationVerdict) -> list[_Row]:
+    def _wire_rows(self, wire: dict[str, Any] | None) -> list[tuple[str, int]]:
+        """The keys of an attempt's flow rows."""
+        found: _Sources = {}
+        self._wire_sources(wire, found)
+        return list(found)
+
+    def _op_sources(self, op: OperationVerdict) -> _Sources:
         rec = self.records
-        rows: list[_Row] = []
+        into: _Sources = {}
         events = rec.by_op.get(op.operation_id)
         if events:
-            rows += [_log_row(e) for e in events if isinstance(e.get("_line"), int)]
+            for e in events:
+                if isinstance(e.get("_line"), int):
+                    into.setdefault(("log", e["_line"]), partial(_log_row, e))
         else:  # a verdict alone: the lines it names
             for a in op.attempts:
                 if a.line is not None:
-                    rows.append(_verdict_log_row(a.line, f"attempt {a.attempt_id}",
-                                                 [("dispatch_state", a.dispatch_state), ("idempotency_key", a.key)]))
+                    into.setdefault(("log", a.line), partial(
+                        _verdict_log_row, a.line, f"attempt {a.attempt_id}",
+                        [("dispatch_state", a.dispatch_state), ("idempotency_key", a.key)]))
             for o in op.observations:
                 if isinstance(o.get("line"), int):
-                    rows.append(_verdict_log_row(o["line"], f"observation {o.get('observation_id')}",
-                                                 [("found", o.get("found")), ("effect_refs", o.get("effect_refs"))]))
+                    into.setdefault(("log", o["line"]), partial(
+                        _verdict_log_row, o["line"], f"observation {o.get('observation_id')}",
+                        [("found", o.get("found")), ("effect_refs", o.get("effect_refs"))]))
             if op.resolution and isinstance(op.resolution.get("line"), int):
-                rows.append(_verdict_log_row(op.resolution["line"], "resolution",
-                                             [("state", op.resolution.get("state"))]))
+                into.setdefault(("log", op.resolution["line"]), partial(
+                    _verdict_log_row, op.resolution["line"], "resolution", [("state", op.resolution.get("state"))]))
         for a in op.attempts:
-            rows += self._wire_rows(a.wire)
+            self._wire_sources(a.wire, into)
         for entry in rec.observed.get(op.operation_id, {}).values():
             if isinstance(entry.get("_line"), int):
-                rows.append(_flow_row(entry, entry["_line"]))
-        rows += self._effect_rows(op.effects)
-        return _unique(rows)
+                into.setdefault(("flow", entry["_line"]), partial(_flow_row, entry, entry["_line"]))
+        self._effect_sources(op.effects, into)
+        return into
 
-    def _intent_rows(self, intent: IntentVerdict) -> list[_Row]:
-        rows: list[_Row] = []
+    def _intent_sources(self, intent: IntentVerdict) -> _Sources:
+        into: _Sources = {}
         for attempt in intent.attempts:
-            rows += self._wire_rows(attempt)
-        rows += self._effect_rows(intent.effects)
-        return _unique(rows)
+            self._wire_sources(attempt, into)
+        self._effect_sources(intent.effects, into)
+        return into
+
+    @staticmethod
+    def _rows(sources: _Sources) -> dict[tuple[str, int], _Row]:
+        return {key: make() for key, make in sources.items()}
 
     def _record_row(self, key: tuple[str, int]) -> _Row | None:
         kind, n = key
@@ -433,7 +451,7 @@ class _Builder:
     # -- one operation's section
     def operation(self, op: OperationVerdict, here: int | None) -> dict[str, Any]:
         sid = self.section_id(op.operation_id)
-        rows = {(r.kind, r.n): r for r in self._op_rows(op)}
+        rows = self._rows(self._op_sources(op))
         for (kind, n), row in rows.items():
             row.dom = f"{sid}-{kind}-{n}"
         extra: list[_Row] = []
@@ -454,7 +472,7 @@ class _Builder:
         for k, a in enumerate(op.attempts, start=1):
             logged = log_attempts.get(a.attempt_id, {})
             wire = a.wire or {}
-            flow_rows = [rows[(r.kind, r.n)] for r in self._wire_rows(a.wire) if (r.kind, r.n) in rows]
+            flow_rows = [rows[key] for key in self._wire_rows(a.wire) if key in rows]
             flow = flow_rows[0] if flow_rows else None
             fp = logged.get("request_fingerprint") or wire.get("body_fingerprint")
             fork = previous_fp is not None and fp is not None and fp != previous_fp
@@ -557,7 +575,7 @@ class _Builder:
     def intent(self, intent: IntentVerdict, here: int | None) -> dict[str, Any]:
         """A black-box intent: its writes on the wire and its effects, as an operation's section shows them."""
         sid = self.section_id(intent.intent_id)
-        rows = {(r.kind, r.n): r for r in self._intent_rows(intent)}
+        rows = self._rows(self._intent_sources(intent))
         for (kind, n), row in rows.items():
             row.dom = f"{sid}-{kind}-{n}"
         findings = self._cites(intent.findings, sid, rows, intent.intent_id, here, [])
@@ -568,7 +586,7 @@ class _Builder:
         keys_seen: dict[str, int] = {}
         previous_fp: str | None = None
         for k, a in enumerate(intent.attempts, start=1):
-            flow_rows = [rows[(r.kind, r.n)] for r in self._wire_rows(a) if (r.kind, r.n) in rows]
+            flow_rows = [rows[key] for key in self._wire_rows(a) if key in rows]
             flow = flow_rows[0] if flow_rows else None
             key = a.get("idempotency_key")
             fp = a.get("body_fingerprint")
@@ -629,13 +647,6 @@ def _attempt_lines(a: Any, logged: dict[str, Any]) -> set[int]:
     lines = {a.line} if a.line is not None else set()
     lines.update(x for x in logged.get("_lines") or [] if isinstance(x, int))
     return lines
-
-
-def _unique(rows: list[_Row]) -> list[_Row]:
-    seen: dict[tuple[str, int], _Row] = {}
-    for row in rows:
-        seen.setdefault((row.kind, row.n), row)
-    return list(seen.values())
 
 
 def _flat(params: Any, prefix: str = "") -> list[tuple[str, Any]]:
