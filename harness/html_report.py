@@ -53,7 +53,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -731,6 +731,11 @@ def _environment() -> jinja2.Environment:
 def _plain(value: Any) -> str:
     """A record's value as a cell shows it, before escaping (``None`` is shown as markup, see ``_shown``):
     booleans as yes/no, a mapping as ``k=v, ...``, a list joined with commas, anything else as its text."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int or kind is float:
+        return str(value)
     if value is True:
         return "yes"
     if value is False:
@@ -851,6 +856,12 @@ def _attempt_html(a: dict[str, Any]) -> str:
     return "".join(out)
 
 
+@lru_cache(maxsize=1024)  # the rules' labels: a few dozen, on every section
+def _check_html(label: str, said: str) -> str:
+    return (f'<li class="check-{said}" data-check="{_esc(label.split(" ")[0])}">{said.replace("-", " ")}: '
+            f'{_esc(label)}</li>')
+
+
 def _link_html(link: dict[str, Any]) -> str:
     relation, target = _esc(link["relation"]), _esc(link["target"])
     if link["href"]:
@@ -870,7 +881,8 @@ def _step_html(s: dict[str, Any]) -> str:
     gap = (f'<tr class="gap" data-seconds="{s["gap"]:.3f}" style="height:{_esc(s["gap_height"])}px"><td colspan="5">'
            f'{_esc(s["gap_text"])} between the previous attempt\'s end and this one\'s start</td></tr>'
            if s["gap"] is not None else "")
-    dots = "".join([f'<span class="dot dot-{lane}" style="left:{_esc(e["pos"])}%" title="{_esc(e["offset"])}"></span>'
+    # a dot's position and offset are numbers this module formatted (``_timeline``): nothing to escape
+    dots = "".join([f'<span class="dot dot-{lane}" style="left:{e["pos"]}%" title="{e["offset"]}"></span>'
                     for lane in _LANES for e in lanes[lane]])
     cells = "".join([f'<td class="lane-{lane}">'
                      + "".join([_evidence_html(e["row"], e["offset"]) for e in lanes[lane]]) + "</td>\n"
@@ -921,10 +933,8 @@ def _section_html(op: dict[str, Any], noun: str) -> markupsafe.Markup:
     checks = ""
     if op["held"] or op["not_exercised"]:
         checks = (f'<details class="checks"><summary>checks of this {_esc(noun)}</summary><ul>\n'
-                  + "".join([f'<li class="check-held" data-check="{_esc(label.split(" ")[0])}">held: {_esc(label)}'
-                             f'</li>' for label in op["held"]])
-                  + "".join([f'<li class="check-not-exercised" data-check="{_esc(label.split(" ")[0])}">not '
-                             f'exercised: {_esc(label)}</li>' for label in op["not_exercised"]])
+                  + "".join([_check_html(label, "held") for label in op["held"]])
+                  + "".join([_check_html(label, "not-exercised") for label in op["not_exercised"]])
                   + "</ul></details>")
     attempts = '<p class="muted">no attempt</p>'
     if op["attempts"]:
@@ -968,9 +978,24 @@ def _index_rows(builder: _Builder, here: int | None) -> list[dict[str, Any]]:
     else:
         subjects = [(o.operation_id, o.intent_id, o.intent, o.classification, o.state, o.findings)
                     for o in verdict.operations]
-    return [{"subject": s, "href": builder.op_href(s, here), "intent_id": intent_id, "intent": _intent_text(intent),
+    rows = [{"subject": s, "href": builder.op_href(s, here), "intent_id": intent_id, "intent": _intent_text(intent),
              "classification": cls, "state": state, "codes": " ".join(sorted({f.code for f in findings}))}
             for s, intent_id, intent, cls, state, findings in subjects]
+    for row in rows:  # made once: the same row is on the index and on each filtered index it belongs to
+        row["html"] = _index_row_html(row)
+    return rows
+
+
+def _index_row_html(r: dict[str, Any]) -> markupsafe.Markup:
+    """One ``tr.operation`` of an index."""
+    subject, href, intent_id, intent, cls, state, codes = _escape_each([str(x) for x in (
+        r["subject"], r["href"] or "", r["intent_id"] or "-", r["intent"], r["classification"], r["state"] or "",
+        r["codes"])])
+    link = f'<a class="op-link" href="{href}">{subject}</a>' if r["href"] else subject
+    return markupsafe.Markup(
+        f'<tr class="operation" data-operation-id="{subject}" data-classification="{cls}" data-state="{state}" '
+        f'data-codes="{codes}">\n<td>{link}</td>\n<td>{intent_id}: {intent}</td>\n<td class="cls-{cls}">{cls}</td>'
+        f'<td>{state or "-"}</td><td>{codes or "none"}</td>\n</tr>\n')
 
 
 def _pages(items: list[Any], size: int) -> list[list[Any]]:
