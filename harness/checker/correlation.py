@@ -168,7 +168,9 @@ def match_attempts(ops: dict[str, OperationContext], journal_entries: list[dict[
 _Dim = tuple[str, str, str]
 _ROUTE: tuple[_Dim, ...] = (("method", "method", "route"), ("path", "path", "route"))
 _PASSES: dict[str, tuple[_Dim, ...]] = {
-    "trace": (("traceparent", "traceparent", "equal"),),
+    # a traceparent names a trace, not one request: an agent may send it on every request of an operation
+    # (a lookup before the write, an MCP session's initialize before its tools/call), so the route holds too
+    "trace": (("traceparent", "traceparent", "equal"), *_ROUTE),
     "key": (("idempotency_key", "idempotency_key", "equal"), *_ROUTE),
     "fingerprint": (("request_fingerprint", "body_fingerprint", "equal"), *_ROUTE),
     "route": (*_ROUTE, ("idempotency_key", "idempotency_key", "open"),

@@ -30,7 +30,7 @@ def scan_correlate(ops: dict[str, OperationContext], journal_entries: list[dict[
                 and (not path or path == bare_path(entry.get("path"))))
 
     def by_trace(a: dict[str, Any], e: dict[str, Any]) -> bool:
-        return bool(a.get("traceparent")) and a.get("traceparent") == e.get("traceparent")
+        return bool(a.get("traceparent")) and a.get("traceparent") == e.get("traceparent") and same_route(a, e)
 
     def by_key(a: dict[str, Any], e: dict[str, Any]) -> bool:
         return (bool(a.get("idempotency_key")) and a.get("idempotency_key") == e.get("idempotency_key")

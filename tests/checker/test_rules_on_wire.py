@@ -376,3 +376,22 @@ def test_ssh_exec_the_log_omits_is_h017(b):
     verdict = b.check()
     assert "H017" in codes(verdict), render_text(verdict)
     assert "ledger:2" in verdict.by_code("H017")[0].message
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-traceparent", "one-traceparent-for-the-operation"])
+def test_a_traceparent_on_other_requests_pairs_the_attempt_with_its_own_route(tmp_path, shared):
+    """An agent may send one traceparent on every request of an operation (a lookup before the write, an MCP
+    session's initialize before its tools/call): the attempt is paired with the flow of its own method and path,
+    and the verdict is the one the same story gets without the shared header."""
+    verdicts = {}
+    for trace in ("00-aa-01-01", None):
+        b = EvidenceBuilder(tmp_path / f"ev-{trace}")
+        b.intent()
+        b.operation()
+        b.observation("op_1", "obs_0", found=False)  # a lookup before the first write: GET /tickets
+        b.journal[-1]["traceparent"] = trace if shared else None
+        b.attempt("op_1", "att_1", "response_received", effect="tkt_1", traceparent=trace)
+        b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+        verdicts[trace] = b.check()
+    assert verdicts["00-aa-01-01"].operation("op_1").attempts[0].wire["flow_id"] == "flow_2"  # the POST, not the GET
+    assert codes(verdicts["00-aa-01-01"]) == codes(verdicts[None]), render_text(verdicts["00-aa-01-01"])

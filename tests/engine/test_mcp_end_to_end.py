@@ -76,3 +76,47 @@ def test_pytest_scenario_mcp_tool_result_lost_passes(run_plugin) -> None:
     result = run_plugin("--scenario", "mcp_tool_result_lost", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*scenario mcp_tool_result_lost*PASS*", "*sent_no_response*"])
+
+
+ONE_TRACEPARENT = '''
+from harness.agents.reference import Agent, main
+from harness.model.agent import trace_id
+
+
+class OneTraceparent(Agent):
+    """The reference agent, but with one traceparent for every request of an operation, and a lookup before its
+    first call (is it there already?): the wire holds the header on the lookup first, then on the call."""
+
+    looked: set[str] = set()
+
+    def traceparent(self, op):
+        return f"00-{trace_id(op['operation_id'])}-00f067aa0ba902b7-01"
+
+    def dispatch(self, op, reason):
+        if op["operation_id"] not in self.looked:
+            self.looked.add(op["operation_id"])
+            self.lookup(op)
+        return super().dispatch(op, reason)
+
+
+main(OneTraceparent)
+'''
+
+
+@pytest.mark.parametrize("name", ["mcp_tool_result_lost", "mcp_tool_error_after_commit"])
+def test_one_traceparent_on_the_lookup_and_the_call_still_pairs_each_call_with_its_flow(
+        name: str, tmp_path: Path) -> None:
+    """A traceparent names a trace, not a request: an agent sending the same one on a lookup before its tools/call
+    passes as the reference agent does (each call is paired with the flow of its own tool, not the first flow
+    with that header: before, the call took the lookup's flow, a false H028/H002)."""
+    agent = tmp_path / "one_traceparent.py"
+    agent.write_text(ONE_TRACEPARENT)
+    result = run(name, tmp_path / "runs", agent=f"python {agent}")
+    assert result.passed, render_result(result)
+    journal = lines(result.evidence_dir / "journal.ndjson")
+    calls = [e for e in journal if (e.get("rpc") or {}).get("method") == "tools/call"]
+    assert len({e["traceparent"] for e in calls}) == 1 and calls[0]["rpc"]["tool"].startswith("find_"), \
+        "one header, on the lookup first"
+    [op] = result.verdict.operations
+    paired = [journal[a.wire["line"] - 1]["rpc"]["tool"] for a in op.attempts]
+    assert paired and not any(tool.startswith("find_") for tool in paired), paired
