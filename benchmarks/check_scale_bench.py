@@ -14,10 +14,13 @@ time:
   ``succeeded``, one ticket each), verdict.json, verdict.txt and, the run having failed, its HTML pages.
 
 Printed per size and mode: operations, seconds, microseconds per operation, the ratio of that to the smallest
-size's, and the child's peak RSS (its VmHWM). Sizes up to 10,000 operations are judged ``--repeat`` times (3) and
-the median run counts, since a shared machine's noise at 1,000 operations is as large as the run itself. Goal: the
-per-operation time flat within 1.5x (the ratio of the largest size's to the smallest's), which the last line says
-met or not.
+size's, the evidence's size on disk (every file of the folder), the child's peak RSS (its VmHWM), the child's RSS
+once the harness is imported (``base``: the interpreter and the code, before any evidence is read), and the peak
+over the evidence's size both ways: ``peak/disk`` (the whole process, what the goal reads) and
+``(peak-base)/disk`` (what judging itself adds). Sizes up to 10,000 operations are judged ``--repeat`` times (3)
+and the median run counts, since a shared machine's noise at 1,000 operations is as large as the run itself.
+Goals, at the largest size, each line saying met or not: the per-operation time flat within 1.5x (the ratio of the
+largest size's to the smallest's), and the peak RSS at most 3x the evidence's size on disk (``peak/disk``).
 """
 
 from __future__ import annotations
@@ -35,15 +38,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GOAL_RATIO = 1.5
+GOAL_MEMORY = 3.0  # peak RSS over the evidence's size on disk
 REPEAT_UP_TO = 10_000  # sizes up to this are judged --repeat times (the median counts); larger ones once
 
 CHILD = r"""
-import contextlib, io, json, os, resource, sys, time
+import contextlib, io, json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
 folder, mode, operations = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 from harness.cli import main
 from harness.engine import judge_run
+import harness.checker, harness.evidence, harness.report, harness.writers  # noqa: the code, in the base
+if mode == "scenario":
+    import harness.html_report  # noqa: a failed run's pages
+def vm(name):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(name + ":"))
+base = vm("VmRSS")  # the interpreter and the harness's code, before any evidence is read
 out = Path(os.devnull)
 context = json.loads((folder / "context.json").read_text())
 intents = context["intents"]
@@ -57,10 +67,8 @@ else:  # as harness.engine.run_scenario judges a run once its agent has exited
     result = judge_run(folder, scenario="-", label="-", expect=expect, runs=[], effects=effects)
     status = 0 if result.passed else 1
 seconds = time.perf_counter() - t0
-# VmHWM: this process's own peak (ru_maxrss would carry the parent's over the exec)
-peak = next((int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")),
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-print(json.dumps({{"seconds": seconds, "rss_mb": peak / 1024, "status": status}}))
+peak = vm("VmHWM")  # this process's own peak (ru_maxrss would carry the parent's over the exec)
+print(json.dumps({{"seconds": seconds, "rss_mb": peak / 1024, "base_mb": base / 1024, "status": status}}))
 """
 
 
@@ -92,13 +100,14 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="check-scale-"))
     met = True
     try:
-        folders = {}
+        folders, disk_mb = {}, {}
         for n in args.operations:
             folders[n] = root / f"ops-{n}"
             seconds = build(folders[n], n)
-            size = sum(p.stat().st_size for p in folders[n].iterdir()) / 1e6
-            print(f"built {n:,} operations in {seconds:.1f} s ({size:.0f} MB)", flush=True)
-        print(f"{'mode':<9} {'operations':>10} {'seconds':>8} {'us/op':>7} {'ratio':>6} {'peak RSS':>9}", flush=True)
+            disk_mb[n] = sum(p.stat().st_size for p in folders[n].iterdir()) / 2**20  # MiB, as RSS is counted
+            print(f"built {n:,} operations in {seconds:.1f} s ({disk_mb[n]:.0f} MB)", flush=True)
+        print(f"{'mode':<9} {'operations':>10} {'seconds':>8} {'us/op':>7} {'ratio':>6} {'disk':>7} {'peak RSS':>9} "
+              f"{'base':>6} {'peak/disk':>9} {'(peak-base)/disk':>16}", flush=True)
         for mode in args.mode:
             first = None
             for n in args.operations:
@@ -107,14 +116,19 @@ def main() -> int:
                 # short run catches a quiet moment of a shared machine that a 100,000-operation run never has
                 per_op = m["seconds"] / n * 1e6
                 first = first or per_op
+                memory = m["rss_mb"] / disk_mb[n]
                 print(f"{mode:<9} {n:>10,} {m['seconds']:>8.2f} {per_op:>7.0f} {per_op / first:>5.2f}x "
-                      f"{m['rss_mb']:>6.0f} MB", flush=True)
+                      f"{disk_mb[n]:>4.0f} MB {m['rss_mb']:>6.0f} MB {m['base_mb']:>3.0f} MB {memory:>8.2f}x "
+                      f"{(m['rss_mb'] - m['base_mb']) / disk_mb[n]:>15.2f}x", flush=True)
             ratio = per_op / first if first else 0.0
             ok = ratio <= GOAL_RATIO
-            met = met and ok
             print(f"{mode}: per-operation time at {args.operations[-1]:,} is {ratio:.2f}x that at "
                   f"{args.operations[0]:,} -> {'flat (met)' if ok else 'NOT flat'} (goal <= {GOAL_RATIO}x)",
                   flush=True)
+            fits = memory <= GOAL_MEMORY
+            met = met and ok and fits
+            print(f"{mode}: peak RSS at {args.operations[-1]:,} is {memory:.2f}x the evidence's size on disk -> "
+                  f"{'met' if fits else 'NOT met'} (goal <= {GOAL_MEMORY}x)", flush=True)
     finally:
         if args.keep:
             print(f"kept: {root}")
