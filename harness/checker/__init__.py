@@ -228,7 +228,10 @@ def check(evidence: Evidence, *, offline: bool = False, black_box: bool | None =
     for finding in run_findings:
         if finding.operation_id in run.ops:
             per_op.setdefault(finding.operation_id, []).append(finding)
-    operations = [judge_operation(op, per_op.get(op.operation_id)) for op in run.ops.values()]
+    operations = []
+    for op in run.ops.values():
+        operations.append(judge_operation(op, per_op.get(op.operation_id)))
+        op.forget_derived()  # else every operation's replay and fingerprints stay until the run's verdict is made
     return run_verdict(operations, [f for f in run_findings if f.operation_id not in run.ops], offline=offline,
                        rules_run=rules_run)
 

@@ -147,6 +147,11 @@ class OperationContext:
         elif kind == "effect":
             self.log_effects.append(record)
 
+    def forget_derived(self) -> None:
+        """Drop what the rules derived and cached (the model's replay, its keys' fingerprints): once the operation
+        is judged its verdict holds what it needs of them, and a run judges every operation before any is let go."""
+        self._refs = self._fps = self.replayed = None
+
     # -- derived facts
     @property
     def operation(self) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.model.operation import exercise_tags
@@ -46,7 +47,7 @@ class Rule:
     def exercised_by(self, tags: set[str] | frozenset[str]) -> bool:
         return not self.exercised or not self.exercised.isdisjoint(tags)
 
-    @property
+    @cached_property  # one string per rule: every operation's verdict lists the labels of its held rules
     def label(self) -> str:
         return f"{self.code} {self.name}"
 
