@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,11 @@ class Evidence:
     intents: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, Any] = field(default_factory=dict)
     log_errors: list[dict[str, Any]] = field(default_factory=list)
-    # Added fields (the contract allows additions): the raw log lines, for the secret search (line n
-    # at index n - 1, "" for a blank line), and what the harness knows of the run.
+    # Added fields (the contract allows additions): where the log's lines are read again for the secret search
+    # (``log_lines``): its file, whose lines are not kept (they weigh as much again as the events), or, for a log
+    # with no file of its own (the events read from a trace), their texts (line n at index n - 1, "" for a blank
+    # line); and what the harness knows of the run.
+    log_file: Path | None = None
     raw_log: list[str] = field(default_factory=list)
     scenario: str | None = None
     agent: dict[str, Any] = field(default_factory=dict)
@@ -76,6 +79,14 @@ class Evidence:
     expect: dict[str, Any] | None = None  # the scenario's own expectations, as the run kept them
     # how the run is judged: EVENTS_MODE (its audit log beside the wire) or BLACK_BOX_MODE (the wire alone)
     mode: str = EVENTS_MODE
+
+    def log_lines(self) -> Generator[tuple[int, str], None, None]:
+        """``(line number, text)`` of each line of the log that is not blank, in order, as it was read."""
+        if self.log_file is not None:
+            with open_text(self.log_file) as handle:
+                yield from numbered_lines(handle)
+        else:
+            yield from ((number, text) for number, text in enumerate(self.raw_log, 1) if text)
 
 
 class LimitHit(Exception):
@@ -95,6 +106,7 @@ def load_events(path: Path, evidence: Evidence,
         if size > limits.agent_log_bytes:
             raise LimitHit(limits.hit("agent_log_bytes", path.name, size))
     operations: set[Any] = set()
+    evidence.log_file = path
     try:
         with open_text(path) as handle:
             for number, text in numbered_lines(handle):
@@ -102,8 +114,6 @@ def load_events(path: Path, evidence: Evidence,
                     size = len(text.encode("utf-8", "surrogateescape"))
                     if size > limits.line_bytes:
                         raise LimitHit(limits.hit("line_bytes", f"{path.name}:{number}", size))
-                evidence.raw_log.extend([""] * (number - 1 - len(evidence.raw_log)))  # blank: raw_log[n - 1] is line n
-                evidence.raw_log.append(text)
                 value, error = read(text)
                 if value is None:
                     evidence.log_errors.append({"line": number, "error": error})
@@ -118,7 +128,7 @@ def load_events(path: Path, evidence: Evidence,
                 value["_line"] = number
                 evidence.events.append(value)
     except LimitHit:
-        evidence.events, evidence.raw_log, evidence.log_errors = [], [], []  # nothing of it is judged
+        evidence.events, evidence.log_file, evidence.log_errors = [], None, []  # nothing of it is judged
         raise
 
 

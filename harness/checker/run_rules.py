@@ -73,11 +73,8 @@ class RunRules:
         """The evidence's log in line order, as the audit reads it: each event once ``add`` has put it into
         its operation, each malformed line, and every line's raw text after what it held."""
         errors = sorted(evidence.log_errors, key=lambda e: e["line"])
-        texts = evidence.raw_log  # line n at index n - 1
         at = 0
-
-        def text_of(number: int | None) -> str:
-            return texts[number - 1] if number is not None and 0 < number <= len(texts) else ""
+        text_of = _LineTexts(evidence)
 
         def malformed_before(number: float) -> None:
             nonlocal at
@@ -97,3 +94,30 @@ class RunRules:
             if number is not None and (text := text_of(number)):
                 self.line(number, text, op.operation_id)
         malformed_before(float("inf"))
+        text_of.close()
+
+
+class _LineTexts:
+    """The log's text of a line by its number ("" for none), read again as the feed asks, which is in line order:
+    a line before the last one asked starts the reading over (events put out of order by hand)."""
+
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+        self.lines = evidence.log_lines()
+        self.number, self.text = 0, ""
+
+    def __call__(self, number: int | None) -> str:
+        if number is None or number < 1:
+            return ""
+        if number < self.number:
+            self.close()
+            self.lines, self.number, self.text = self.evidence.log_lines(), 0, ""
+        while self.number < number:
+            line = next(self.lines, None)
+            if line is None:
+                return ""
+            self.number, self.text = line
+        return self.text if self.number == number else ""
+
+    def close(self) -> None:
+        self.lines.close()  # its file closed now, not when the generator is collected
