@@ -1,6 +1,7 @@
 """Benchmark checking at scale: check time per operation at 1k, 10k and 100k operations, which must stay flat.
 
-    python benchmarks/check_scale_bench.py [--operations 1000 10000 100000] [--mode check scenario] [--keep]
+    python benchmarks/check_scale_bench.py [--operations 1000 10000 100000] [--mode check judge scenario]
+        [--against OTHER_CHECKOUT] [--keep]
 
 Each size is a synthetic evidence folder (tests/browser/synthetic.py: the stories a run holds, a clean
 create, a lost response reconciled by a lookup, a dedup retry, a blind retry that makes two tickets, a retry
@@ -11,7 +12,12 @@ time:
 - ``check``: ``python -m harness check FOLDER`` (text report to /dev/null): load, correlate, judge, render;
 - ``scenario``: what the engine does once the agent has exited (``harness.engine.judge_run``, which
   ``run_scenario`` calls): load, check, the black-box facts, the scenario's expectations (every intent
-  ``succeeded``, one ticket each), verdict.json, verdict.txt and, the run having failed, its HTML pages.
+  ``succeeded``, one ticket each), verdict.json, verdict.txt and, the run having failed, its HTML pages;
+- ``judge``: the same without the HTML pages (verdict.json and verdict.txt): the engine's part alone.
+
+``--against`` judges each size with another checkout's harness too (its root folder, e.g. ``git worktree add
+/tmp/base main``), in the same run, alternating with this one's on the same folders, so that a change is measured
+against its baseline on a shared machine at the same moment; its rows say ``base``.
 
 Printed per size and mode: operations, seconds, microseconds per operation, the ratio of that to the smallest
 size's, the evidence's size on disk (every file of the folder), the child's peak RSS (its VmHWM), the child's RSS
@@ -51,6 +57,7 @@ from harness.engine import judge_run
 import harness.checker, harness.evidence, harness.report, harness.writers  # noqa: the code, in the base
 if mode == "scenario":
     import harness.html_report  # noqa: a failed run's pages
+from harness.writers import VerdictText, write_verdict_json
 def vm(name):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(name + ":"))
 base = vm("VmRSS")  # the interpreter and the harness's code, before any evidence is read
@@ -64,7 +71,8 @@ if mode == "check":
         status = main(["check", str(folder)])
 else:  # as harness.engine.run_scenario judges a run once its agent has exited
     expect = {{"states": {{i["intent_id"]: ["succeeded"] for i in intents}}, "effects": {{"tickets": operations}}}}
-    result = judge_run(folder, scenario="-", label="-", expect=expect, runs=[], effects=effects)
+    writers = [write_verdict_json, VerdictText()] if mode == "judge" else None  # judge: no HTML pages
+    result = judge_run(folder, scenario="-", label="-", expect=expect, runs=[], effects=effects, writers=writers)
     status = 0 if result.passed else 1
 seconds = time.perf_counter() - t0
 peak = vm("VmHWM")  # this process's own peak (ru_maxrss would carry the parent's over the exec)
@@ -80,8 +88,8 @@ def build(folder: Path, operations: int) -> float:
     return time.perf_counter() - t0
 
 
-def measure(folder: Path, mode: str, operations: int) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), str(folder), mode, str(operations)],
+def measure(folder: Path, mode: str, operations: int, root: Path = ROOT) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", CHILD.format(root=str(root)), str(folder), mode, str(operations)],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{mode} of {folder} failed (exit {done.returncode}):\n{done.stderr}")
@@ -91,7 +99,9 @@ def measure(folder: Path, mode: str, operations: int) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--operations", type=int, nargs="+", default=[1000, 10_000, 100_000])
-    parser.add_argument("--mode", nargs="+", choices=("check", "scenario"), default=["check", "scenario"])
+    parser.add_argument("--mode", nargs="+", choices=("check", "judge", "scenario"), default=["check", "scenario"])
+    parser.add_argument("--against", type=Path, help="another checkout's root: its harness judges each size too, "
+                                                     "alternating with this one's (rows marked base)")
     parser.add_argument("--repeat", type=int, default=3,
                         help=f"judge each size up to {REPEAT_UP_TO:,} operations this many times and keep the median "
                              "run (a shared machine's noise is seconds; default 3)")
@@ -108,19 +118,31 @@ def main() -> int:
             print(f"built {n:,} operations in {seconds:.1f} s ({disk_mb[n]:.0f} MB)", flush=True)
         print(f"{'mode':<9} {'operations':>10} {'seconds':>8} {'us/op':>7} {'ratio':>6} {'disk':>7} {'peak RSS':>9} "
               f"{'base':>6} {'peak/disk':>9} {'(peak-base)/disk':>16}", flush=True)
+        trees = [("", ROOT)] + ([("base ", args.against.resolve())] if args.against else [])
         for mode in args.mode:
-            first = None
+            first: dict[str, float] = {}
+            mine_per_op = mine_memory = 0.0
             for n in args.operations:
-                runs = [measure(folders[n], mode, n) for _ in range(args.repeat if n <= REPEAT_UP_TO else 1)]
-                m = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]  # the median run: the fastest of a
-                # short run catches a quiet moment of a shared machine that a 100,000-operation run never has
-                per_op = m["seconds"] / n * 1e6
-                first = first or per_op
-                memory = m["rss_mb"] / disk_mb[n]
-                print(f"{mode:<9} {n:>10,} {m['seconds']:>8.2f} {per_op:>7.0f} {per_op / first:>5.2f}x "
-                      f"{disk_mb[n]:>4.0f} MB {m['rss_mb']:>6.0f} MB {m['base_mb']:>3.0f} MB {memory:>8.2f}x "
-                      f"{(m['rss_mb'] - m['base_mb']) / disk_mb[n]:>15.2f}x", flush=True)
-            ratio = per_op / first if first else 0.0
+                runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}
+                for _ in range(args.repeat if n <= REPEAT_UP_TO else 1):
+                    for label, tree in trees:  # alternating: each tree meets the machine's moods alike
+                        runs[label].append(measure(folders[n], mode, n, tree))
+                for label, _ in trees:
+                    m = sorted(runs[label], key=lambda r: r["seconds"])[len(runs[label]) // 2]  # the median run: the
+                    # fastest of a short run catches a quiet moment of a shared machine that a 100,000-operation
+                    # run never has
+                    per_op = m["seconds"] / n * 1e6
+                    first.setdefault(label, per_op)
+                    memory = m["rss_mb"] / disk_mb[n]
+                    print(f"{label + mode:<9} {n:>10,} {m['seconds']:>8.2f} {per_op:>7.0f} "
+                          f"{per_op / first[label]:>5.2f}x {disk_mb[n]:>4.0f} MB {m['rss_mb']:>6.0f} MB "
+                          f"{m['base_mb']:>3.0f} MB {memory:>8.2f}x "
+                          f"{(m['rss_mb'] - m['base_mb']) / disk_mb[n]:>15.2f}x", flush=True)
+                    if not label:
+                        mine_per_op, mine_memory = per_op, memory
+            per_op, memory = mine_per_op, mine_memory  # the goals are this tree's
+            first_per_op = first[""]
+            ratio = per_op / first_per_op
             ok = ratio <= GOAL_RATIO
             print(f"{mode}: per-operation time at {args.operations[-1]:,} is {ratio:.2f}x that at "
                   f"{args.operations[0]:,} -> {'flat (met)' if ok else 'NOT flat'} (goal <= {GOAL_RATIO}x)",

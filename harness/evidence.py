@@ -46,7 +46,7 @@ from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
 from harness.limits import EvidenceLimits, collector_paused
-from harness.ndjson import numbered_lines, open_text
+from harness.ndjson import numbered_lines, open_text, share_strings
 
 
 @dataclass
@@ -95,8 +95,9 @@ class LimitHit(Exception):
 
 def load_events(path: Path, evidence: Evidence,
                 read: Callable[[str], tuple[dict[str, Any] | None, str | None]] = parse_line,
-                limits: EvidenceLimits | None = None) -> None:
+                limits: EvidenceLimits | None = None, strings: dict[str, str] | None = None) -> None:
     """The log's lines into ``evidence``; ``read`` parses one (the offline audit's also reads the article's).
+    ``strings``: shared with the rest of the evidence (``harness.ndjson.share_strings``).
 
     ``limits``: a log over ``agent_log_bytes`` is not read; reading stops at a line over ``line_bytes`` or
     at the first event of an operation past ``operations``. Either way ``LimitHit`` says which, and
@@ -126,7 +127,7 @@ def load_events(path: Path, evidence: Evidence,
                             raise LimitHit(limits.hit("operations", f"{path.name}:{number} (operation {operation})",
                                                       len(operations)))
                 value["_line"] = number
-                evidence.events.append(value)
+                evidence.events.append(value if strings is None else share_strings(value, strings))
     except LimitHit:
         evidence.events, evidence.log_file, evidence.log_errors = [], None, []  # nothing of it is judged
         raise
@@ -185,7 +186,8 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         raise EvidenceError(f"evidence folder {folder} does not exist or is not a folder")
     evidence = Evidence(folder=folder)
     layout = EvidenceLayout(folder)
-    context_data = _load_json(layout.context) if layout.context.exists() else None
+    strings: dict[str, str] = {}  # every source's ids, keys and fingerprints held once (share_strings)
+    context_data = share_strings(_load_json(layout.context), strings) if layout.context.exists() else None
     try:
         kept = EvidenceLimits.from_dict(context_data.get(LIMITS_KEY) if isinstance(context_data, dict) else None)
     except ValueError as exc:
@@ -204,11 +206,11 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
                     raise LimitHit(read_limits.hit("agent_log_bytes", layout.trace.name, size))
                 load_trace(layout.trace, evidence)
         elif layout.agent_log.exists():
-            load_events(layout.agent_log, evidence, limits=read_limits)
+            load_events(layout.agent_log, evidence, limits=read_limits, strings=strings)
     except LimitHit as exc:
         over_limit.append(f"agent log: {exc}")
     try:
-        evidence.journal = read_journal(layout.journal)
+        evidence.journal = read_journal(layout.journal, strings)
     except JournalError as exc:
         raise EvidenceError(str(exc)) from None
     if evidence.log_name == TRACE_EVENTS_FILE:
@@ -223,7 +225,7 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
             rows = data.get(key, [])
             if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                 raise EvidenceError(f"{ledger}: key {key!r} must be a list of row objects")
-            setattr(evidence, key, rows)
+            setattr(evidence, key, share_strings(rows, strings))
         recovered_by = data.get("recovered_by")
     context = layout.context
     if context_data is not None:

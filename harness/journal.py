@@ -106,9 +106,10 @@ class JournalWriter:
         self.close()
 
 
-def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All entries of a journal, each with ``_line`` (1-based line number). A missing file is empty."""
+def read_journal(path: str | os.PathLike[str], strings: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """All entries of a journal, each with ``_line`` (1-based line number). A missing file is empty. ``strings``:
+    shared with the rest of the evidence (``harness.ndjson.share_strings``)."""
     try:
-        return read_objects(path, what="proxy journal")
+        return read_objects(path, what="proxy journal", strings=strings)
     except NdjsonError as exc:
         raise JournalError(str(exc)) from None

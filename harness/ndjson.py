@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,12 +40,67 @@ def json_document(value: Any) -> bytes:
         return (json.dumps(value, indent=2, default=str) + "\n").encode("utf-8")
 
 
+class Items:
+    """A JSON array whose items are made one at a time as ``write_json_file`` writes it (``make`` of each of
+    ``sources``), in a top-level object: a 100,000-operation verdict's document is 800 MB, and the dicts it is
+    written from as much again, where one operation's are a few kilobytes."""
+
+    def __init__(self, sources: Iterable[Any], make: Callable[[Any], Any]) -> None:
+        self.sources, self.make = sources, make
+
+    def made(self) -> list[Any]:
+        return [self.make(source) for source in self.sources]
+
+
+def _document_parts(value: dict[str, Any]) -> Iterator[bytes]:
+    """``json_document(value)``'s bytes, ``value``'s ``Items`` made and written one item at a time: each part is
+    orjson's, its lines indented as deep as it sits (a JSON string holds no line break, so each of orjson's is
+    one of its layout)."""
+    import orjson
+
+    option = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+    def indented(part: Any, depth: int) -> bytes:
+        return orjson.dumps(part, default=str, option=option).replace(b"\n", b"\n" + b"  " * depth)
+
+    if not value:
+        yield b"{}\n"
+        return
+    for number, (key, member) in enumerate(value.items()):
+        yield (b"{\n  " if number == 0 else b",\n  ") + orjson.dumps(key) + b": "
+        if not isinstance(member, Items):
+            yield indented(member, 1)
+            continue
+        empty = True
+        for source in member.sources:
+            yield (b"[\n    " if empty else b",\n    ") + indented(member.make(source), 2)
+            empty = False
+        yield b"[]" if empty else b"\n  ]"
+    yield b"\n}\n"
+
+
 def write_json_file(path: Path, value: Any) -> None:
     """``value`` as ``json_document`` into ``path``, whole or not at all: written beside it, then renamed over it
-    (a reader, or a run killed meanwhile, never sees half a context.json or verdict.json)."""
+    (a reader, or a run killed meanwhile, never sees half a context.json or verdict.json). A top-level object's
+    ``Items`` are written as arrays, an item at a time."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(json_document(value))
+    streamed = isinstance(value, dict) and any(isinstance(member, Items) for member in value.values())
+    if streamed and all(type(key) is str for key in value):
+        import orjson
+
+        try:
+            with open(tmp, "wb") as out:
+                for part in _document_parts(value):
+                    out.write(part)
+        except (TypeError, orjson.JSONEncodeError):  # what orjson refuses: the whole document through json
+            tmp.write_bytes(json_document(_made(value)))
+    else:  # a key that is not a string is written as orjson writes it, which only the whole document says
+        tmp.write_bytes(json_document(_made(value) if streamed else value))
     tmp.replace(path)
+
+
+def _made(value: dict[Any, Any]) -> dict[Any, Any]:
+    return {key: member.made() if isinstance(member, Items) else member for key, member in value.items()}
 
 
 class NdjsonError(ValueError):
@@ -108,11 +163,32 @@ def limit_error(text: str | bytes) -> str | None:
     return None
 
 
+def _json_decoder() -> Callable[[str | bytes], Any]:
+    """msgspec's decoding where it is installed (the harness's): a third of ``json.loads``'s memory on a journal,
+    whose keys it makes once, not once a line. The proxy's own environment reads journals with this module too,
+    and may not have it."""
+    try:
+        import msgspec
+    except ImportError:
+        return json.loads
+    return msgspec.json.Decoder().decode
+
+
+_DECODE = _json_decoder()
+
+
 def decode(text: str | bytes) -> tuple[Any, str | None]:
-    """``(value, None)``, or ``(None, why)`` when the text is not JSON or beyond the limits."""
+    """``(value, None)``, or ``(None, why)`` when the text is not JSON or beyond the limits.
+
+    What msgspec refuses goes to ``json.loads``, which decodes what JSON's standard does not hold as the
+    standard library always has (NaN, a number beyond a double, a lone surrogate) and says why in its words."""
     beyond = limit_error(text)
     if beyond is not None:
         return None, beyond
+    try:
+        return _DECODE(text), None
+    except ValueError:
+        pass
     try:
         return json.loads(text), None
     except ValueError as exc:
@@ -120,11 +196,34 @@ def decode(text: str | bytes) -> tuple[Any, str | None]:
         return None, f"not JSON ({getattr(exc, 'msg', exc)}{where})"
 
 
-def read_objects(path: str | os.PathLike[str], *, what: str) -> list[dict[str, Any]]:
+def share_strings(value: Any, strings: dict[str, str]) -> Any:
+    """``value`` (decoded JSON), each string in it (not its keys) replaced by the equal one ``strings`` already
+    holds, else added to it. A run's evidence repeats its ids, keys, fingerprints, routes and states from line to
+    line and from file to file: one object per distinct text holds them in a fraction of the memory."""
+    if type(value) is dict:
+        for key, item in value.items():
+            kind = type(item)
+            if kind is str:
+                value[key] = strings.setdefault(item, item)
+            elif kind is dict or kind is list:
+                share_strings(item, strings)
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            kind = type(item)
+            if kind is str:
+                value[index] = strings.setdefault(item, item)
+            elif kind is dict or kind is list:
+                share_strings(item, strings)
+    return value
+
+
+def read_objects(path: str | os.PathLike[str], *, what: str,
+                 strings: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every line of a file the harness wrote, as a dict with ``_line``; a missing file is empty.
 
     ``what`` names the file in an error ("proxy journal"): the harness wrote it, so a bad
-    line means a run that did not finish writing it, and the error says where.
+    line means a run that did not finish writing it, and the error says where. ``strings``: shared with the
+    rest of what is read (``share_strings``).
     """
     path = Path(path)
     if not path.exists():
@@ -138,5 +237,5 @@ def read_objects(path: str | os.PathLike[str], *, what: str) -> list[dict[str, A
             if error is not None:
                 raise NdjsonError(f"{path}:{number}: {error} ({what})")
             value["_line"] = number
-            records.append(value)
+            records.append(value if strings is None else share_strings(value, strings))
     return records

@@ -22,8 +22,9 @@ REPORT_ERROR_FILE = "report.html.error"
 
 
 def write_verdict_json(result: ScenarioResult, evidence: Any) -> None:
-    """verdict.json: the whole result as data (``ScenarioResult.to_dict``), what ``report`` reads back."""
-    write_json_file(EvidenceLayout(result.evidence_dir).verdict_json, result.to_dict())
+    """verdict.json: the whole result as data (``ScenarioResult.to_dict``), what ``report`` reads back; written an
+    operation at a time, never the whole document in memory."""
+    write_json_file(EvidenceLayout(result.evidence_dir).verdict_json, result.to_dict(streamed=True))
 
 
 def write_investigation_page(result: ScenarioResult, evidence: Any) -> None:

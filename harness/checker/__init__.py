@@ -12,7 +12,7 @@ intents (``attribute``) and the black-box rules judge each intent (``judge_inten
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from harness.checker import black_box_rules as _black_box_rules  # noqa: F401  (registers the black-box rules)
@@ -98,6 +98,16 @@ def _rules_for(offline: bool, fmt: str, registered: int) -> tuple[tuple[Rule, ..
     return tuple(r for r in checked if r.scope == "operation"), checked
 
 
+@lru_cache(maxsize=4096)
+def _held_and_idle(offline: bool, fmt: str, registered: int, failed: frozenset[str],
+                   tags: frozenset[str]) -> tuple[list[str], list[str]]:
+    """The labels of the applicable rules that held where ``tags`` exercised them, and of those it did not: one
+    pair of lists for every operation of the same findings and history (most of a run's are alike), never changed."""
+    checked = _rules_for(offline, fmt, registered)[1]
+    return ([r.label for r in checked if r.code not in failed and r.exercised_by(tags)],
+            [r.label for r in checked if r.code not in failed and not r.exercised_by(tags)])
+
+
 def _said_already(findings: list[Finding]) -> list[Finding]:
     """The model's findings (H060) on a log line no named rule's finding cites: the named rules say it better."""
     cited = {e.get("line") for f in findings if f.code != MODEL_CODE for e in f.evidence if e.get("source") == "log"}
@@ -115,7 +125,7 @@ def _said_already(findings: list[Finding]) -> list[Finding]:
 def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *, held: bool = True) -> OperationVerdict:
     """Run the operation rules on one operation (used by ``check`` and by the streaming audit)."""
     findings = list(extra or [])
-    op_rules, checked = _rules_for(op.offline, op.format, len(RULES))
+    op_rules = _rules_for(op.offline, op.format, len(RULES))[0]
     op_id = op.operation_id
     for r in op_rules:
         for message, evidence in r.func(op):
@@ -131,8 +141,7 @@ def judge_operation(op: OperationContext, extra: list[Finding] | None = None, *,
         replayed = replay(op)
         tags = replayed.tags
         transitions = sorted(replayed.transitions)
-        held_labels = [r.label for r in checked if r.code not in failed and r.exercised_by(tags)]
-        idle = [r.label for r in checked if r.code not in failed and not r.exercised_by(tags)]
+        held_labels, idle = _held_and_idle(op.offline, op.format, len(RULES), frozenset(failed), frozenset(tags))
     return OperationVerdict(
         operation_id=op_id, intent_id=op.intent_id, classification=op.classify(), state=op.state,
         intent=op.intent, attempts=_attempt_verdicts(op), effects=op.effect_refs(), findings=findings,

@@ -52,13 +52,15 @@ class ScenarioResult:
     # attempts, key behaviour, per intent; what a certification table shows (empty when evidence is incomplete)
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, streamed: bool = False) -> dict[str, Any]:
         """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
 
         ``passed`` is the run's; ``verdict_passed`` the verdict's, which holds the scenario's
         expectations as X001 findings (so it never reads passed when an expectation failed);
-        ``rules_passed`` the checker's rules alone (what ``verdict_passed`` meant before X001 joined it)."""
-        verdict = self.verdict.document()
+        ``rules_passed`` the checker's rules alone (what ``verdict_passed`` meant before X001 joined it).
+        ``streamed``: the verdict's operations, intents and findings made as verdict.json is written
+        (``Verdict.to_dict``)."""
+        verdict = self.verdict.document(streamed=streamed)
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,

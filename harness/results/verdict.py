@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.contract import BLACK_BOX_MODE, EVENTS_MODE
+from harness.ndjson import Items
 
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
 HELD, NOT_EXERCISED, FAILED = "held", "not exercised", "failed"  # a check's word on a run (Verdict.checks)
@@ -16,10 +18,13 @@ EXPECTATION_CODE = "X001"
 EXPECTATION_RULE = "scenario-expectation"
 
 
-@dataclass
+@dataclass(slots=True)
 class Finding:
     """One broken rule: its code and name, the operation (None for run-wide findings), a sentence a
-    person understands, and the evidence that proves it (log lines, journal entries, ledger rows)."""
+    person understands, and the evidence that proves it (log lines, journal entries, ledger rows).
+
+    Slots, as ``AttemptVerdict``'s and ``OperationVerdict``'s: a verdict holds them per operation, hundreds of
+    thousands in a large run."""
 
     code: str
     rule: str
@@ -48,7 +53,7 @@ class Finding:
         return cls(**data)
 
 
-@dataclass
+@dataclass(slots=True)
 class AttemptVerdict:
     """One logged attempt beside what the wire and the destination saw of it."""
 
@@ -71,7 +76,7 @@ class AttemptVerdict:
         return cls(**data)
 
 
-@dataclass
+@dataclass(slots=True)
 class OperationVerdict:
     operation_id: str
     intent_id: str | None
@@ -221,13 +226,18 @@ class Verdict:
         raise KeyError(f"no operation {operation_id!r} in the verdict; have: "
                        f"{', '.join(o.operation_id for o in self.operations) or 'none'}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, streamed: bool = False) -> dict[str, Any]:
+        """``streamed``: the operations, intents and findings as ``Items``, each made as ``write_json_file`` writes
+        it (verdict.json), not all at once."""
+        def items(sources: list[Any], make: Callable[[Any], dict[str, Any]]) -> Any:
+            return Items(sources, make) if streamed else [make(source) for source in sources]
+
         return {
             "passed": self.passed,
             "mode": self.mode,
-            "operations": [o.to_dict() for o in self.operations],
-            "intents": [i.to_dict() for i in self.intents],
-            "findings": [f.to_dict() for f in self.findings],
+            "operations": items(self.operations, OperationVerdict.to_dict),
+            "intents": items(self.intents, IntentVerdict.to_dict),
+            "findings": items(self.findings, Finding.to_dict),
             "rules_run": list(self.rules_run),
             "not_judged": list(self.not_judged),
             "unattributed": list(self.unattributed),
@@ -235,11 +245,11 @@ class Verdict:
             "transitions": list(self.transitions),
         }
 
-    def document(self) -> dict[str, Any]:
+    def document(self, *, streamed: bool = False) -> dict[str, Any]:
         """The verdict as a result file's fields (verdict.json, ``check --format json``): ``verdict_passed`` the
         verdict's (it holds the scenario's expectations as X001 findings), ``rules_passed`` the checker's rules
-        alone (what ``verdict_passed`` meant before X001 joined it)."""
-        data = self.to_dict()
+        alone (what ``verdict_passed`` meant before X001 joined it). ``streamed``: as ``to_dict``'s."""
+        data = self.to_dict(streamed=streamed)
         data["verdict_passed"] = data.pop("passed")
         data["rules_passed"] = self.rules_passed
         return data

@@ -1,6 +1,8 @@
-"""What keeps judging a large run linear (benchmarks/check_scale_bench.py): the cyclic garbage collector is paused
-while a run is read and judged (harness.limits.collector_paused) and always comes back after; verdict.json is
-written by orjson (harness.ndjson.json_document), with the stdlib's meaning for what orjson refuses.
+"""What keeps judging a large run linear and its memory near the evidence's size (benchmarks/check_scale_bench.py):
+the cyclic garbage collector is paused while a run is read and judged (harness.limits.collector_paused) and always
+comes back after; verdict.json is written by orjson (harness.ndjson.json_document), with the stdlib's meaning for
+what orjson refuses, an operation at a time (harness.ndjson.Items) yet byte for byte the whole document; the
+evidence's sources share their strings (harness.ndjson.share_strings).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pytest
 from harness.checker import check
 from harness.evidence import load_evidence
 from harness.limits import collector_paused
+from harness.ndjson import Items
+from harness.writers import write_verdict_json
 from tests.browser.synthetic import build
 
 
@@ -110,3 +114,39 @@ def test_a_json_document_reads_back_as_the_stdlib_writes_it(value: dict[str, obj
     data = json_document(value)
     assert data.endswith(b"}\n") and b'\n  "' in data  # indented, newline-ended
     assert json.loads(data) == json.loads(json.dumps(value, default=str))
+
+
+@pytest.mark.parametrize("value", [
+    {"operations": Items([], dict)},
+    {"scenario": "s", "operations": Items([1, {"x": [], "é": "✓"}], lambda item: item), "facts": {}, "n": [1, {}]},
+    {"operations": Items([2**70], lambda item: item)},  # orjson refuses it: the whole document goes through json
+    {"operations": Items(["\udcff"], lambda item: item), "text": "x"},
+    {1: "a non-string key", "operations": Items([{"a": 1}], lambda item: item)},
+])
+def test_a_streamed_document_is_the_whole_ones_bytes(value: dict[object, object], tmp_path: Path) -> None:
+    from harness.ndjson import json_document, write_json_file
+
+    write_json_file(tmp_path / "v.json", value)
+    whole = {key: member.made() if isinstance(member, Items) else member for key, member in value.items()}
+    assert (tmp_path / "v.json").read_bytes() == json_document(whole)
+
+
+def test_verdict_json_is_written_an_operation_at_a_time_as_the_whole_document(tmp_path: Path) -> None:
+    from harness.engine import judge_run
+    from harness.ndjson import json_document
+
+    folder = build(tmp_path / "run", 40)  # every story, so findings, retries, lookups and a key conflict
+    result = judge_run(folder, scenario="synthetic", label="-", expect={"effects": {"tickets": 40}}, runs=[],
+                       effects=load_evidence(folder).effects, writers=[write_verdict_json])
+    assert not result.passed and result.verdict.operations
+    assert (folder / "verdict.json").read_bytes() == json_document(result.to_dict())
+
+
+def test_the_sources_share_their_strings(tmp_path: Path) -> None:
+    """An id, a key or a fingerprint the log, the journal and the ledger all hold is one object, not one each."""
+    evidence = load_evidence(build(tmp_path / "run", 5))
+    attempt = next(e for e in evidence.events if e["event"] == "attempt")
+    entry = next(e for e in evidence.journal if e.get("idempotency_key") == attempt["idempotency_key"])
+    assert entry["idempotency_key"] is attempt["idempotency_key"]
+    assert entry["body_fingerprint"] is attempt["request_fingerprint"]
+    assert any(row["payload_fingerprint"] is attempt["request_fingerprint"] for row in evidence.effects)
