@@ -75,7 +75,6 @@ PAGE_SIZE = 250  # operation sections per page file
 INDEX_PAGE_SIZE = 1000  # index rows per index page (the main file holds the first)
 
 _MUTED_DASH = markupsafe.Markup('<span class="muted">-</span>')
-_YES, _NO = markupsafe.Markup("yes"), markupsafe.Markup("no")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
@@ -720,8 +719,6 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates/report"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    env.filters["short"] = _short
-    env.filters["shown"] = _shown
     env.filters["evidence_html"] = _evidence_html
     env.filters["section_html"] = _section_html
     env.filters["finding_html"] = _finding_html
@@ -769,7 +766,7 @@ _ROW_TITLES = {"log": "log line", "flow": "journal line", "request": "ledger req
 
 def _evidence_html(row: _Row, offset: str) -> markupsafe.Markup:
     """One evidence record (``div.evidence``, see the page structure above): built here rather than in a
-    macro, as the records are most of a page (a Jinja macro call and its ``{{ }}`` cost ten times an
+    macro, as the records are most of a page (a Jinja macro call and its ``{{ }}`` cost several times an
     f-string's); every text from the evidence is escaped by markupsafe, Jinja's own escaping."""
     summary = [(k, v) for k, v in row.summary if v is not None]
     texts = [row.dom, offset, row.title, row.note or ""]
