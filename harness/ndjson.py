@@ -200,20 +200,13 @@ def share_strings(value: Any, strings: dict[str, str]) -> Any:
     """``value`` (decoded JSON), each string in it (not its keys) replaced by the equal one ``strings`` already
     holds, else added to it. A run's evidence repeats its ids, keys, fingerprints, routes and states from line to
     line and from file to file: one object per distinct text holds them in a fraction of the memory."""
-    if type(value) is dict:
-        for key, item in value.items():
-            kind = type(item)
-            if kind is str:
-                value[key] = strings.setdefault(item, item)
-            elif kind is dict or kind is list:
-                share_strings(item, strings)
-    elif type(value) is list:
-        for index, item in enumerate(value):
-            kind = type(item)
-            if kind is str:
-                value[index] = strings.setdefault(item, item)
-            elif kind is dict or kind is list:
-                share_strings(item, strings)
+    slots = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
+    for slot, item in slots:  # a dict's keys are only reassigned, never added, while it is walked
+        kind = type(item)
+        if kind is str:
+            value[slot] = strings.setdefault(item, item)
+        elif kind is dict or kind is list:
+            share_strings(item, strings)
     return value
 
 
