@@ -518,6 +518,13 @@ class DestinationContract:
     transport: str | None = None  # MCP_TRANSPORT; None: plain HTTP (or SSH: its operations' method EXEC)
     endpoint: str | None = None  # the path of the MCP endpoint, under the destination's URL
 
+    @property
+    def reached_over(self) -> str:
+        """The transport an agent reaches it over: mcp, ssh (its operations are commands) or http."""
+        if self.transport:
+            return self.transport
+        return "ssh" if any(op.method == "EXEC" for op in self.operations.values()) else "http"
+
     def deduplicates(self, kind: str | None) -> bool:
         """Does a retry of this kind of operation reuse the first one's effect? Either the whole
         destination deduplicates on a key, or the operation does on its own (an SSH deploy's marker)."""

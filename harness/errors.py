@@ -2,6 +2,7 @@
 
     HarnessError                 base: a message meant for a person, never a bare traceback
     ├── ScenarioError            a scenario file is missing, not YAML, or fails validation
+    │   └── ProjectError         a project's configuration ([tool.retry-harness]) cannot be read or is wrong
     ├── AgentError               the agent command cannot be started
     ├── EvidenceError            an evidence folder or log cannot be read at all
     └── ContainerError           the Docker engine, an image or a container cannot do what the harness asked
@@ -16,6 +17,12 @@ class HarnessError(Exception):
 
 class ScenarioError(HarnessError):
     """Raised when a scenario cannot be found, parsed or validated. Names the file, line and key path."""
+
+
+class ProjectError(ScenarioError):
+    """Raised when a project's configuration (``[tool.retry-harness]`` in pyproject.toml, or retry-harness.toml) is
+    not TOML, has an unknown or bad key, or names a destination, an operation or a document that is not there.
+    Names the file, the line, the key path, the bad value and what is valid."""
 
 
 class AgentError(HarnessError):

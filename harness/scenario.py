@@ -11,6 +11,7 @@ import glob
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -270,6 +271,74 @@ class Summary(BaseModel):
     correct_agent: str = Field(min_length=1, description="What a correct agent does about it, in a phrase.")
 
 
+
+
+class Needs(BaseModel):
+    """What a catalogue scenario needs of a destination to put an agent in its position: a project's own
+    destination takes the scenario's role when it has all of it (``harness.catalogue``); else the scenario is not
+    applicable to it, with the reason ``unmet`` gives. The scenario's own destination meets its needs (checked at
+    load)."""
+
+    model_config = ConfigDict(extra="forbid")
+    transport: Literal["http", "ssh", "mcp"] = Field("http", description="How the agent reaches it: http, ssh or mcp.")
+    write: Literal["create", "create_async", "exec", "tool"] = Field(
+        "create", description="The write the fault lands on: create (an HTTP write that commits and answers with "
+        "the new resource), create_async (answered 202 with an operation to poll), exec (an SSH command), tool "
+        "(an MCP tool call with an effect).")
+    idempotency: Literal["keyed", "natural_key", "none", "any"] = Field(
+        "any", description="keyed: the write deduplicates on a key the client sends (a header, a body field, a "
+        "tool argument); natural_key: on a field of the payload; none: every write commits; any.")
+    lookup: Literal["yes", "no", "any"] = Field("any", description="A lookup by client reference: yes, no, any.")
+    settle: Literal["key_or_lookup", "any"] = Field(
+        "any", description="key_or_lookup: the destination offers a way to settle a lost answer (a key or a "
+        "lookup), so a correct agent closes the operation succeeded.")
+    intents: int = Field(1, ge=1, le=2, description="Intents of one write the scenario takes (two: the first "
+                         "two of the same destination and operation, in the configuration's order).")
+    families: list[str] | None = Field(None, description="ssh: the command family of each intent, in order "
+                                       "(set_state, append, destructive).")
+    delegation: bool = Field(False, description="The agent hands an intent to a worker process (the contract's "
+                             "delegation): a project says its agent does with `delegation = true`.")
+    annotations: dict[str, bool] | None = Field(
+        None, description="mcp: annotations the scenario publishes on the tool, whatever the server says (the "
+        "fault: a hint that lies).")
+
+    def unmet(self, name: str, contract: DestinationContract, kinds: Sequence[str]) -> str | None:
+        """Why destination ``name`` (its ``contract``, the intents' operation ``kinds``) cannot take this role,
+        in a phrase a user reads ("billing declares no lookup"); None when it can."""
+        transport = contract.reached_over
+        if transport != self.transport:
+            return f"{name} is reached over {transport}, and this scenario's faults are on {self.transport}"
+        operations = [contract.operations[k] for k in kinds if k in contract.operations]
+        if self.write == "create_async" and contract.status is None:
+            return (f"{name} declares no asynchronous write (a 202 Accepted with an operation to poll)")
+        if self.families is not None:
+            families = [op.family for op in operations]
+            if families[:len(self.families)] != self.families:
+                return (f"{name}'s intents run commands of the families {', '.join(map(str, families)) or 'none'}, "
+                        f"and this scenario needs {', '.join(self.families)} in that order")
+        style = contract.idempotency.style
+        keyed = style in ("stripe", "ietf", "client_token")
+        if self.idempotency == "keyed" and not keyed:
+            return (f"{name} declares no idempotency key (style {style!r}): a retry under a key is not what it "
+                    "offers")
+        if self.idempotency == "natural_key" and style != "natural_key":
+            return f"{name} does not deduplicate on a natural key (style {style!r})"
+        if self.idempotency == "none" and style != "none":
+            return (f"{name} deduplicates writes (style {style!r}): this scenario is about a destination that does "
+                    "not")
+        has_lookup = contract.lookup is not None
+        if self.lookup == "yes" and not has_lookup:
+            return (f"{name} declares no lookup: after a lost answer your agent can only retry under the key or "
+                    "ask" if keyed else f"{name} declares no lookup, and no key: a lost answer stays unknown")
+        if self.lookup == "no" and has_lookup:
+            return (f"{name} declares a lookup ({contract.lookup.path}): this scenario is about a destination "
+                    "without one")
+        if self.settle == "key_or_lookup" and not (keyed or has_lookup or style == "natural_key"):
+            return (f"{name} declares neither an idempotency key nor a lookup: after this fault a correct agent can "
+                    "only end the operation unknown (see response_lost_no_dedup_no_lookup)")
+        return None
+
+
 class Scenario(BaseModel):
     """A fault-injection scenario, as written in a YAML file (the bundled ones: `harness/scenarios/NAME.yaml`)."""
 
@@ -298,6 +367,10 @@ class Scenario(BaseModel):
     proxy: ProxySettings = Field(default_factory=ProxySettings)
     expect: Expectation = Field(default_factory=Expectation)
     limits: Limits = Field(default_factory=Limits)
+    requires: dict[DestinationName, Needs] | None = Field(
+        None, description="A catalogue pattern: what the scenario needs of each of its destinations, so that a "
+        "project's own destination can take its place (docs/your-api.md); absent: the scenario runs only as "
+        "written.")
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
 
@@ -482,6 +555,16 @@ def _check_references(path: Path, root: yaml.Node | None, scenario: Scenario) ->
     for dest in scenario.expect.effects:
         if dest not in scenario.destinations:
             problems.append((("expect", "effects", dest), unknown_name("destination", dest, names)))
+    for dest, needs in (scenario.requires or {}).items():
+        if dest not in scenario.destinations:
+            problems.append((("requires", dest), unknown_name("destination", dest, names)))
+            continue
+        kinds = [i.kind for i in scenario.intents if i.destination == dest]
+        unmet = needs.unmet(dest, contracts[dest], kinds)
+        if unmet is None and len(kinds) != needs.intents:
+            unmet = f"it has {len(kinds)} intent(s), and the pattern takes {needs.intents} (requires.{dest}.intents)"
+        if unmet is not None:
+            problems.append((("requires", dest), f"the scenario's own destination does not meet its needs: {unmet}"))
     if problems:
         raise ScenarioError("\n".join(
             f"{path}:{line_of(root, loc)}: {dotted(loc)}: {msg}" for loc, msg in problems))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,9 +221,12 @@ def unknown_name(what: str, value: Any, valid: list[str]) -> str:
     return f"unknown {what} {value!r}{did_you_mean} (valid: {', '.join(valid) or 'none declared'})"
 
 
-def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, model: type[BaseModel]) -> str:
+def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, model: type[BaseModel], *,
+                      locate: Callable[[tuple[Any, ...]], int] | None = None, prefix: tuple[Any, ...] = ()) -> str:
     """One line per error of ``exc`` (``model`` the root of the file at ``path``): ``file:line: key.path: message``,
-    with "did you mean" from the valid names."""
+    with "did you mean" from the valid names. ``locate`` finds a key path's line in a file that is not YAML (a
+    TOML configuration), ``prefix`` is where ``model`` sits in that file (``tool.retry-harness``)."""
+    locate = locate or (lambda loc: line_of(root, loc))
     lines = []
     for err in exc.errors():
         loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
@@ -258,7 +262,7 @@ def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, 
                 message = f"{_short(value)}: {message}"
         else:
             message = f"{_short(value)}: {message}"
-        lines.append(f"{path}:{line_of(root, loc + _named_below(message))}: {dotted(loc) or '(top level)'}: "
+        lines.append(f"{path}:{locate(loc + _named_below(message))}: {dotted(prefix + loc) or '(top level)'}: "
                      f"{message}")
     return "\n".join(lines)
 

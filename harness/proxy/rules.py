@@ -33,7 +33,8 @@ Phase = Literal["request", "response", "connection"]
 # How the proxy sits between the agent and the destinations (the host implements each; docs/proxy.md)
 ProxyMode = Literal["reverse", "reverse-https", "forward", "forward-https"]
 MODES: tuple[str, ...] = get_args(ProxyMode)
-CONNECTION_MATCH = frozenset({"destination"})  # all a rule can know before any request is read
+CONNECTION_MATCH = frozenset({"destination"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # reads: a fault on one is on a lookup, not on a write  # all a rule can know before any request is read
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class FaultAction:
     explore: Mapping[str, tuple[Any, ...] | ClientTimeouts] = field(default_factory=dict)
     # acts on a JSON-RPC tools/call only (an MCP tool result); on any other flow it answers 400
     tool_call_only: bool = False
+    # the fault family a scenario using it is marked with (pytest -m lost_response); FaultRule.family refines
+    # it by the rule's parameters (a hold then delivered is a slow answer, a synthetic 429 a rate limit)
+    family: str = "error_answer"
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -97,57 +101,57 @@ _TOOL_ERROR_HINT = "a tools/call: give match.tool, or match a JSON-RPC request; 
 ACTIONS: dict[str, FaultAction] = _registry(
     FaultAction("drop_response_after_commit", "response",
                 "forward; the destination commits; the client sees the connection close with zero bytes",
-                forwarded="yes", client_sees="connection closed, zero bytes"),
+                forwarded="yes", client_sees="connection closed, zero bytes", family="lost_response"),
     FaultAction("reset_after_commit", "response",
                 "forward; the destination commits; the client sees a TCP reset",
-                forwarded="yes", client_sees="TCP reset"),
+                forwarded="yes", client_sees="TCP reset", family="lost_response"),
     FaultAction("drop_request", "request",
                 "never forward; the client sees the connection close (it cannot tell this from a lost response)",
                 forwarded="no",
-                client_sees="connection closed (it cannot tell this from a lost response; the ledger can)"),
+                client_sees="connection closed (it cannot tell this from a lost response; the ledger can)", family="lost_request"),
     FaultAction("hold_response", "response",
                 "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
                 forwarded="yes", client_sees="nothing until its timeout",
                 needs={"hold_ms": "longer than the client's timeout"}, reads=("then",),
-                explore={"hold_ms": ClientTimeouts((1.3, 2.0, 0.5)), "then": ("deliver", "drop")}),
+                explore={"hold_ms": ClientTimeouts((1.3, 2.0, 0.5)), "then": ("deliver", "drop")}, family="lost_response"),
     FaultAction("synthetic_status", "request",
                 "never forward; answer status (e.g. 503, 429 with retry_after, 500) at once",
                 forwarded="no", client_sees="503, 429 + `Retry-After`, 500...",
                 needs={"status": _STATUS_HINT}, reads=("retry_after", "body"),
-                explore={"status": _ANSWERED_STATUSES, **_STATUS_EXPLORE}),
+                explore={"status": _ANSWERED_STATUSES, **_STATUS_EXPLORE}, family="error_answer"),
     FaultAction("replace_status", "response",
                 "forward; the destination commits; the client gets status instead of the real response",
                 forwarded="yes", client_sees="a status in place of the real answer",
                 needs={"status": _STATUS_HINT}, reads=("retry_after", "body"),
-                explore={"status": _AFTER_COMMIT_STATUSES, **_STATUS_EXPLORE}),
+                explore={"status": _AFTER_COMMIT_STATUSES, **_STATUS_EXPLORE}, family="error_answer"),
     FaultAction("truncate_body", "response",
                 "forward; deliver the real status and headers but only keep_bytes of the body, then close",
                 forwarded="yes", client_sees="a broken body: the real status, the body cut short",
-                reads=("keep_bytes",), explore={"keep_bytes": (0, 8, 40)}),
+                reads=("keep_bytes",), explore={"keep_bytes": (0, 8, 40)}, family="broken_answer"),
     FaultAction("malformed_chunk", "response",
                 "forward; deliver the real status with a chunked body whose chunk size is not hex",
-                forwarded="yes", client_sees="a broken body: a chunk size that is not hex"),
+                forwarded="yes", client_sees="a broken body: a chunk size that is not hex", family="broken_answer"),
     FaultAction("refuse_connection", "connection",
                 "the destination's listener is closed for the scenario: the client's connect is refused "
                 "(a true not_sent)",
-                forwarded="no", client_sees="connection refused: a true `not_sent`"),
+                forwarded="no", client_sees="connection refused: a true `not_sent`", family="lost_request"),
     FaultAction("duplicate_delivery", "request",
                 "forward the request twice (a network that retries on its own); the client gets the second answer",
-                forwarded="twice", client_sees="the second answer"),
+                forwarded="twice", client_sees="the second answer", family="duplicate_delivery"),
     FaultAction("latency", "request",
                 "delay the request delay_ms plus a seeded uniform jitter of up to jitter_ms, then forward",
                 forwarded="yes", client_sees="the answer, late", reads=("delay_ms", "jitter_ms"),
-                explore={"delay_ms": ClientTimeouts((0.3, 1.3)), "jitter_ms": (0, 100)}),
+                explore={"delay_ms": ClientTimeouts((0.3, 1.3)), "jitter_ms": (0, 100)}, family="slow_answer"),
     FaultAction("tool_error_result", "request",
                 "never forward a tools/call; the client gets a JSON-RPC result isError: true (body: its text) "
                 "echoing the request's id", forwarded="no",
                 client_sees="an MCP tool error result (`isError: true`); nothing was committed",
-                reads=("body",), explore={"body": (None,)}, tool_call_only=True),
+                reads=("body",), explore={"body": (None,)}, tool_call_only=True, family="error_answer"),
     FaultAction("tool_error_after_commit", "response",
                 "forward a tools/call; the destination commits; the client gets a JSON-RPC result isError: true "
                 "(body: its text) instead of the real one", forwarded="yes",
                 client_sees="an MCP tool error result (`isError: true`) in place of the real result",
-                reads=("body",), explore={"body": (None,)}, tool_call_only=True),
+                reads=("body",), explore={"body": (None,)}, tool_call_only=True, family="error_answer"),
 )
 if TYPE_CHECKING:
     Action = str
@@ -306,6 +310,18 @@ class FaultRule(BaseModel):
             raise ValueError(f"action {self.action} happens before any request is read: "
                              f"match only on {', '.join(sorted(CONNECTION_MATCH))}")
         return self
+
+    @property
+    def family(self) -> str:
+        """The fault's family, as scenarios are marked (``pytest -m rate_limited``): the action's, refined by the
+        rule's parameters; a fault on a read (a lookup answered 502) is a read fault, whatever its action."""
+        if self.match.method in SAFE_METHODS:
+            return "read_fault"
+        if self.action == "hold_response" and self.then == "deliver":
+            return "slow_answer"
+        if self.status == 429:
+            return "rate_limited"
+        return ACTIONS[self.action].family
 
 
 def _check_parameters() -> None:
