@@ -15,9 +15,10 @@ one: of the families it names, in order), the second superseding the first where
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -26,6 +27,7 @@ from fake_destinations.spec import DestinationSpec, describe
 from harness.contract import DestinationContract
 from harness.errors import ScenarioError
 from harness.project import Project
+from harness.resources import catalogue, catalogue_dir
 from harness.scenario import Intent, Needs, Scenario, load
 
 # the options a scenario sets on its destination to make its fault (a key kept 1 s, a lagging index): carried onto
@@ -35,26 +37,6 @@ KNOBS = ("retention_seconds", "lookup_lag_seconds", "processing_delay_seconds", 
 # a destination's own failures, by family (``FaultRule.family`` says the proxy's)
 FAILURE_FAMILIES = {"drop_after_exec": "lost_response", "error_before_commit": "error_answer",
                     "error_after_commit": "error_answer", "rate_limited": "rate_limited"}
-# the markers a scenario item carries (``pytest -m http``, ``-m "lost_response and not mcp"``), registered by the
-# plugin with these descriptions
-MARKERS = {
-    "http": "a scenario whose faults are on HTTP destinations",
-    "ssh": "a scenario on an SSH host",
-    "mcp": "a scenario on an MCP tool server",
-    "lost_response": "the answer to a write that committed never reaches the client",
-    "lost_request": "a write never reaches the destination, and the client cannot tell",
-    "slow_answer": "an answer arrives past the client's timeout",
-    "error_answer": "an error answer (a 5xx, an MCP error result), before or after the commit",
-    "rate_limited": "a 429 with Retry-After",
-    "broken_answer": "an answer cut short or malformed",
-    "duplicate_delivery": "the network delivers a write twice",
-    "read_fault": "a fault on a read or a lookup",
-    "crash": "the agent is killed mid-flight and started again",
-    "destination_restart": "the destination crashes and comes back",
-    "async": "an asynchronous write (202 and an operation to poll)",
-}
-
-
 @dataclass(frozen=True)
 class NotApplicable:
     """A catalogue scenario no destination of the project can take, and why (for the run's summary and the
@@ -63,11 +45,12 @@ class NotApplicable:
     name: str
     reason: str
     source: Path | None = None
+    markers: tuple[str, ...] = ()  # the pattern's (its transport, its faults): `pytest -m http` lists it too
 
 
 def markers(scenario: Scenario) -> list[str]:
     """The scenario's markers: the transports of its destinations, the families of its faults, crashes and async
-    writes (each a key of ``MARKERS``)."""
+    writes (each a key of ``harness.markers.MARKERS``)."""
     found: list[str] = []
     for spec in scenario.destinations.values():
         found.append(describe(spec).reached_over)
@@ -82,21 +65,40 @@ def markers(scenario: Scenario) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def place_catalogue(project: Project, files: Iterable[Path]) -> tuple[list[Scenario], list[NotApplicable]]:
-    """Each catalogue scenario of ``files`` put on ``project`` (``place``): those that apply, and those that do not
-    with their reasons."""
-    placed: list[Scenario] = []
-    skipped: list[NotApplicable] = []
-    for path in files:
-        outcome = place(load(path), project)
-        (skipped if isinstance(outcome, NotApplicable) else placed).append(outcome)  # type: ignore[arg-type]
-    return placed, skipped
+def scenario_for(path: Path, project: Project | None) -> Scenario | NotApplicable:
+    """The scenario a front end runs for the file at ``path``: as written without a project; with one, a catalogue
+    scenario placed on its destinations (``place``), and a team's own file with the project's agent and mode
+    where it names none."""
+    scenario = load(path)
+    if project is None:
+        return scenario
+    if path.resolve().parent == catalogue_dir().resolve():
+        placed = place(scenario, project)
+        if isinstance(placed, NotApplicable):
+            return placed
+        skipped = _not_applicable(project)
+        return placed.model_copy(update={"not_applicable": {n: r for n, r in skipped.items() if n != placed.name}})
+    update: dict[str, Any] = {}
+    if scenario.agent is None and project.agent_command() is not None:
+        update["agent"] = project.agent_command()
+    if "agent_log" not in scenario.model_fields_set:
+        update["agent_log"] = project.agent_log
+    return scenario.model_copy(update=update) if update else scenario
+
+
+def _not_applicable(project: Project) -> dict[str, str]:
+    """The catalogue's scenarios ``project`` cannot take, and why: placed once per project (kept on it)."""
+    if "not_applicable" not in project.memo:
+        project.memo["not_applicable"] = {
+            outcome.name: outcome.reason for path in catalogue()
+            if isinstance(outcome := place(load(path), project), NotApplicable)}
+    return dict(project.memo["not_applicable"])
 
 
 def place(scenario: Scenario, project: Project) -> Scenario | NotApplicable:
     """``scenario`` (a catalogue pattern) on ``project``'s destinations and intents, or why it cannot be."""
     def skip(reason: str) -> NotApplicable:
-        return NotApplicable(scenario.name, reason, scenario.source)
+        return NotApplicable(scenario.name, reason, scenario.source, tuple(markers(scenario)))
 
     if not scenario.requires:
         return skip("the scenario declares no pattern (requires:), so it runs only on its own destinations")

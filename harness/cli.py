@@ -32,6 +32,7 @@ from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN, collector_paused, parse
 
 if TYPE_CHECKING:
     from harness.audit.output import KeptVerdicts
+    from harness.project import Project
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -356,16 +357,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def project_here() -> Project | None:
+    """The project configuration that applies in the current folder (harness.project), or None."""
+    from harness.engine import caller_folder
+    from harness.project import find_project, load_project
+
+    path = find_project(caller_folder())
+    return load_project(path) if path is not None else None
+
+
 def _run(args: argparse.Namespace) -> int:
+    from harness.catalogue import NotApplicable, scenario_for
     from harness.colour import paint_for
     from harness.engine import caller_folder, run_scenario
     from harness.resources import catalogue_dir
-    from harness.scenario import chosen_agent, load, resolve
+    from harness.scenario import chosen_agent, resolve
     from harness.writers import VerdictText, evidence_writers
 
-    dirs = [caller_folder() / "scenarios", catalogue_dir()]
-    paths = [p for selector in args.scenario for p in resolve(selector, dirs)]
-    scenarios = [load(p) for p in paths]  # validate all before running any
+    project = project_here()
+    dirs = [*(project.scenario_dirs if project else ()), caller_folder() / "scenarios", catalogue_dir()]
+    paths = list(dict.fromkeys(p for selector in args.scenario for p in resolve(selector, dirs)))
+    placed = [scenario_for(p, project) for p in paths]  # validate all before running any
+    scenarios = [s for s in placed if not isinstance(s, NotApplicable)]
+    for skipped in placed:
+        if isinstance(skipped, NotApplicable):
+            print(f"scenario {skipped.name}: not applicable to this project: {skipped.reason}", file=sys.stderr)
     agent = chosen_agent(args.agent, args.agent_image, None)  # None: each scenario's own
     export = _otel_out(args.otel_out)
     paint = paint_for(sys.stdout)

@@ -177,6 +177,9 @@ class ContextKey:
     AGENT_TIMEOUT = "agent_timeout_seconds"
     DESTINATION_RESTARTS = "destination_restarts"
     CONTAINERS_LEFT = "containers_left"
+    # a catalogue scenario placed on a project's destinations (harness.catalogue): the catalogue's scenarios that
+    # project cannot take, each with why ({name: reason}), for the verdict's coverage
+    NOT_APPLICABLE = "not_applicable"
     # in the completeness mark (COMPLETENESS_KEY)
     COMPLETE = "complete"
     SAVED = "saved"  # every source saved, though the run was stopped

@@ -71,9 +71,11 @@ def _path_of(check: str) -> str:
     return tags[0] if tags else "other"
 
 
-def not_exercised_text(checks: Iterable[str], *, limit: int = 3) -> str:
+def not_exercised_text(checks: Iterable[str], *, limit: int = 3, not_applicable: Iterable[str] = ()) -> str:
     """'retry path: see request_lost, response_lost_key_replay; ...': the checks grouped by the path of the
-    model they wait for, with the catalogue's scenarios that exercise most of each group."""
+    model they wait for, with the catalogue's scenarios that exercise most of each group (never one of
+    ``not_applicable``: a project's destinations cannot take it)."""
+    left_out = set(not_applicable)
     groups: dict[str, list[str]] = {}
     for check in checks:
         groups.setdefault(_path_of(check), []).append(check)
@@ -82,9 +84,11 @@ def not_exercised_text(checks: Iterable[str], *, limit: int = 3) -> str:
         counts: dict[str, int] = {}
         for check in members:
             for name in scenarios_exercising(check):
-                counts[name] = counts.get(name, 0) + 1
+                if name not in left_out:
+                    counts[name] = counts.get(name, 0) + 1
         best = sorted(counts, key=lambda n: (-counts[n], n))[:limit]
-        parts.append(f"{path}: see {', '.join(best)}" if best else f"{path}: no scenario of the catalogue")
+        none = "no scenario that applies here" if left_out else "no scenario of the catalogue"
+        parts.append(f"{path}: see {', '.join(best)}" if best else f"{path}: {none}")
     return "; ".join(parts)
 
 
@@ -94,8 +98,18 @@ def checks_summary(verdict: Verdict) -> str:
     idle = verdict.checks_said("not exercised")
     text = f"{len(held)} checks exercised and held"
     if idle:
-        text += f"; {len(idle)} not exercised by this scenario ({not_exercised_text(idle)})"
+        text += (f"; {len(idle)} not exercised by this scenario "
+                 f"({not_exercised_text(idle, not_applicable=verdict.not_applicable)})")
     return text
+
+
+def not_applicable_lines(not_applicable: Mapping[str, str]) -> list[str]:
+    """What a project's destinations cannot be tested on, one line per reason: 'not applicable here (billing
+    declares no lookup: ...): response_lost, lookup_lag'."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in sorted(not_applicable.items()):
+        by_reason.setdefault(reason, []).append(name)
+    return [f"not applicable here ({reason}): {', '.join(names)}" for reason, names in by_reason.items()]
 
 
 def coverage_line(verdicts: Iterable[Verdict]) -> str | None:

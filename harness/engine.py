@@ -148,6 +148,7 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
                                     else None),
         keys.PROXY: scenario.proxy.model_dump(mode="json"),
         keys.AGENT_TIMEOUT: scenario.agent_timeout_seconds,
+        keys.NOT_APPLICABLE: dict(scenario.not_applicable),
         # how much of the agent's log is read to judge it; kept, so that `check` judges the folder alike
         LIMITS_KEY: run_limits(scenario, limits).to_dict(),
     }

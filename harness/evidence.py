@@ -77,6 +77,7 @@ class Evidence:
     # end never judges incomplete evidence: it reports INCOMPLETE instead.
     incomplete: list[str] = field(default_factory=list)
     expect: dict[str, Any] | None = None  # the scenario's own expectations, as the run kept them
+    not_applicable: dict[str, Any] | None = None  # the catalogue's scenarios the run's project cannot take, and why
     # how the run is judged: EVENTS_MODE (its audit log beside the wire) or BLACK_BOX_MODE (the wire alone)
     mode: str = EVENTS_MODE
 
@@ -235,7 +236,7 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
                                 f"secrets, agent")
         evidence.scenario = data.get(ContextKey.SCENARIO)
         for key, kind in ((ContextKey.DESTINATIONS, dict), (ContextKey.INTENTS, list), (ContextKey.SECRETS, dict),
-                          (ContextKey.AGENT, dict), (ContextKey.EXPECT, dict)):
+                          (ContextKey.AGENT, dict), (ContextKey.EXPECT, dict), (ContextKey.NOT_APPLICABLE, dict)):
             value = data.get(key)
             if value is None:
                 continue

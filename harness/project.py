@@ -110,6 +110,7 @@ class Project:
     agent_timeout_seconds: float | None = None
     delegation: bool = False
     inferences: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # destination -> what was inferred
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # what is worked out once from it
 
     @property
     def agent_log(self) -> str:

@@ -32,6 +32,7 @@ from harness.contract import AGENT_LOGS
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # what Node.repr_failure returns; pytest does not export it
 
+    from harness.project import Project
     from harness.results.scenario_result import ScenarioResult
     from harness.scenario import ContainerAgent, Scenario
     from harness.writers import ResultWriter
@@ -132,6 +133,8 @@ _selected = pytest.StashKey[set[Path]]()
 _aliases_taken = pytest.StashKey[list[str]]()
 _engine_key = pytest.StashKey["HarnessEngine"]()
 _result_key = pytest.StashKey[str]()
+_project_key = pytest.StashKey["Project | None"]()
+NOT_APPLICABLE_ATTRIBUTE = "retry_harness_not_applicable"  # on a skipped item's report: name and reason, as JSON
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -283,6 +286,10 @@ def _say_past_capture(config: pytest.Config, text: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a retry-harness scenario run as a test item")
+    from harness.markers import MARKERS  # the standard library only
+
+    for marker, said in MARKERS.items():
+        config.addinivalue_line("markers", f"{marker}: retry-harness: {said}")
     # mitmproxy's own TLS code warns about pyOpenSSL deprecations in its thread: not the user's to fix
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:mitmproxy\..*")
     config.pluginmanager.register(_HarnessSession(config), "retry-harness-session")
@@ -330,6 +337,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         selected: list[Path] = []
         try:
+            project_of(config)  # a bad configuration is a usage error before anything is collected
             for selector in selectors:
                 selected.extend(resolve(selector, search_dirs(config)))
         except ScenarioError as exc:
@@ -377,12 +385,25 @@ def _spelling(config: pytest.Config, option: str) -> str:
 
 
 def search_dirs(config: pytest.Config) -> list[Path]:
-    """Where scenario names are looked up, in order: the ini option, <rootdir>/scenarios, ./scenarios,
-    the bundled catalogue."""
+    """Where scenario names are looked up, in order: the ini option, the project's own folders (its configuration's
+    `scenarios`), <rootdir>/scenarios, ./scenarios, the bundled catalogue."""
     from harness.resources import catalogue_dir
 
-    return [*map(Path, config.getini(SCENARIO_DIRS_INI)), config.rootpath / "scenarios",
+    project = project_of(config)
+    own = list(project.scenario_dirs) if project is not None else []
+    return [*map(Path, config.getini(SCENARIO_DIRS_INI)), *own, config.rootpath / "scenarios",
             Path.cwd() / "scenarios", catalogue_dir()]
+
+
+def project_of(config: pytest.Config) -> Project | None:
+    """The project's configuration ([tool.retry-harness], harness.project) that applies where pytest was invoked,
+    read once; None when there is none. A ``ProjectError`` when it is wrong."""
+    if _project_key not in config.stash:
+        from harness.project import find_project, load_project
+
+        path = find_project(config.invocation_params.dir)
+        config.stash[_project_key] = load_project(path) if path is not None else None
+    return config.stash[_project_key]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -421,13 +442,16 @@ class ScenarioFile(pytest.File):
     """A scenario YAML file: one test item."""
 
     def collect(self) -> list[pytest.Item]:
+        from harness.catalogue import NotApplicable, scenario_for
         from harness.errors import ScenarioError
-        from harness.scenario import load
 
         try:
-            scenario = load(self.path)
+            scenario = scenario_for(self.path, project_of(self.config))
         except ScenarioError as exc:
             raise self.CollectError(str(exc)) from None
+        if isinstance(scenario, NotApplicable):
+            return [NotApplicableItem.from_parent(self, name=scenario.name, reason=scenario.reason,
+                                                  markers=scenario.markers)]
         examples = self.config.getoption(EXPLORE_DEST)
         if examples is not None:
             return [ExploreItem.from_parent(self, name=f"explore[{scenario.name}]", scenario=scenario,
@@ -449,11 +473,32 @@ class ScenarioFailed(Exception):
         self.shown = shown  # findings shown in full (--harness-findings-shown)
 
 
+class NotApplicableItem(pytest.Item):
+    """A catalogue scenario the project's destinations cannot take (harness.catalogue): skipped with its reason, and
+    listed in the session's summary, never dropped in silence."""
+
+    def __init__(self, *, reason: str, markers: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+        for marker in ("scenario", *markers):
+            self.add_marker(marker)
+
+    def runtest(self) -> None:
+        pytest.skip(f"not applicable to this project: {self.reason}")
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"scenario {self.name} (not applicable)"
+
+
 class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Scenario, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
         self.add_marker("scenario")
+        from harness.catalogue import markers
+
+        for marker in markers(scenario):
+            self.add_marker(marker)
 
     def runtest(self) -> None:
         __tracebackhide__ = True
@@ -591,6 +636,8 @@ def _classname(config: pytest.Config, path: Path) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
+    if call.when == "call" and isinstance(item, NotApplicableItem):
+        setattr(report, NOT_APPLICABLE_ATTRIBUTE, json.dumps({"scenario": item.name, "reason": item.reason}))
     if call.when == "call" and _result_key in item.stash:
         setattr(report, RESULT_ATTRIBUTE, item.stash[_result_key])  # a string: crosses xdist as it is
     engine = item.config.stash.get(_engine_key, None)
@@ -640,12 +687,17 @@ class _HarnessSession:
         self.collected: list[str] = []  # on the xdist controller: the items the workers collected
         self.finished: set[str] = set()  # ... and those a report closed (a teardown, or xdist's crash report)
         self.lost: list[str] = []  # workers that went down with an error (a crash, a machine gone)
+        self.not_applicable: dict[str, str] = {}  # catalogue scenarios the project cannot take -> why
 
     @pytest.hookimpl(tryfirst=True)  # before the JUnit XML plugin opens the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when in ("teardown", "???"):  # "???": pytest-xdist's report of the item a worker crashed in
             self.finished.add(report.nodeid)
         self._bring_back(report)
+        skipped = getattr(report, NOT_APPLICABLE_ATTRIBUTE, None)
+        if isinstance(skipped, str):
+            said = json.loads(skipped)
+            self.not_applicable[said["scenario"]] = said["reason"]
         raw = getattr(report, RESULT_ATTRIBUTE, None)
         if report.when != "call" or not isinstance(raw, str):
             return
@@ -721,6 +773,10 @@ class _HarnessSession:
                                               for alias in taken))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.not_applicable and self.config.get_verbosity() >= -1:  # -q too: never skipped in silence
+            terminalreporter.section("retry-harness: not applicable to this project")
+            for name, reason in sorted(self.not_applicable.items()):
+                terminalreporter.write_line(f"{name}: {reason}", yellow=True)
         if not self.results:
             return
         from harness.report import render_failure_pointer, render_pass_line, render_result

@@ -241,6 +241,10 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
                  f"({len(verdict.operations)} operation(s), {len(verdict.findings)} finding(s){of_which})"]
     if verdict.checks:
         lines.append(render_checks_line(verdict))
+    if verdict.not_applicable:
+        from harness.coverage import not_applicable_lines
+
+        lines += not_applicable_lines(verdict.not_applicable)
     what = "intent(s)" if verdict.black_box else "operation(s)"
     if summary:
         lines += ["", f"findings per rule (shown in full: the first of each rule, then the first ones up to {limit}; "

@@ -326,12 +326,13 @@ class Needs(BaseModel):
         if self.idempotency == "none" and style != "none":
             return (f"{name} deduplicates writes (style {style!r}): this scenario is about a destination that does "
                     "not")
-        has_lookup = contract.lookup is not None
+        lookup = contract.lookup
+        has_lookup = lookup is not None
         if self.lookup == "yes" and not has_lookup:
             return (f"{name} declares no lookup: after a lost answer your agent can only retry under the key or "
                     "ask" if keyed else f"{name} declares no lookup, and no key: a lost answer stays unknown")
-        if self.lookup == "no" and has_lookup:
-            return (f"{name} declares a lookup ({contract.lookup.path}): this scenario is about a destination "
+        if self.lookup == "no" and lookup is not None:
+            return (f"{name} declares a lookup ({lookup.path}): this scenario is about a destination "
                     "without one")
         if self.settle == "key_or_lookup" and not (keyed or has_lookup or style == "natural_key"):
             return (f"{name} declares neither an idempotency key nor a lookup: after this fault a correct agent can "
@@ -373,6 +374,9 @@ class Scenario(BaseModel):
         "written.")
 
     source: Path | None = Field(None, exclude=True, description="File the scenario was loaded from.")
+    not_applicable: dict[str, str] = Field(
+        default_factory=dict, exclude=True, description="Placed on a project (harness.catalogue): the catalogue's "
+        "scenarios that project cannot take, and why; said in the verdict's coverage.")
 
     @field_validator("agent_log", mode="before")
     @classmethod
@@ -448,7 +452,10 @@ def scenario_json_schema() -> dict[str, Any]:
 
 def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
     """Scenario files for a `--scenario` value: a path, a name, a glob, `all`, or a glob of files
-    (`path/*.yaml`, from the current folder)."""
+    (`path/*.yaml`, from the current folder). A name or a glob is looked up in every folder of ``search_dirs``
+    (a project's own folders first, the bundled catalogue last): `all` and a glob take the matching files of
+    every folder, never one folder's alone; a file of a name an earlier folder also holds is shadowed by it
+    (``shadowed`` says which)."""
     as_path = Path(selector)
     if selector.endswith((".yaml", ".yml")) and as_path.is_file():
         return [as_path.resolve()]
@@ -460,10 +467,12 @@ def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
         return files
     dirs = [d for d in dict.fromkeys(search_dirs) if d.is_dir()]
     pattern = "*" if selector == "all" else selector
+    by_name: dict[str, Path] = {}
     for directory in dirs:
-        found = sorted(p.resolve() for p in directory.glob(f"{pattern}.yaml"))
-        if found:
-            return found
+        for found in sorted(p.resolve() for p in directory.glob(f"{pattern}.yaml")):
+            by_name.setdefault(found.stem, found)
+    if by_name:
+        return sorted(by_name.values(), key=lambda p: (dirs.index(_folder_of(p, dirs)), p.stem))
     known = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
     hint = suggest(selector, known)
     did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
@@ -471,6 +480,26 @@ def resolve(selector: str, search_dirs: list[Path]) -> list[Path]:
         f"no scenario {selector!r} in {', '.join(str(d) for d in dirs) or 'no scenario folder'}."
         f"{did_you_mean} Known scenarios: {', '.join(known) or 'none'}. "
         "Give a name, a glob such as 'response_*', 'all', or a path to a .yaml file.")
+
+
+def shadowed(selector: str, search_dirs: list[Path]) -> list[tuple[Path, Path]]:
+    """The files ``resolve`` left out for a name an earlier folder also holds: (the one run, the one shadowed)."""
+    if selector.endswith((".yaml", ".yml")):
+        return []
+    dirs = [d for d in dict.fromkeys(search_dirs) if d.is_dir()]
+    pattern = "*" if selector == "all" else selector
+    first: dict[str, Path] = {}
+    out = []
+    for directory in dirs:
+        for found in sorted(p.resolve() for p in directory.glob(f"{pattern}.yaml")):
+            if found.stem in first and first[found.stem] != found:
+                out.append((first[found.stem], found))
+            first.setdefault(found.stem, found)
+    return out
+
+
+def _folder_of(path: Path, dirs: list[Path]) -> Path:
+    return next(d for d in dirs if path.parent == d.resolve())
 
 
 # -- loading and validation ------------------------------------------------------------------------

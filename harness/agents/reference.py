@@ -459,8 +459,16 @@ class Agent:
         body = {**op["kind"].get("body_defaults", {}), **op["intent"].get("params", {})}
         field_name = op["kind"].get("client_reference_field")
         if field_name:
-            body[field_name] = op["operation_id"]
+            body[field_name] = self.client_reference(op)
         return body
+
+    @staticmethod
+    def client_reference(op: dict[str, Any]) -> str:
+        """The reference the write is tagged with and looked up by: the intent's own when its params give one (a
+        team's external_id), else the operation id."""
+        field_name = op["kind"].get("client_reference_field")
+        given = op["intent"].get("params", {}).get(field_name) if field_name else None
+        return str(given) if isinstance(given, (str, int)) and not isinstance(given, bool) else op["operation_id"]
 
     def command(self, op: dict[str, Any]) -> str:
         params = {k: shlex.quote(str(v)) for k, v in op["intent"].get("params", {}).items()}
@@ -629,27 +637,26 @@ class Agent:
         detail = None
         if self.is_mcp(op):  # the lookup tool: {result_field: [resources]} for the client reference
             state, result, error = asyncio.run(self.call_tool(
-                op["intent"]["destination"], spec["path"], {spec["query_param"]: op["operation_id"]},
+                op["intent"]["destination"], spec["path"], {spec["query_param"]: self.client_reference(op)},
                 self.traceparent(op)))
             body = result.resource if result is not None and not result.is_error else None
             detail = (f"lookup failed: {error or state}" if result is None else
                       "tool error: " + result.text[:150] if result.is_error else "tool result")
             if isinstance(body, dict) and isinstance(body.get(spec.get("result_field", LOOKUP_RESULT_FIELD)), list):
-                refs = [str(item[op["kind"].get("effect_ref_field", "id")])
-                        for item in body[spec.get("result_field", LOOKUP_RESULT_FIELD)]
-                        if isinstance(item, dict) and op["kind"].get("effect_ref_field", "id") in item]
+                refs = [ref for item in body[spec.get("result_field", LOOKUP_RESULT_FIELD)]
+                        if (ref := _ref_in(item, self.lookup_ref_field(op))) is not None]
                 found = bool(refs)
             return self.observed(op, obs_id, source, spec, found, refs, detail)
         try:
             response = requests.request(
                 spec.get("method", "GET"), self.url(op["intent"]["destination"], spec["path"]),
-                params={spec["query_param"]: op["operation_id"]},
+                params={spec["query_param"]: self.client_reference(op)},
                 headers={"Connection": "close", **self.auth(op["intent"]["destination"])},
                 timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
             detail = f"HTTP {response.status_code}"
             if response.ok:
-                items = response.json().get(spec.get("result_field", LOOKUP_RESULT_FIELD), [])
-                refs = [str(item[op["kind"].get("effect_ref_field", "id")]) for item in items]
+                items = _ref_in(response.json(), spec.get("result_field", LOOKUP_RESULT_FIELD), whole=True) or []
+                refs = [ref for item in items if (ref := _ref_in(item, self.lookup_ref_field(op))) is not None]
                 found = bool(refs)
         except (requests.RequestException, ValueError, KeyError, AttributeError) as exc:
             detail = f"lookup failed: {type(exc).__name__}"
@@ -707,10 +714,13 @@ class Agent:
         if isinstance(body, str):  # SSH output carries its receipt on a RECEIPT_PREFIX line
             return [line[len(RECEIPT_PREFIX):].strip() for line in body.splitlines()
                     if line.startswith(RECEIPT_PREFIX)]
-        field_name = op["kind"].get("effect_ref_field", "id")
-        if isinstance(body, dict) and body.get(field_name) is not None:
-            return [str(body[field_name])]
-        return []
+        ref = _ref_in(body, op["kind"].get("effect_ref_field", "id"))
+        return [ref] if ref is not None else []
+
+    def lookup_ref_field(self, op: dict[str, Any]) -> str:
+        """Where a lookup's item names its effect: the lookup's own field (a listed resource), else the write's."""
+        spec = self.contracts[op["intent"]["destination"]].get("lookup") or {}
+        return spec.get("effect_ref_field") or op["kind"].get("effect_ref_field", "id")
 
     def resolve(self, op: dict[str, Any], state: str, refs: list[str], evidence: list[str],
                 reason: str, **fields: Any) -> None:
@@ -718,6 +728,16 @@ class Agent:
                                  reason=reason, **fields)
         op["resolved"] = state  # after the log (a crash in between: the log says so on restart)
         self.save()
+
+
+def _ref_in(body: Any, dotted: str, *, whole: bool = False) -> Any:
+    """The value at a dotted path of an answer (``ticket.id``: a nested answer), as text (``whole``: as it is);
+    None when the path is not there."""
+    for part in dotted.split("."):
+        if not isinstance(body, dict) or body.get(part) is None:
+            return None
+        body = body[part]
+    return body if whole else str(body)
 
 
 def _first_cause(exc: BaseException) -> BaseException:

@@ -289,6 +289,7 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     effects = evidence.effects if effects is None else effects
     unmet = expectation_findings(expect, verdict, runs, effects, stderr=stderr_tail(evidence)) if expect else []
     verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
+    verdict.not_applicable = {str(k): str(v) for k, v in (evidence.not_applicable or {}).items()}
     return Judgement(verdict, [f.message for f in unmet], known)
 
 

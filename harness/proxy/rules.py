@@ -33,8 +33,8 @@ Phase = Literal["request", "response", "connection"]
 # How the proxy sits between the agent and the destinations (the host implements each; docs/proxy.md)
 ProxyMode = Literal["reverse", "reverse-https", "forward", "forward-https"]
 MODES: tuple[str, ...] = get_args(ProxyMode)
-CONNECTION_MATCH = frozenset({"destination"})
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # reads: a fault on one is on a lookup, not on a write  # all a rule can know before any request is read
+CONNECTION_MATCH = frozenset({"destination"})  # all a rule can know before any request is read
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # reads: a fault on one is on a lookup, not on a write
 
 
 @dataclass(frozen=True)
@@ -108,12 +108,14 @@ ACTIONS: dict[str, FaultAction] = _registry(
     FaultAction("drop_request", "request",
                 "never forward; the client sees the connection close (it cannot tell this from a lost response)",
                 forwarded="no",
-                client_sees="connection closed (it cannot tell this from a lost response; the ledger can)", family="lost_request"),
+                client_sees="connection closed (it cannot tell this from a lost response; the ledger can)",
+                family="lost_request"),
     FaultAction("hold_response", "response",
                 "forward; hold the response hold_ms (past the client's timeout), then deliver or drop it (then)",
                 forwarded="yes", client_sees="nothing until its timeout",
                 needs={"hold_ms": "longer than the client's timeout"}, reads=("then",),
-                explore={"hold_ms": ClientTimeouts((1.3, 2.0, 0.5)), "then": ("deliver", "drop")}, family="lost_response"),
+                explore={"hold_ms": ClientTimeouts((1.3, 2.0, 0.5)), "then": ("deliver", "drop")},
+                family="lost_response"),
     FaultAction("synthetic_status", "request",
                 "never forward; answer status (e.g. 503, 429 with retry_after, 500) at once",
                 forwarded="no", client_sees="503, 429 + `Retry-After`, 500...",

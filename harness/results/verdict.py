@@ -175,6 +175,9 @@ class Verdict:
     # "not exercised" (no history reached what it judges), "failed"; and the model's rows the run took
     checks: dict[str, str] = field(default_factory=dict)
     transitions: list[str] = field(default_factory=list)
+    # run on a project's own destinations (harness.catalogue): the catalogue's scenarios it cannot take, and why;
+    # the coverage then points only at those that apply, and says what does not
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
     def checks_said(self, said: str) -> list[str]:
         return [label for label, word in self.checks.items() if word == said]
@@ -243,6 +246,7 @@ class Verdict:
             "unattributed": list(self.unattributed),
             "checks": dict(self.checks),
             "transitions": list(self.transitions),
+            **({"not_applicable": dict(self.not_applicable)} if self.not_applicable else {}),
         }
 
     def document(self, *, streamed: bool = False) -> dict[str, Any]:
@@ -262,7 +266,8 @@ class Verdict:
                    rules_run=list(data.get("rules_run", [])), mode=data.get("mode", EVENTS_MODE),
                    intents=[IntentVerdict.from_dict(i) for i in data.get("intents", [])],
                    not_judged=list(data.get("not_judged", [])), unattributed=list(data.get("unattributed", [])),
-                   checks=dict(data.get("checks", {})), transitions=list(data.get("transitions", [])))
+                   checks=dict(data.get("checks", {})), transitions=list(data.get("transitions", [])),
+                   not_applicable=dict(data.get("not_applicable") or {}))
 
 
 @dataclass
