@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fake_destinations.services import API_SERVICE, MCP_SERVICE, SERVICES
-from fake_destinations.spec import DestinationSpec, describe, read_api_files
+from fake_destinations.spec import ApiFileError, DestinationSpec, describe, read_api_files
 from harness.contract import NAME_PATTERN, agent_words
 from harness.errors import ProjectError
 from harness.scenario import MAX_NAME_LENGTH, Intent
@@ -166,7 +166,8 @@ def load_project(path: Path) -> Project:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ProjectError(f"{path}: not valid TOML: {exc}") from None
+        line = re.search(r"\(at line (\d+)", str(exc))
+        raise ProjectError(f"{path}:{line.group(1) if line else 1}: not valid TOML: {exc}") from None
     in_pyproject = path.name != CONFIG_FILE
     table = data.get("tool", {}).get("retry-harness") if in_pyproject else data
     prefix: tuple[Any, ...] = TABLE if in_pyproject else ()
@@ -273,6 +274,8 @@ def _destination(name: str, entry: dict[str, Any], folder: Path, path: Path, loc
         inferred = tuple(api.inferences)
     else:
         data = read_api_files({name: rest}, folder)[name]
+        if isinstance(data.get("api"), ApiFileError):
+            raise fail(loc + ("api",), data["api"].message)
     if env:
         data["agent_env"] = env
     try:

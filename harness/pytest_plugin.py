@@ -134,6 +134,7 @@ _aliases_taken = pytest.StashKey[list[str]]()
 _engine_key = pytest.StashKey["HarnessEngine"]()
 _result_key = pytest.StashKey[str]()
 _project_key = pytest.StashKey["Project | None"]()
+_shadowed_key = pytest.StashKey[list[tuple[Path, Path]]]()  # (the file run, the same name's file not run)
 NOT_APPLICABLE_ATTRIBUTE = "retry_harness_not_applicable"  # on a skipped item's report: name and reason, as JSON
 
 
@@ -333,13 +334,15 @@ def pytest_configure(config: pytest.Config) -> None:
     selectors: list[str] = config.getoption(SCENARIO_DEST) or []
     if selectors:
         from harness.errors import ScenarioError
-        from harness.scenario import resolve
+        from harness.scenario import resolve, shadowed
 
         selected: list[Path] = []
         try:
             project_of(config)  # a bad configuration is a usage error before anything is collected
             for selector in selectors:
                 selected.extend(resolve(selector, search_dirs(config)))
+                config.stash[_shadowed_key] = [*config.stash.get(_shadowed_key, []),
+                                               *shadowed(selector, search_dirs(config))]
         except ScenarioError as exc:
             raise pytest.UsageError(f"{_spelling(config, SCENARIO_OPTION)}: {exc}") from None
         config.stash[_selected] = set(selected)
@@ -764,13 +767,21 @@ class _HarnessSession:
                 path.resolve() in self.config.stash.get(_selected, set()) or _looks_like_scenario(path)):
             self.files[str(report.nodeid)] = str(path.resolve())
 
-    def pytest_report_header(self, config: pytest.Config) -> str | None:
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = []
         taken = config.stash.get(_aliases_taken, [])
-        if not taken:
-            return None
-        longs = {alias: name for name, alias in ALIASES.items()}
-        return ("retry-harness: " + ", ".join(f"{alias} belongs to another plugin here, use {longs[alias]}"
-                                              for alias in taken))
+        if taken:
+            longs = {alias: name for name, alias in ALIASES.items()}
+            lines.append("retry-harness: " + ", ".join(f"{alias} belongs to another plugin here, use {longs[alias]}"
+                                                       for alias in taken))
+        project = config.stash.get(_project_key, None)
+        if project is not None:
+            lines.append(f"retry-harness: project {project.path} ({len(project.destinations)} destination(s), "
+                         f"{len(project.intents)} intent(s), mode {project.mode}): the catalogue runs on its "
+                         "destinations")
+        for run, left in dict.fromkeys(config.stash.get(_shadowed_key, [])):
+            lines.append(f"retry-harness: {run} is run in place of {left} (the same name)")
+        return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.not_applicable and self.config.get_verbosity() >= -1:  # -q too: never skipped in silence
