@@ -17,9 +17,9 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fake_destinations.api_spec import ApiSpec, load_api_file
 from fake_destinations.services import (
@@ -36,6 +36,10 @@ from harness.contract import (
     ACCOUNT_HEADER,
     CLIENT_REFERENCE_FIELD,
     CLIENT_TOKEN_FIELD,
+    DESTINATION_ENV_PLACEHOLDERS,
+    DESTINATION_ENV_PREFIX,
+    ENV_NAME_PATTERN,
+    HARNESS_ENV_PREFIX,
     IDEMPOTENCY_HEADER,
     LOOKUP_RESULT_FIELD,
     MCP_ENDPOINT,
@@ -47,6 +51,7 @@ from harness.contract import (
     LookupContract,
     OperationContract,
     StatusContract,
+    check_destination_env,
 )
 
 if TYPE_CHECKING:
@@ -162,8 +167,9 @@ FAKE_ONLY_OPTIONS = ("volatile_fields", "processing_delay_seconds", "async_compl
 CONTAINER_OPTIONS = ("image", "port", "env", "command", "health", "database", "ledger")
 CONTAINER_CONTRACT_OPTIONS = ("service", "api", "idempotency", "lookup", "retention_seconds", "key_scope",
                               "lookup_lag_seconds")
-CONTAINER_KEYS = CONTAINER_CONTRACT_OPTIONS + CONTAINER_OPTIONS
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# and what any destination, fake or container, may set: the variables it gives the agent
+CONTAINER_KEYS = CONTAINER_CONTRACT_OPTIONS + CONTAINER_OPTIONS + ("agent_env",)
+ENV_NAME = re.compile(ENV_NAME_PATTERN)
 NETWORK_ALIAS = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS label
 # what the ledger probe may fill of one effect row (fake_destinations.ledger's effects table)
 LEDGER_FIELDS = ("effect_ref", "kind", "operation_key", "client_reference", "committed_at", "params", "flow_id")
@@ -331,6 +337,27 @@ class LedgerProbe(BaseModel):
         return self
 
 
+def _not_the_harness_s(name: str) -> str:
+    if name.startswith(HARNESS_ENV_PREFIX):
+        raise ValueError(f"the {HARNESS_ENV_PREFIX}* variables are the harness's (the contract's, the operator's); "
+                         "name yours otherwise")
+    return name
+
+
+AgentEnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN), AfterValidator(_not_the_harness_s)]
+AgentEnvTemplate = Annotated[str, AfterValidator(check_destination_env)]
+
+
+def _agent_env_schema(schema: dict[str, Any]) -> None:
+    """Published as loading reads it: names (``propertyNames``, not the ``patternProperties`` that let any other
+    name through) and templates whose placeholders are the valid ones."""
+    schema.pop("patternProperties", None)
+    schema["propertyNames"] = {"pattern": ENV_NAME_PATTERN, "not": {"pattern": f"^{HARNESS_ENV_PREFIX}"}}
+    placeholders = "|".join(DESTINATION_ENV_PLACEHOLDERS)
+    template = rf"^([^{{}}\x00]|\{{\{{|\}}\}}|\{{({placeholders})\}})*$"
+    schema["additionalProperties"] = {"type": "string", "pattern": template}
+
+
 def _api_may_be_a_name(schema: dict[str, Any]) -> None:
     """`api:` is read as a declaration or as the name of one (a profile, a file): publish both."""
     schema["anyOf"].insert(1, {"type": "string", "description": "A bundled profile's name, or a path to a "
@@ -398,6 +425,12 @@ class DestinationSpec(BaseModel):
     failures: list[Failure] = Field(default_factory=list, description="Faults the destination produces itself.")
     endpoint: str | None = Field(None, description=f"{MCP_SERVICE}: the path of the MCP endpoint (default "
                                  f"{MCP_ENDPOINT}).")
+    agent_env: dict[AgentEnvName, AgentEnvTemplate] = Field(
+        default_factory=dict, json_schema_extra=_agent_env_schema,
+        description="Variables this destination gives the agent, beside the contract's (for an agent that reads "
+        f"its address from BILLING_URL, not {DESTINATION_ENV_PREFIX}BILLING): name -> template, placeholders "
+        + ", ".join(f"{{{name}}} ({what})" for name, what in DESTINATION_ENV_PLACEHOLDERS.items())
+        + "; {{ and }} are literal braces. Process and container agents alike.")
     tools: dict[str, McpTool] | None = Field(
         None, description=f"{MCP_SERVICE}: the tools the MCP server offers, by name (docs/destinations.md, "
         "'MCP tool servers'); an intent names a tool as its kind.")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,9 @@ PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
 BASE_IMAGE_ENV = "HARNESS_BASE_IMAGE"
 # the harness's own settings, removed from the environment the agent inherits
 OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV, BASE_IMAGE_ENV)
+# every name above starts so: a variable a scenario sets for the agent (a container agent's ``env``, a
+# destination's ``agent_env``) may not, or it could hide the contract's value or the operator's
+HARNESS_ENV_PREFIX = INTENTS_ENV[:len("HARNESS_")]
 
 _NOT_ENV_CHAR = re.compile(r"[^A-Za-z0-9]")
 
@@ -307,6 +310,83 @@ def path_template_pattern(template: str, *, trailing_slash: bool = False) -> re.
         at = found.end()
     parts.append(re.escape(template[at:]))
     return re.compile("^" + "".join(parts) + ("/?" if trailing_slash else "") + "$")
+
+
+# -- braced templates --------------------------------------------------------------------------------
+# One grammar for the templates the harness fills for an agent: a destination's ``agent_env`` values (below)
+# and the words of a per-intent command (``harness.intent_runner``). ``{name}`` is a placeholder, ``{{`` and
+# ``}}`` are literal braces, any other brace is an error (never left as it is: a typo would reach the agent).
+
+_BRACED = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+def template_fields(template: str) -> list[str]:
+    """The placeholder names of a braced template, in order; a ``ValueError`` for a lone brace."""
+    return [name for _, name in _template_pieces(template) if name is not None]
+
+
+def fill_template(template: str, value_of: Callable[[str], str]) -> str:
+    """``template`` with each ``{name}`` replaced by ``value_of(name)`` (which raises ``ValueError`` for a name
+    it does not know) and ``{{``/``}}`` by one brace."""
+    return "".join(text if name is None else value_of(name) for text, name in _template_pieces(template))
+
+
+def _template_pieces(template: str) -> list[tuple[str, str | None]]:
+    pieces: list[tuple[str, str | None]] = []
+    at = 0
+    for found in _BRACED.finditer(template):
+        pieces.append((template[at:found.start()], None))
+        token = found.group(0)
+        if token in ("{", "}"):
+            raise ValueError(f"a lone {token!r} at character {found.start() + 1}: write {token * 2!r} "
+                             "for a literal brace, {name} for a placeholder")
+        pieces.append((token[0], None) if token in ("{{", "}}") else ("", found.group(1)))
+        at = found.end()
+    pieces.append((template[at:], None))
+    return pieces
+
+
+# A destination's ``agent_env`` (``fake_destinations.spec.DestinationSpec``): variables named by the scenario, their
+# values filled from what the harness knows of that destination for this run: how a team's agent that reads
+# ``BILLING_URL`` rather than HARNESS_DESTINATION_BILLING is pointed through the fault proxy.
+DESTINATION_ENV_PLACEHOLDERS = {
+    "url": "the destination's URL through the fault proxy, then an api declaration's base_path",
+    "origin": f"{DESTINATION_ENV_PREFIX}<NAME>: the URL through the fault proxy, without the base path",
+    "host": "the host of that URL",
+    "port": "its port",
+    "name": "the destination's name",
+    "secret": f"{SECRET_ENV_PREFIX}<NAME>: the credential the harness plants for it",
+}
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ssh": 22}
+
+
+def check_destination_env(template: str) -> str:
+    """``template`` when every placeholder of it is one of ``DESTINATION_ENV_PLACEHOLDERS``, else a ``ValueError``
+    naming the bad one and the valid ones (a scenario's load calls it, so no run starts on a typo)."""
+    if "\0" in template:
+        raise ValueError("holds a NUL character, which no environment variable can carry")
+    for placeholder in template_fields(template):
+        if placeholder not in DESTINATION_ENV_PLACEHOLDERS:
+            valid = ", ".join("{" + name + "}" for name in DESTINATION_ENV_PLACEHOLDERS)
+            raise ValueError(f"unknown placeholder {{{placeholder}}}; valid: {valid} ({{{{ and }}}} for literal "
+                             "braces)")
+    return template
+
+
+def destination_env(name: str, templates: Mapping[str, str], *, url: str, secret: str,
+                    base_path: str = "") -> dict[str, str]:
+    """The variables a destination's ``agent_env`` sets for one agent run, filled: ``url`` is the destination's
+    base URL as the agent must reach it (its HARNESS_DESTINATION_<NAME>), ``secret`` its HARNESS_SECRET_<NAME>,
+    ``base_path`` what an api declaration puts before its routes (``{url}`` = origin + base path, no trailing
+    ``/``)."""
+    from urllib.parse import urlsplit  # here: agents import this module, and never call this
+
+    origin = url.rstrip("/")
+    parts = urlsplit(origin)
+    path = base_path.strip("/")
+    values = {"url": f"{origin}/{path}" if path else origin, "origin": origin, "host": parts.hostname or "",
+              "port": str(parts.port or _DEFAULT_PORTS.get(parts.scheme) or ""), "name": name, "secret": secret}
+    return {variable: fill_template(template, values.__getitem__) for variable, template in templates.items()}
 
 
 def agent_env(layout: EvidenceLayout, urls: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:

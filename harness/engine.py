@@ -43,6 +43,7 @@ from harness.contract import (
     ContextKey,
     EvidenceLayout,
     agent_env,
+    destination_env,
     env_suffix,
 )
 from harness.errors import AgentError, ContainerError, HarnessError
@@ -208,7 +209,8 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed,
                                  har_path=layout.traffic_har, flows_path=layout.traffic_flows, gate=gate)
         urls = {**host.urls, **routes.urls}
-        env = {**agent_env(layout, urls, canaries), **routes.env}
+        # the scenario's own names first: the contract's and the proxy mode's win (HARNESS_* are refused at load)
+        env = {**_destination_env(scenario, urls, canaries), **agent_env(layout, urls, canaries), **routes.env}
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -368,6 +370,16 @@ def _agent_runner(agent: str | ContainerAgent, env: dict[str, str], *, timeout: 
         return functools.partial(run_container_agent, agent, env, timeout=timeout, stdout=stdout, stderr=stderr,
                                  mounts=mounts)
     return functools.partial(run_agent, agent, env, timeout=timeout, cwd=cwd, stdout=stdout, stderr=stderr)
+
+
+def _destination_env(scenario: Scenario, urls: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
+    """The variables the destinations' ``agent_env`` sets for this run (no two set one name: the loader refuses
+    it)."""
+    env: dict[str, str] = {}
+    for name, spec in scenario.destinations.items():
+        env |= destination_env(name, spec.agent_env, url=urls[name], secret=secrets[name],
+                               base_path=getattr(spec.api, "base_path", ""))  # an api declaration's, when it has one
+    return env
 
 
 def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:

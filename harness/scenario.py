@@ -24,6 +24,7 @@ from harness.contract import (
     AGENT_LOGS,
     DESTINATION_ENV_PREFIX,
     ENV_NAME_PATTERN,
+    HARNESS_ENV_PREFIX,
     IMAGE_PATTERN,
     NAME_PATTERN,
     DestinationContract,
@@ -77,7 +78,6 @@ class DestinationRestart(BaseModel):
 
 # an image reference as `docker run` takes it: [registry[:port]/]name[:tag][@digest]; docker itself says what else
 # is wrong with one (an upper-case repository, say) when the harness starts it
-HARNESS_ENV_PREFIX = "HARNESS_"  # the contract's variables (harness.contract) and the operator's settings
 AGENT_SHAPES = ("an agent is a command (shell words, a string: 'python -m mypkg.agent') or a container: "
                 "{image: NAME, command: [...] or 'words', env: {NAME: value}}")
 
@@ -555,6 +555,7 @@ def _check_references(path: Path, root: yaml.Node | None, scenario: Scenario) ->
             problems.append((("destinations", name), (
                 f"destinations {first!r} and {name!r} both become the agent's variable "
                 f"{destination_env_name(name)}: the agent could not tell them apart; rename one")))
+    problems += _agent_env_clashes(scenario)
     seen: set[str] = set()
     for i, intent in enumerate(scenario.intents):
         loc: tuple[Any, ...] = ("intents", i)
@@ -597,6 +598,27 @@ def _check_references(path: Path, root: yaml.Node | None, scenario: Scenario) ->
     if problems:
         raise ScenarioError("\n".join(
             f"{path}:{line_of(root, loc)}: {dotted(loc)}: {msg}" for loc, msg in problems))
+
+
+def _agent_env_clashes(scenario: Scenario) -> list[tuple[tuple[Any, ...], str]]:
+    """A variable the agent is given twice (two destinations' ``agent_env``, or one and a container agent's
+    ``env``) could hold only one of its values: refused, rather than one silently winning."""
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    set_by: dict[str, str] = {}
+    for name, spec in scenario.destinations.items():
+        for variable in spec.agent_env:
+            first = set_by.setdefault(variable, name)
+            if first != name:
+                problems.append((("destinations", name, "agent_env", variable), (
+                    f"destinations {first!r} and {name!r} both set the agent's variable {variable}, which holds "
+                    "one value; name one otherwise")))
+    if isinstance(scenario.agent, ContainerAgent):
+        for variable in scenario.agent.env:
+            if variable in set_by:
+                problems.append((("agent", "env", variable), (
+                    f"destination {set_by[variable]!r} sets {variable} for the agent (its agent_env), which holds "
+                    "one value; set it in one place")))
+    return problems
 
 
 if __name__ == "__main__":  # python -m harness.scenario: regenerate the published schema

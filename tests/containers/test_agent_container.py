@@ -293,6 +293,20 @@ def test_a_scenario_file_declares_its_container_agent(tmp_path: Path, runtime_im
     assert context["agent"]["container_env"] == ["PYTHONUNBUFFERED"]
 
 
+def test_a_destination_s_agent_env_reaches_the_container(tmp_path: Path, runtime_image: str) -> None:
+    """The destinations' agent_env is part of the environment the engine hands every agent, a container too."""
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
+    data["destinations"]["tickets"]["agent_env"] = {"TICKETS_URL": "{url}"}
+    show = "import os; print(os.environ['TICKETS_URL'] == os.environ['HARNESS_DESTINATION_TICKETS'])"
+    data["agent"] = {"image": runtime_image, "command": ["sh", "-c", f"python3 -c {shlex.quote(show)} && "
+                                                         + shlex.join(REFERENCE)]}
+    path = tmp_path / "response_lost_agent_env.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_scenario(load(path), evidence_root=tmp_path / "ev")
+    assert result.passed, render_result(result)
+    assert EvidenceLayout(result.evidence_dir).agent_stdout.read_text().splitlines()[0] == "True"
+
+
 def test_an_image_the_engine_lacks_is_a_clear_error_and_the_evidence_stays(tmp_path: Path) -> None:
     with pytest.raises(HarnessError) as caught:
         run_scenario(load(catalogue_dir() / "response_lost.yaml"), evidence_root=tmp_path,

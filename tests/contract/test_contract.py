@@ -17,9 +17,12 @@ from harness.contract import (
     LookupContract,
     OperationContract,
     agent_env,
+    check_destination_env,
     destination_env_name,
     env_suffix,
+    fill_template,
     secret_env_name,
+    template_fields,
 )
 
 
@@ -122,3 +125,33 @@ def test_the_module_imports_only_the_standard_library():
             "and m != 'harness.contract'); print(new)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("template, fields, filled", [
+    ("plain", [], "plain"),
+    ("{a}", ["a"], "<a>"),
+    ("x{a}y{b.c}z", ["a", "b.c"], "x<a>y<b.c>z"),
+    ("{{a}}", [], "{a}"),
+    ("{{{a}}}", ["a"], "{<a>}"),
+    ("}}{{", [], "}{"),
+    ("{}", [""], "<>"),
+])
+def test_a_braced_template_is_read_once_for_every_filler(template: str, fields: list[str], filled: str) -> None:
+    assert template_fields(template) == fields
+    assert fill_template(template, lambda name: f"<{name}>") == filled
+
+
+@pytest.mark.parametrize("template, where", [("{a", 1), ("a}", 2), ("{a{b}}", 1), ("x{{y}", 5)])
+def test_a_lone_brace_is_an_error_naming_where(template: str, where: int) -> None:
+    with pytest.raises(ValueError, match=f"a lone '[{{}}]' at character {where}: write"):
+        template_fields(template)
+
+
+def test_a_destination_env_template_names_the_unknown_placeholder_and_the_valid_ones() -> None:
+    assert check_destination_env("{url}/v1?k={secret}") == "{url}/v1?k={secret}"
+    with pytest.raises(ValueError) as caught:
+        check_destination_env("{url}/{path}")
+    assert str(caught.value) == ("unknown placeholder {path}; valid: {url}, {origin}, {host}, {port}, {name}, "
+                                 "{secret} ({{ and }} for literal braces)")
+    with pytest.raises(ValueError, match="NUL"):
+        check_destination_env("a\0")

@@ -93,8 +93,9 @@ def scenarios() -> list[Scenario]:
 
 # -- names ----------------------------------------------------------------------------------------
 
-CONTRACT_ENV_NAMES = sorted(value for name, value in vars(contract).items()
-                            if name.isupper() and isinstance(value, str) and value.startswith("HARNESS_"))
+CONTRACT_ENV_NAMES = sorted(value for name, value in vars(contract).items()  # the bare prefix names no variable
+                            if name.isupper() and isinstance(value, str) and value.startswith("HARNESS_")
+                            and value != contract.HARNESS_ENV_PREFIX)
 
 
 def test_every_harness_variable_of_the_code_is_in_the_doc() -> None:

@@ -85,7 +85,7 @@ def test_a_fakes_own_behaviour_is_refused_on_a_container_destination(tmp_path: P
     assert f"{option} is a fake destination's own behaviour; image 'sample-orders:dev' is the team's service" in message
     assert hint in message
     assert "(valid on a container destination: service, api, idempotency, lookup, retention_seconds, key_scope, " \
-           "lookup_lag_seconds, image, port, env, command, health, database, ledger)" in message
+           "lookup_lag_seconds, image, port, env, command, health, database, ledger, agent_env)" in message
 
 
 def test_a_fakes_default_values_are_no_declaration(tmp_path: Path) -> None:

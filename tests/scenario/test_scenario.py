@@ -153,6 +153,38 @@ def test_published_schema_rejects_a_destination_name_that_is_no_id() -> None:
         jsonschema.validate(data, schema)
 
 
+@pytest.mark.parametrize("agent_env, valid", [
+    ({"TICKETS_URL": "{url}"}, True),
+    ({"HOSTPORT": "{host}:{port}", "LITERAL": "{{url}} {name}", "TOKEN": "Bearer {secret}", "O": "{origin}"}, True),
+    ({"TICKETS_URL": "{uri}"}, False),
+    ({"TICKETS_URL": "{url"}, False),
+    ({"TICKETS_URL": "url}"}, False),
+    ({"TICKETS_URL": "a\0b"}, False),
+    ({"HARNESS_TICKETS": "{url}"}, False),
+    ({"1URL": "{url}"}, False),
+])
+def test_published_schema_reads_agent_env_as_loading_does(agent_env: dict[str, str], valid: bool) -> None:
+    from fake_destinations.spec import load_destination
+    from harness.scenario import SCHEMA_PATH
+
+    data = yaml.safe_load((catalogue_dir() / "response_lost.yaml").read_text())
+    next(iter(data["destinations"].values()))["agent_env"] = agent_env
+    schema = json.loads(SCHEMA_PATH.read_text())
+    try:
+        load_destination({"service": "tickets", "agent_env": agent_env})
+    except ValueError:  # pydantic's ValidationError is one
+        loads = False
+    else:
+        loads = True
+    try:
+        jsonschema.validate(data, schema)
+    except jsonschema.ValidationError:
+        published = False
+    else:
+        published = True
+    assert (loads, published) == (valid, valid)
+
+
 ERRORS = Path(__file__).parent / "errors"
 
 
