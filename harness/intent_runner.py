@@ -48,9 +48,13 @@ PLACEHOLDERS = "{params.NAME} (dotted for a nested param: {params.customer.id}),
 CANNOT_START = 127  # as a shell says of a command it cannot run
 
 
-def runner_command(words: list[str], *, exit_zero: bool) -> list[str]:
-    """The agent command that runs ``words`` (a template, split as a shell would) once per intent."""
-    return [sys.executable, "-m", "harness.intent_runner", *(["--exit-zero"] if exit_zero else []), "--", *words]
+def runner_command(words: list[str], *, exit_zero: bool, cwd: Path | None = None,
+                   per_intent: bool = True) -> list[str]:
+    """The agent command that runs ``words`` (a template, split as a shell would) once per intent, or, not
+    ``per_intent``, once as they are (a command that reads the intents file itself); in ``cwd`` when given (a
+    project's folder, wherever the harness was started)."""
+    return [sys.executable, "-m", "harness.intent_runner", *(["--exit-zero"] if exit_zero else []),
+            *(["--cwd", str(cwd)] if cwd is not None else []), *([] if per_intent else ["--once"]), "--", *words]
 
 
 # -- the template ------------------------------------------------------------------------------------
@@ -179,8 +183,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROGRAM, description="Run a command once per intent of HARNESS_INTENTS.")
     parser.add_argument("--exit-zero", action="store_true",
                         help="exit 0 once every intent ran, whatever each command's status (black-box mode)")
+    parser.add_argument("--cwd", type=Path, help="run the command in this folder (default: the current one)")
+    parser.add_argument("--once", action="store_true",
+                        help="run the command once, as it is: it reads the intents file itself (the contract's way)")
     parser.add_argument("words", nargs="+", help="the command's words, after --, each filled per intent")
     args = parser.parse_args(argv)
+    if args.cwd is not None:
+        try:
+            os.chdir(args.cwd)
+        except OSError as exc:
+            print(f"{PROGRAM}: cannot run in {args.cwd}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    if args.once:
+        return _run_once(args.words, args.exit_zero)
     try:
         intents = _intents()
         check_template(args.words, intents)
@@ -210,6 +225,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + child.stopped_by
     failed = [status for status in finished.status.values() if status != 0]
     return 0 if args.exit_zero or not failed else failed[0]
+
+
+def _run_once(words: list[str], exit_zero: bool) -> int:
+    """``--once``: the command as it is, its status (0 with ``exit_zero``), SIGTERM and SIGINT passed on."""
+    child = _Child()
+    signal.signal(signal.SIGTERM, child.forward)
+    signal.signal(signal.SIGINT, child.forward)
+    status = _run_one(list(words), "(all, from the intents file)", child)
+    if status is None:
+        return CANNOT_START
+    if child.stopped():
+        return 128 + child.stopped_by
+    return 0 if exit_zero else status
 
 
 def _intents() -> list[Mapping[str, Any]]:

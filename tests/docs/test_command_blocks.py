@@ -26,7 +26,7 @@ NOT_HERE = {
                   "release"): "tests/certification runs every cell of python -m certification, each in its environment",
     ("matrix.md", 'python -m harness run response_lost --agent "python -m harness.agents.frameworks.langgraph_agent"'
                   "           # PASS"): "tests/certification/test_framework_matrix.py runs these agents and rows",
-    ("first-agent.md", 'pytest --scenario all --agent "python first_agent.py" -n 2'):
+    ("first-agent.md", 'pytest --scenario all -m http --agent "python first_agent.py" -n 2'):
         "tests/docs/test_first_agent.py runs the page's agent on every HTTP scenario and holds the table to it",
     ("using.md", "pytest -p xdist --dist load --scenario=all --evidence-dir=evidence --junitxml=junit.xml    "
                  "--tx 'ssh=ci@build-a//python=/opt/ci/venv/bin/python//chdir=/srv/ci/checkout'    "

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.catalogue import markers
 from harness.resources import catalogue_dir
 from harness.scenario import load
 from tests.docs.test_command_blocks import blocks, declared_files
@@ -26,8 +27,12 @@ def table() -> dict[str, str]:
 
 
 def http_scenarios() -> set[str]:
+    """What the page's `-m http` selects: the scenarios marked http (harness.catalogue.markers), none of them
+    on SSH or MCP."""
     scenarios = [load(path) for path in catalogue_dir().glob("*.yaml")]
-    return {s.name for s in scenarios if all(d.service not in ("ssh", "mcp") for d in s.destinations.values())}
+    assert {s.name for s in scenarios if "http" in markers(s)} == {
+        s.name for s in scenarios if all(d.service not in ("ssh", "mcp") for d in s.destinations.values())}
+    return {s.name for s in scenarios if "http" in markers(s)}
 
 
 def run(folder: Path, agent: str, *scenarios: str) -> dict[str, dict]:
