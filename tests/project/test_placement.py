@@ -10,8 +10,7 @@ from harness.catalogue import NotApplicable, markers, place
 from harness.project import Project
 from harness.resources import catalogue
 from harness.scenario import Intent, Scenario, load
-
-from .test_project import GOOD, project_folder
+from tests.project.test_project import GOOD, project_folder
 
 CATALOGUE = {p.stem: p for p in catalogue()}
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.resources import catalogue_dir
-
-from .test_project import DATA
+from tests.project.test_project import DATA
 
 PROJECT = """
 [tool.retry-harness]
@@ -67,4 +66,5 @@ def test_all_is_the_catalogue_and_the_teams_own_files_selected_by_markers(run_pl
     assert not any("harness/scenarios/rate_limited.yaml" in line for line in items)
     result = run_plugin("--scenario", "all", "-m", "ssh", "-q")  # SSH scenarios: none applies to an HTTP API
     result.assert_outcomes(skipped=3)
-    result.stdout.fnmatch_lines(["*not applicable to this project*", "ssh_restart_dropped: helpy is reached over http*"])
+    result.stdout.fnmatch_lines(["*not applicable to this project*",
+                                 "ssh_restart_dropped: helpy is reached over http*"])
