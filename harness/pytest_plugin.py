@@ -779,7 +779,8 @@ class _HarnessSession:
             lines.append(f"retry-harness: project {project.path} ({len(project.destinations)} destination(s), "
                          f"{len(project.intents)} intent(s), mode {project.mode}): the catalogue runs on its "
                          "destinations")
-        for run, left in dict.fromkeys(config.stash.get(_shadowed_key, [])):
+        pairs: list[tuple[Path, Path]] = config.stash.get(_shadowed_key, [])
+        for run, left in dict.fromkeys(pairs):
             lines.append(f"retry-harness: {run} is run in place of {left} (the same name)")
         return lines
 
