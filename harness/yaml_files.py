@@ -223,6 +223,13 @@ def unknown_name(what: str, value: Any, valid: list[str]) -> str:
 def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, model: type[BaseModel]) -> str:
     """One line per error of ``exc`` (``model`` the root of the file at ``path``): ``file:line: key.path: message``,
     with "did you mean" from the valid names."""
+    return "\n".join(f"{path}:{line_of(root, loc + _named_below(message))}: {dotted(loc) or '(top level)'}: {message}"
+                     for loc, message in validation_lines(exc, model))
+
+
+def validation_lines(exc: ValidationError, model: type[BaseModel]) -> list[tuple[tuple[Any, ...], str]]:
+    """Each error of ``exc`` (``model`` the root of what was validated) as its key path and the message people
+    read: "did you mean" from the valid names, the valid choices, our own validators' sentences."""
     lines = []
     for err in exc.errors():
         loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
@@ -258,9 +265,8 @@ def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, 
                 message = f"{_short(value)}: {message}"
         else:
             message = f"{_short(value)}: {message}"
-        lines.append(f"{path}:{line_of(root, loc + _named_below(message))}: {dotted(loc) or '(top level)'}: "
-                     f"{message}")
-    return "\n".join(lines)
+        lines.append((loc, message))
+    return lines
 
 
 def _named_below(message: str) -> tuple[str, ...]:
