@@ -35,7 +35,7 @@ class _Route:
         self.match: dict[str, str] = route.get("match") or {}
         self.op = Operation(name, self.method, route["path"], CREATE, route.get("commits") or "",
                             tuple(route.get("required") or ()))
-        self.read_param = read_param(route["path"]) if route.get("reads") else None
+        self.read_param = read_param(route["path"]) or "id"  # a reads route has one (checked by its declaration)
 
 
 class ApiDestination(HttpDestination):

@@ -39,8 +39,9 @@ def violations_of(schema: dict[str, Any], dialect: str, *, form: bool) -> Violat
     """A function listing what a request body breaks in ``schema`` (empty: none), each as ``field: why``. A form's
     values are strings: those the schema types as numbers or booleans are read as such first, as the API would."""
     validator = _validator_class(dialect)(schema)
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    form_types = {name: sub.get("type") for name, sub in properties.items() if isinstance(sub, dict)} if form else {}
+    properties = schema.get("properties")
+    form_types = {name: sub.get("type") for name, sub in properties.items() if isinstance(sub, dict)} \
+        if form and isinstance(properties, dict) else {}
 
     def violations(body: dict[str, Any]) -> list[str]:
         if form_types:

@@ -2,6 +2,7 @@
 
     HarnessError                 base: a message meant for a person, never a bare traceback
     ├── ScenarioError            a scenario file is missing, not YAML, or fails validation
+    │   └── OpenApiError         an OpenAPI document cannot be read, validated or inferred from
     ├── AgentError               the agent command cannot be started
     ├── EvidenceError            an evidence folder or log cannot be read at all
     └── ContainerError           the Docker engine, an image or a container cannot do what the harness asked
@@ -16,6 +17,12 @@ class HarnessError(Exception):
 
 class ScenarioError(HarnessError):
     """Raised when a scenario cannot be found, parsed or validated. Names the file, line and key path."""
+
+
+class OpenApiError(ScenarioError):
+    """Raised when an OpenAPI document cannot be read, validated or inferred from (``harness.openapi``): the
+    message names the file, the place in it (JSON pointer, and the line), the bad value and what is valid; and
+    first the configuration's key, when given."""
 
 
 class AgentError(HarnessError):

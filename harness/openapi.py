@@ -12,14 +12,12 @@ one is named with its place. Then the inference, on schemas with their ``$ref``s
 - the errors' shape from a declared 4xx/default answer, the base path from ``servers[0]``.
 
 Anything ambiguous that matters is an ``OpenApiError`` naming the candidates and the override that settles it;
-what can be left out (a lookup) is left out with its reason, as an ``Inference``.
-
-    OpenApiError(ScenarioError)   the document cannot be read, validated or inferred from
+what can be left out (a lookup) is left out with its reason, as an ``Inference``. The document's reading is
+``harness.openapi_document``, its schemas' ``harness.openapi_schemas``.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,8 +29,21 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fake_destinations.api_spec import ApiSpec
-from harness.errors import ScenarioError
-from harness.yaml_files import dotted, line_of, load_yaml_mapping, suggest, validation_lines
+from harness.errors import OpenApiError
+from harness.openapi_document import OpenApiDocument, prefix
+from harness.openapi_schemas import (
+    MESSAGE_FIELDS,
+    answer_template,
+    error_template,
+    id_candidates,
+    merged_schema,
+    noun_of,
+    schema_type,
+    snake,
+)
+from harness.yaml_files import dotted, line_of, validation_lines
+
+__all__ = ["Inference", "InferredApi", "OpenApiError", "OpenApiOverrides", "api_from_openapi", "profile_yaml"]
 
 WRITE_METHODS = ("post", "put")
 IDEMPOTENCY_HEADER_NAME = re.compile(r"^(x-)?idempotency[-_]?(key|token)$", re.IGNORECASE)
@@ -44,16 +55,7 @@ CLIENT_REFERENCE_NAMES = {"external_id", "externalid", "client_reference", "clie
                           "reference", "idempotency_key", "request_id", "client_id", "correlation_id"}
 CLIENT_REFERENCE_WORDS = re.compile(r"client[ _-]?reference|idempoten|external (id|identifier|reference)|"
                                     r"your own (id|identifier|reference)", re.IGNORECASE)
-MESSAGE_FIELDS = ("message", "detail", "error_description", "description", "title", "msg", "reason")
-CODE_FIELDS = ("code", "type", "error_code", "error", "kind")
-MAX_INLINED_NODES = 20_000  # a schema's $refs inlined: past this, what is left accepts anything (said so)
-MAX_ID_DEPTH = 4
 SET_IN_CONFIGURATION = "set in the configuration"
-
-
-class OpenApiError(ScenarioError):
-    """A document that cannot be read, validated or inferred from: the message names the file, the place in it
-    (JSON pointer, and the line), the bad value and what is valid; and the configuration's key when given."""
 
 
 @dataclass(frozen=True)
@@ -110,377 +112,9 @@ def _overrides(overrides: Mapping[str, Any] | None, where: str) -> OpenApiOverri
     try:
         return OpenApiOverrides.model_validate(dict(overrides or {}))
     except ValidationError as exc:
-        lines = [f"{_prefix(where)}{dotted(loc) or '(top level)'}: {message}"
+        lines = [f"{prefix(where)}{dotted(loc) or '(top level)'}: {message}"
                  for loc, message in validation_lines(exc, OpenApiOverrides)]
         raise OpenApiError("\n".join(lines)) from None
-
-
-def _prefix(where: str) -> str:
-    return f"{where}: " if where else ""
-
-
-# -- reading the document ------------------------------------------------------------------------------------
-
-class _Document:
-    """The document as data, its node tree (lines), its version, and a resolver of its ``$ref``s."""
-
-    def __init__(self, path: Path, where: str) -> None:
-        self.path, self.where = path, where
-        try:
-            data, self.root = load_yaml_mapping(path, "an OpenAPI document is a mapping with keys openapi, info, "
-                                                      "paths")
-        except ScenarioError as exc:
-            raise OpenApiError(f"{_prefix(where)}{exc}") from None
-        self.data: dict[str, Any] = _json_like(data)
-        version = self.data.get("openapi")
-        if not isinstance(version, str) or not re.match(r"^3\.[01](\.\d+)?(-.+)?$", version):
-            if "swagger" in self.data:
-                raise self.error(("swagger",), f"Swagger {self.data['swagger']!r} is not read here: convert the "
-                                 "document to OpenAPI 3 (e.g. with swagger2openapi), then give that file")
-            raise self.error(("openapi",), f"openapi: {version!r} is not a version read here (valid: 3.0.x, 3.1.x)")
-        self.version = version[:3]
-        self.resolver = self._resolver()
-        self._check_refs()
-        self._validate()
-
-    def error(self, loc: tuple[Any, ...], message: str) -> OpenApiError:
-        pointer = "#" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
-        return OpenApiError(f"{_prefix(self.where)}{self.path}:{line_of(self.root, loc)}: {pointer}: {message}")
-
-    def _resolver(self) -> Any:
-        from referencing import Registry, Resource, Specification
-
-        uri = self.path.resolve().as_uri()
-        resource = Resource(contents=self.data, specification=Specification.OPAQUE)
-        return Registry(retrieve=self._retrieve).with_resource(uri, resource).resolver(base_uri=uri)
-
-    def _retrieve(self, uri: str) -> Any:
-        """Another file a ``$ref`` names, beside this one (never a URL: the harness fetches nothing)."""
-        from referencing import Resource, Specification
-        from referencing.exceptions import NoSuchResource
-
-        parsed = urlparse(uri)
-        if parsed.scheme != "file":
-            raise NoSuchResource(ref=uri)
-        try:
-            data, _ = load_yaml_mapping(Path(parsed.path), "a document a $ref names is a mapping")
-        except ScenarioError:
-            raise NoSuchResource(ref=uri) from None
-        return Resource(contents=_json_like(data), specification=Specification.OPAQUE)
-
-    def _check_refs(self) -> None:
-        from referencing.exceptions import Unresolvable
-
-        for loc, ref in _refs(self.data, ()):
-            if not isinstance(ref, str):
-                raise self.error(loc, f"$ref {ref!r} is not a string (valid: a reference such as "
-                                      "'#/components/schemas/Ticket')")
-            try:
-                self.resolver.lookup(ref)
-            except Unresolvable as exc:
-                why = "no such place in the document" if ref.startswith("#") else f"{type(exc).__name__}"
-                raise self.error(loc, f"$ref {ref!r} resolves to nothing ({why}{self._near(ref)}); valid: a JSON "
-                                      "pointer into this document such as '#/components/schemas/Ticket', or a file "
-                                      "beside it") from None
-            except Exception as exc:  # noqa: BLE001 - a malformed reference: a message, never a traceback
-                raise self.error(loc, f"$ref {ref!r} cannot be read: {exc}") from None
-
-    def _near(self, ref: str) -> str:
-        """'; did you mean ...' for a ref into this document whose last name is misspelt."""
-        parent, _, name = ref.removeprefix("#").rpartition("/")
-        node: Any = self.data
-        for part in parent.split("/")[1:] if ref.startswith("#/") else [None]:
-            node = node.get(str(part).replace("~1", "/").replace("~0", "~")) if isinstance(node, dict) else None
-        hint = suggest(name, [str(k) for k in node]) if isinstance(node, dict) else []
-        return f"; did you mean '#{parent}/{hint[0]}'?" if hint else ""
-
-    def _validate(self) -> None:
-        from jsonschema.exceptions import best_match
-        from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
-
-        validator = OpenAPIV30SpecValidator if self.version == "3.0" else OpenAPIV31SpecValidator
-        try:
-            found = best_match(validator(self.data).iter_errors())
-        except RecursionError:
-            raise self.error((), "the document nests too deeply to validate") from None
-        except Exception as exc:  # noqa: BLE001 - the validator on a document it cannot walk: said, not raised
-            raise self.error((), f"not a valid OpenAPI {self.version} document: {exc}") from None
-        if found is not None:
-            found = _deepest(found)
-            raise self.error(tuple(found.absolute_path), f"not a valid OpenAPI {self.version} document: "
-                                                         f"{_short(found.message)}")
-
-    def deref(self, node: Any, loc: tuple[Any, ...]) -> tuple[Any, str | None]:
-        """``node`` with its ``$ref`` chain followed (the last ref's name, e.g. Ticket), as the library resolves it."""
-        name = None
-        seen: set[str] = set()
-        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
-            ref = node["$ref"]
-            if ref in seen:
-                raise self.error(loc, f"$ref {ref!r} refers to itself through {', '.join(sorted(seen))}")
-            seen.add(ref)
-            node = self.resolver.lookup(ref).contents
-            name = ref.rsplit("/", 1)[-1]
-        return node, name
-
-    def inline(self, schema: Any, loc: tuple[Any, ...]) -> tuple[dict[str, Any], list[str]]:
-        """A schema with every ``$ref`` replaced by what it names: self-contained for the fake's validator. A ref
-        met again inside itself (a recursive schema) becomes ``{}`` (anything), said in the second value."""
-        notes: list[str] = []
-        budget = [MAX_INLINED_NODES]
-
-        def walk(node: Any, stack: tuple[str, ...]) -> Any:
-            budget[0] -= 1
-            if isinstance(node, list):
-                return [walk(v, stack) for v in node]
-            if not isinstance(node, dict):
-                return node
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                if ref in stack or budget[0] <= 0:
-                    notes.append(f"{ref} {'inside itself (recursive)' if ref in stack else 'past the size limit'}: "
-                                 "accepted as anything")
-                    return {}
-                target = walk(self.resolver.lookup(ref).contents, (*stack, ref))
-                siblings = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
-                return {"allOf": [target], **siblings} if siblings else target
-            return {k: walk(v, stack) for k, v in node.items()}
-
-        try:
-            out = walk(schema, ())
-        except RecursionError:
-            raise self.error(loc, "the schema nests too deeply to inline") from None
-        return (out if isinstance(out, dict) else {}), notes
-
-
-def _deepest(error: Any) -> Any:
-    """The error a person can act on: within a oneOf/anyOf, the branch that is no bare ``$ref``'s complaint."""
-    from jsonschema.exceptions import best_match
-
-    while error.context:
-        inner = best_match(e for e in error.context if "'$ref'" not in e.message)
-        if inner is None:
-            break
-        error = inner
-    return error
-
-
-def _json_like(value: Any) -> Any:
-    """The YAML as JSON would hold it: keys as strings (``200:`` is the status "200"), dates as text."""
-    if isinstance(value, dict):
-        return {str(k): _json_like(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_like(v) for v in value]
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return value.isoformat()
-    return value
-
-
-def _refs(node: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    if isinstance(node, dict):
-        if "$ref" in node:
-            yield (*loc, "$ref"), node["$ref"]
-        for key, value in node.items():
-            if key != "$ref":
-                yield from _refs(value, (*loc, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _refs(value, (*loc, i))
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-# -- schemas ----------------------------------------------------------------------------------------------------
-
-def _merged(schema: Any) -> dict[str, Any]:
-    """An inlined schema's object view: allOf's properties and required merged; oneOf/anyOf: the first."""
-    if not isinstance(schema, dict):
-        return {}
-    out = dict(schema)
-    properties = dict(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else {}
-    required = list(schema.get("required") or []) if isinstance(schema.get("required"), list) else []
-    parts = [p for p in (schema.get("allOf") or []) if isinstance(p, dict)] if isinstance(schema.get("allOf"),
-                                                                                             list) else []
-    for key in ("oneOf", "anyOf"):
-        if not properties and isinstance(schema.get(key), list) and schema[key] and isinstance(schema[key][0], dict):
-            parts.append(schema[key][0])
-    for part in parts:
-        sub = _merged(part)
-        properties.update(sub.get("properties") or {})
-        required += [r for r in sub.get("required") or [] if r not in required]
-        for key in ("type", "enum"):
-            if key in sub and key not in out:
-                out[key] = sub[key]
-    out["properties"], out["required"] = properties, required
-    return out
-
-
-def _type(schema: dict[str, Any]) -> str | None:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), None)
-    if kind is None and schema.get("properties"):
-        return "object"
-    return kind if isinstance(kind, str) else None
-
-
-def _id_candidates(schema: Any, noun: str) -> list[tuple[int, int, str, str]]:
-    """The id-like fields of an answer's schema, nested too (never inside a list): (rank, depth, dotted path, type),
-    best first. Rank 0: ``id``; 1: the resource's own id (``ticket_id``, ``ticketId``); 2: any ``*_id``/``*Id``."""
-    found: list[tuple[int, int, str, str]] = []
-
-    def walk(node: Any, path: tuple[str, ...]) -> None:
-        merged = _merged(node)
-        for name, sub in merged["properties"].items():
-            sub = _merged(sub)
-            kind = _type(sub)
-            rank = _id_rank(name, noun)
-            if rank is not None and kind in ("string", "integer", None):
-                found.append((rank, len(path) + 1, ".".join((*path, name)), kind or "string"))
-            if kind == "object" and len(path) + 1 < MAX_ID_DEPTH:
-                walk(sub, (*path, name))
-
-    walk(schema, ())
-    return sorted(found)
-
-
-def _id_rank(name: str, noun: str) -> int | None:
-    lowered = name.lower()
-    if lowered in ("id", "uuid", "guid"):
-        return 0
-    if noun and lowered in (f"{noun}_id", f"{noun}id"):
-        return 1
-    if lowered.endswith("_id") or re.search(r"[a-z0-9](Id|ID)$", name):
-        return 2
-    return None
-
-
-def _noun(path: str) -> str:
-    """The resource's name from its collection path: /api/v2/tickets -> ticket."""
-    literal = [s for s in path.split("/") if s and "{" not in s]
-    word = (literal[-1] if literal else "").lower().replace("-", "_")
-    for plural, singular in (("ies", "y"), ("sses", "ss"), ("s", "")):
-        if word.endswith(plural) and len(word) > len(plural) + 1:
-            return word[: -len(plural)] + singular
-    return word
-
-
-def _snake(text: str) -> str:
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
-    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", text)
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
-
-
-def _literal(text: str) -> str:
-    """A value written into an answer template as itself (its braces are no placeholder)."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-_FORMAT_SAMPLES = {"date-time": "2026-01-01T00:00:00Z", "date": "2026-01-01", "time": "00:00:00Z",
-                   "email": "someone@example.com", "uri": "https://example.com/", "url": "https://example.com/",
-                   "uuid": "00000000-0000-4000-8000-000000000000", "hostname": "example.com", "ipv4": "192.0.2.1",
-                   "ipv6": "2001:db8::1"}
-
-
-def _sample(schema: Any, name: str, depth: int = 0) -> Any:
-    """A plausible value of ``schema`` as template text: its example, its first enum value, a value of its
-    format, else the least its type allows."""
-    merged = _merged(schema)
-    if "const" in merged:
-        value = merged["const"]
-    elif isinstance(merged.get("enum"), list) and merged["enum"]:
-        value = merged["enum"][0]
-    elif "example" in merged and not isinstance(merged["example"], (dict, list)):
-        value = merged["example"]
-    else:
-        kind = _type(merged)
-        if kind == "object" and depth < 8:
-            return {_literal(k): _sample(merged["properties"][k], k, depth + 1)
-                    for k in merged["required"] if k in merged["properties"]}
-        if kind == "array":
-            items = merged.get("items")
-            return [_sample(items, name, depth + 1)] if (merged.get("minItems") or 0) > 0 and depth < 8 else []
-        if kind in ("integer", "number"):
-            low = merged.get("minimum", 0)
-            return low if isinstance(low, (int, float)) and not isinstance(low, bool) else 0
-        if kind == "boolean":
-            return False
-        if kind == "null":
-            return None
-        if kind == "object":
-            return {}
-        value = _FORMAT_SAMPLES.get(str(merged.get("format")), name or "text")
-        value = value.ljust(merged.get("minLength") or 0, "x") if isinstance(merged.get("minLength"), int) else value
-    return _literal(value) if isinstance(value, str) else value
-
-
-def _echoes(request: dict[str, Any], answer: dict[str, Any]) -> bool:
-    """Whether every value the request field may take is one the answer's property may show."""
-    if "const" in answer:
-        return False
-    if isinstance(answer.get("enum"), list):
-        return isinstance(request.get("enum"), list) and all(v in answer["enum"] for v in request["enum"])
-    return True
-
-
-def _answer_template(schema: Any, id_path: tuple[str, ...], echoed: dict[str, dict[str, Any]],
-                     depth: int = 0) -> Any:
-    """The commit's answer: the required properties with plausible values, the new ``{id}`` at the id's path, a
-    property named like a required request field echoing it (``{params.summary}``)."""
-    merged = _merged(schema)
-    out: dict[str, Any] = {}
-    for name, sub in merged["properties"].items():
-        on_path = bool(id_path) and id_path[0] == name
-        if not (on_path or name in merged["required"] or (name in echoed and depth <= 1)):
-            continue
-        sub_merged = _merged(sub)
-        kind = _type(sub_merged)
-        if on_path and len(id_path) == 1:
-            out[_literal(name)] = "{id}"
-        elif on_path:
-            out[_literal(name)] = _answer_template(sub, id_path[1:], echoed, depth + 1)
-        elif name in echoed and kind in ("string", "integer", "number", "boolean", None) \
-                and _echoes(echoed[name], sub_merged):
-            out[_literal(name)] = f"{{params.{name}:d}}" if kind == "integer" else f"{{params.{name}}}"
-        elif kind == "object" and depth < 8:
-            out[_literal(name)] = _answer_template(sub, (), echoed, depth + 1)
-        else:
-            out[_literal(name)] = _sample(sub, name, depth + 1)
-    return out
-
-
-def _error_template(schema: Any, depth: int = 0) -> Any:
-    """An error answer in the document's shape: its code-like field ``{code}`` (``{status}`` when a number),
-    its message-like field ``{message}``, the rest plausible; None when it has no place for the message."""
-    merged = _merged(schema)
-    kind = _type(merged)
-    if kind == "array" and depth < 4:
-        inner = _error_template(merged.get("items"), depth + 1)
-        return [inner] if inner is not None else None
-    if kind != "object" or depth >= 4:
-        return None
-    out: dict[str, Any] = {}
-    said_message = False
-    for name, sub in merged["properties"].items():
-        sub_kind = _type(_merged(sub))
-        lowered = name.lower()
-        if lowered in MESSAGE_FIELDS and sub_kind == "string" and not said_message:
-            out[_literal(name)], said_message = "{message}", True
-        elif lowered in CODE_FIELDS and sub_kind == "string" and not _merged(sub).get("enum"):
-            out[_literal(name)] = "{code}"
-        elif lowered in CODE_FIELDS + ("status", "status_code") and sub_kind == "integer":
-            out[_literal(name)] = "{status}"
-        elif sub_kind in ("object", "array") and not said_message:
-            inner = _error_template(sub, depth + 1)
-            if inner is not None:
-                out[_literal(name)], said_message = inner, True
-            elif name in merged["required"]:
-                out[_literal(name)] = _sample(sub, name)
-        elif name in merged["required"]:
-            out[_literal(name)] = _sample(sub, name)
-    return out if said_message else None
 
 
 # -- the inference ----------------------------------------------------------------------------------------------
@@ -499,7 +133,7 @@ class _Write:
 
 
 class _Inference:
-    def __init__(self, doc: _Document, overrides: OpenApiOverrides) -> None:
+    def __init__(self, doc: OpenApiDocument, overrides: OpenApiOverrides) -> None:
         self.doc, self.overrides = doc, overrides
         self.inferences: list[Inference] = []
         self.routes: dict[str, dict[str, Any]] = {}
@@ -540,7 +174,7 @@ class _Inference:
             self.said("base_path", "", "the document declares no servers: its paths are the wire paths")
             return ""
         url = str(servers[0].get("url", ""))
-        variables = servers[0].get("variables") if isinstance(servers[0].get("variables"), dict) else {}
+        variables = _mapping(servers[0], "variables")
         for name, variable in variables.items():
             default = variable.get("default") if isinstance(variable, dict) else None
             url = url.replace("{" + name + "}", str(default or ""))
@@ -572,11 +206,11 @@ class _Inference:
             item, _ = self.doc.deref(item, ("paths", path))
             if not isinstance(item, dict):
                 continue
-            shared = item.get("parameters") if isinstance(item.get("parameters"), list) else []
+            shared = _list(item, "parameters")
             for method in ("get", "put", "post", "patch", "delete"):
                 op = item.get(method)
                 if isinstance(op, dict):
-                    own = op.get("parameters") if isinstance(op.get("parameters"), list) else []
+                    own = _list(op, "parameters")
                     params = [self.doc.deref(p, ("paths", path, method, "parameters"))[0] for p in shared + own]
                     yield method, path, op, [p for p in params if isinstance(p, dict)], ("paths", path, method)
 
@@ -603,7 +237,7 @@ class _Inference:
         if chosen is not None:
             unknown = sorted(chosen - set(self.operations) - set(self.routes))
             if unknown:
-                raise OpenApiError(f"{_prefix(self.doc.where)}writes: {', '.join(map(repr, unknown))} name no POST or "
+                raise OpenApiError(f"{prefix(self.doc.where)}writes: {', '.join(map(repr, unknown))} name no POST or "
                                    f"PUT that answers 2xx with an id-like field in {self.doc.path} (valid: "
                                    f"{', '.join(tried) or 'none'})")
         if not writes:
@@ -622,8 +256,8 @@ class _Inference:
         if answer is None:
             return None
         status, schema, schema_name, schema_loc = answer
-        noun = _noun(path)
-        name = _snake(names[0]) or _snake(f"{method} {path}") or method
+        noun = noun_of(path)
+        name = snake(names[0]) or snake(f"{method} {path}") or method
         route_where = f"routes.{name}"
         if name in self.routes:
             raise self.doc.error(loc, f"two operations make the route name {name!r}: give each its own operationId")
@@ -631,17 +265,17 @@ class _Inference:
                         None)
         if override is not None:
             id_path = tuple(override.removeprefix("body.").split("."))
-            found = [c for c in _id_candidates(schema, "") if c[2] == ".".join(id_path)] or \
+            found = [c for c in id_candidates(schema, "") if c[2] == ".".join(id_path)] or \
                 [c for c in self.any_field(schema, id_path)]
             if not override.startswith("body.") or not found:
-                raise OpenApiError(f"{_prefix(self.doc.where)}effect_ref.{names[0]}: {override!r} names no field of "
+                raise OpenApiError(f"{prefix(self.doc.where)}effect_ref.{names[0]}: {override!r} names no field of "
                                    f"the {status} answer of {names[-1]} in {self.doc.path} (valid: body.<dotted "
-                                   "path>, e.g. " + ", ".join(f"body.{c[2]}" for c in _id_candidates(schema, noun))
+                                   "path>, e.g. " + ", ".join(f"body.{c[2]}" for c in id_candidates(schema, noun))
                                    + ")")
             id_type = found[0][3]
             self.said(f"{route_where}.effect_ref", override, SET_IN_CONFIGURATION)
         else:
-            candidates = _id_candidates(schema, noun)
+            candidates = id_candidates(schema, noun)
             if not candidates:
                 return None
             best = [c for c in candidates if c[:2] == candidates[0][:2]]
@@ -673,7 +307,7 @@ class _Inference:
                                                                     "lookups answer")
         request_fields = self.request(route, route_where, op, loc)
         self.idempotency(route, route_where, params, names[-1])
-        route["response"] = {"status": status, "body": _answer_template(schema, id_path, request_fields)}
+        route["response"] = {"status": status, "body": answer_template(schema, id_path, request_fields)}
         self.said(f"{route_where}.response", status, f"from the {status} answer's schema: its required properties, "
                                                      "the id, request fields echoed")
         self.errors(route, route_where, op, loc)
@@ -685,16 +319,16 @@ class _Inference:
     def any_field(self, schema: Any, path: tuple[str, ...]) -> list[tuple[int, int, str, str]]:
         node: Any = schema
         for part in path:
-            node = _merged(node)["properties"].get(part)
+            node = merged_schema(node)["properties"].get(part)
             if node is None:
                 return []
-        return [(0, len(path), ".".join(path), _type(_merged(node)) or "string")]
+        return [(0, len(path), ".".join(path), schema_type(merged_schema(node)) or "string")]
 
     def json_answer(self, op: dict[str, Any], loc: tuple[Any, ...], low: int, high: int
                     ) -> tuple[int, dict[str, Any], str | None, tuple[Any, ...]] | None:
         """The first answer with a status in [low, high] (or ``default`` past 399) and a JSON schema: (status,
         inlined schema, its component's name, place)."""
-        responses = op.get("responses") if isinstance(op.get("responses"), dict) else {}
+        responses = _mapping(op, "responses")
         for code in sorted(responses, key=lambda c: (c == "default", c)):
             status = 400 if code == "default" and low >= 400 else _status(code)
             if status is None or not low <= status <= high:
@@ -704,7 +338,7 @@ class _Inference:
             media = _json_media(content)
             if media is None:
                 continue
-            raw = content[media].get("schema") if isinstance(content[media], dict) else None
+            raw = _mapping(content, media).get("schema")
             if not isinstance(raw, dict):
                 continue
             schema_loc = (*loc, "responses", code, "content", media, "schema")
@@ -734,19 +368,19 @@ class _Inference:
         elif self.api["request_format"] != fmt:
             self.said(f"{where}.request_schema", None, f"its body is {chosen}, the api's request_format is "
                                                        f"{self.api['request_format']} (one per api)")
-        raw = content[chosen].get("schema") if isinstance(content[chosen], dict) else None
+        raw = _mapping(content, chosen).get("schema")
         if not isinstance(raw, dict):
             return {}
         schema, notes = self.doc.inline(raw, (*loc, "requestBody", "content", chosen, "schema"))
         route["request_schema"] = schema
         self.said(f"{where}.request_schema", chosen, "the request body's schema, its $refs inlined"
                   + (f" ({'; '.join(notes)})" if notes else ""))
-        merged = _merged(schema)
+        merged = merged_schema(schema)
         required = [r for r in merged["required"] if isinstance(r, str)]
         if required:
             route["required"] = required
             self.said(f"{where}.required", required, "the request body schema's `required`")
-        return {name: _merged(merged["properties"].get(name)) for name in required}
+        return {name: merged_schema(merged["properties"].get(name)) for name in required}
 
     def idempotency(self, route: dict[str, Any], where: str, params: list[Any], op_name: str) -> None:
         if self.overrides.idempotency is not None:
@@ -772,15 +406,14 @@ class _Inference:
             self.said(f"{where}.idempotency", decl, why)
 
     def errors(self, route: dict[str, Any], where: str, op: dict[str, Any], loc: tuple[Any, ...]) -> None:
-        responses = op.get("responses") if isinstance(op.get("responses"), dict) else {}
-        declared = {str(code) for code in responses}
+        declared = set(_mapping(op, "responses"))
         if "400" not in declared and "422" in declared:
             route["invalid_status"] = 422
             self.said(f"{where}.invalid_status", 422, "the operation declares 422 (not 400) for a request it refuses")
         if "errors" in self.api:
             return
         answer = self.json_answer(op, loc, 400, 499)
-        template = _error_template(answer[1]) if answer is not None else None
+        template = error_template(answer[1]) if answer is not None else None
         if answer is None or template is None:
             self.said("errors.body", None, "no 4xx/default answer with a schema that has a message field: the fake's "
                                            "default error shape {error, message}" if answer is None else
@@ -793,19 +426,19 @@ class _Inference:
 
     def reads(self, writes: list[_Write], base_path: str) -> None:
         for write in writes:
-            for method, path, op, params, loc in self.operations_of():
+            for method, path, op, _, loc in self.operations_of():
                 rest = path[len(write.path):] if path.startswith(write.path.rstrip("/") + "/") else ""
                 if method != "get" or not re.fullmatch(r"/\{[^{}/]+\}", rest):
                     continue
                 names = self.names_of(method, path, op)
-                name = _snake(names[0]) if len(names) > 1 else f"get_{write.noun or write.name}"
+                name = snake(names[0]) if len(names) > 1 else f"get_{write.noun or write.name}"
                 if name in self.routes:
                     continue
                 route: dict[str, Any] = {"method": "GET", "path": base_path + path, "reads": write.name}
                 answer = self.json_answer(op, loc, 200, 200)
                 why = f"GET {path}: {write.path} plus one path param reads what {write.name} made"
                 if answer is not None:
-                    candidates = [c for c in _id_candidates(answer[1], write.noun) if c[0] < 2]
+                    candidates = [c for c in id_candidates(answer[1], write.noun) if c[0] < 2]
                     wrap = candidates[0][2].rsplit(".", 1)[0] if candidates and "." in candidates[0][2] else None
                     if wrap:
                         route["wrap"] = wrap
@@ -823,7 +456,7 @@ class _Inference:
                 next((w for w in writes if w.path == path), writes[0])
             if method != "get" or write is None:
                 continue
-            where = f"routes.{_snake(names[0]) if len(names) > 1 else 'find_' + (write.noun or write.name)}"
+            where = f"routes.{snake(names[0]) if len(names) > 1 else 'find_' + (write.noun or write.name)}"
             found = self.lookup_of(write, path, op, params, loc, names[-1], where)
             if found is None:
                 continue
@@ -833,7 +466,7 @@ class _Inference:
             self.routes[where.removeprefix("routes.")] = route
             return
         if wanted is not None:
-            raise OpenApiError(f"{_prefix(self.doc.where)}lookup: {wanted!r} names no GET of {self.doc.path} that "
+            raise OpenApiError(f"{prefix(self.doc.where)}lookup: {wanted!r} names no GET of {self.doc.path} that "
                                "lists a write's resources (valid: an operationId or 'GET /path' as the document "
                                "writes it)")
         if not any(i.where.startswith("lookup") for i in self.inferences):
@@ -843,11 +476,12 @@ class _Inference:
     def lookup_of(self, write: _Write, path: str, op: dict[str, Any], params: list[Any], loc: tuple[Any, ...],
                   op_name: str, where: str) -> tuple[dict[str, Any], str] | None:
         answer = self.json_answer(op, loc, 200, 200)
-        if answer is None or _type(_merged(answer[1])) != "object":
+        if answer is None or schema_type(merged_schema(answer[1])) != "object":
             self.said("lookup", None, f"{op_name} answers no JSON object (a bare list, or nothing): no lookup, the "
                                       "fake answers {field: [...]}")
             return None
-        lists = [n for n, s in _merged(answer[1])["properties"].items() if _type(_merged(s)) == "array"]
+        properties = merged_schema(answer[1])["properties"]
+        lists = [n for n, sub in properties.items() if schema_type(merged_schema(sub)) == "array"]
         if len(lists) != 1:
             self.said("lookup", None, f"{op_name}'s answer has {'no list' if not lists else 'several lists: '}"
                                       f"{', '.join(lists)}: no lookup")
@@ -859,14 +493,14 @@ class _Inference:
         if wanted_param is not None:
             chosen = [p for p in queries if p["name"] == wanted_param]
             if not chosen:
-                raise OpenApiError(f"{_prefix(self.doc.where)}lookup_param: {wanted_param!r} is no query param of "
+                raise OpenApiError(f"{prefix(self.doc.where)}lookup_param: {wanted_param!r} is no query param of "
                                    f"{op_name} in {self.doc.path} (valid: "
                                    f"{', '.join(p['name'] for p in queries) or 'none'})")
             why = SET_IN_CONFIGURATION
         else:
             chosen = [p for p in queries if p["name"].lower() not in PAGING_PARAMS and (
                 p["name"] in write.request_fields or p["name"].lower() in CLIENT_REFERENCE_NAMES
-                or p["name"] in _merged(write.route.get("request_schema"))["properties"]
+                or p["name"] in merged_schema(write.route.get("request_schema"))["properties"]
                 or CLIENT_REFERENCE_WORDS.search(str(p.get("description") or "")))]
             if len(chosen) != 1:
                 names = ", ".join(p["name"] for p in chosen) or "none"
@@ -885,6 +519,17 @@ class _Inference:
         self.said(f"{where}.lookup", write.name, why)
         self.said(f"{where}.result_field", lists[0], f"the list in {op_name}'s answer")
         return route, field_name
+
+
+def _mapping(node: Any, key: str) -> dict[str, Any]:
+    """``node[key]`` when both are mappings, else empty: a validated document may still leave a key out."""
+    value = node.get(key) if isinstance(node, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _list(node: Any, key: str) -> list[Any]:
+    value = node.get(key) if isinstance(node, dict) else None
+    return value if isinstance(value, list) else []
 
 
 def _status(code: str) -> int | None:
@@ -912,7 +557,7 @@ def api_from_openapi(path: Path, overrides: Mapping[str, Any] | None = None, *, 
     ``overrides`` say what the document cannot (``OpenApiOverrides``), ``where`` names the configuration's key in
     errors. Raises ``OpenApiError``."""
     chosen = _overrides(overrides, where)
-    doc = _Document(Path(path), where)
+    doc = OpenApiDocument(Path(path), where)
     try:
         return _Inference(doc, chosen).run()
     except RecursionError:
@@ -943,10 +588,10 @@ def profile_yaml(inferred: InferredApi, source: Path) -> str:
         else:
             above.setdefault(line, []).append(text)
     out = [*header]
-    for number, line in enumerate(lines, start=1):
-        indent = line[: len(line) - len(line.lstrip())]
+    for number, text_line in enumerate(lines, start=1):
+        indent = text_line[: len(text_line) - len(text_line.lstrip())]
         out += [f"{indent}# {text}" for text in above.get(number, [])]
-        out.append(line)
+        out.append(text_line)
     return "\n".join(out) + "\n"
 
 

@@ -98,8 +98,8 @@ def test_error_messages_match_their_example_files(bad: Path) -> None:
 
 def test_an_error_names_the_configuration_key_first() -> None:
     with pytest.raises(OpenApiError) as caught:
-        api_from_openapi(ERRORS / "no_write.yaml", where="pyproject.toml: tool.retry-harness.destinations.helpy.openapi")
-    assert str(caught.value).startswith("pyproject.toml: tool.retry-harness.destinations.helpy.openapi: ")
+        api_from_openapi(ERRORS / "no_write.yaml", where="pyproject.toml: tool.retry-harness.destinations.h.openapi")
+    assert str(caught.value).startswith("pyproject.toml: tool.retry-harness.destinations.h.openapi: ")
 
 
 # -- overrides ------------------------------------------------------------------------------------------------
