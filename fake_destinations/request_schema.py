@@ -1,8 +1,8 @@
 """A generic destination's write checked against its request schema (``ApiRoute.request_schema``), as the real
 API would check it: every violation listed, nothing committed.
 
-jsonschema and openapi-schema-validator are imported here only, and only when a route declares a schema: a
-destination process starts on every scenario's critical path, and most declare none.
+jsonschema (and for an OpenAPI 3.0 schema openapi-schema-validator) are imported here only, and only when a route
+declares a schema: a destination process starts on every scenario's critical path, and most declare none.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ _SCALARS: dict[str, Callable[[str], Any]] = {
 
 def _validator_class(dialect: str) -> Any:
     if dialect == "openapi-3.0":  # nullable, exclusiveMaximum as a flag...: not JSON Schema, its own validator
-        from openapi_schema_validator import OAS30Validator
+        from openapi_schema_validator import OAS30Validator  # (its package imports pydantic-settings: ~0.2 s more)
         return OAS30Validator
-    from openapi_schema_validator import OAS31Validator
-    return OAS31Validator
+    # 3.1's schemas are JSON Schema 2020-12 (OAS31Validator adds only annotations and the int32-like formats, which
+    # it does not assert either): jsonschema's own validator, without openapi-schema-validator's imports
+    from jsonschema import Draft202012Validator
+    return Draft202012Validator
 
 
 def schema_problem(schema: dict[str, Any], dialect: str) -> str | None:
