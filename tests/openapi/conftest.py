@@ -1,4 +1,5 @@
-"""The OpenAPI documents the tests read (tests/data/openapi/, their sources in its README), and a validator of a
+"""The OpenAPI documents the tests read (tests/data/openapi/, their sources in its README; the docs' helpdesk in
+examples/openapi/), and a validator of a
 document's own schemas, independent of the inference: openapi-schema-validator over the document itself."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from openapi_schema_validator import OAS30Validator, OAS31Validator
 from referencing import Registry, Resource, Specification
 
 DOCUMENTS = Path(__file__).resolve().parents[1] / "data" / "openapi"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "openapi"  # the docs' helpdesk
 
 
 def document_schema(document: Path, *pointer: str) -> Callable[[Any], list[str]]:

@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from harness.openapi import api_from_openapi
-from tests.openapi.conftest import DOCUMENTS
+from tests.openapi.conftest import DOCUMENTS, EXAMPLES
 
 
 def from_openapi(*args: str) -> subprocess.CompletedProcess[str]:
@@ -18,7 +18,7 @@ def from_openapi(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_it_prints_the_profile_with_the_overrides_applied_and_names_a_bad_document() -> None:
-    document = DOCUMENTS / "helpdesk.yaml"
+    document = EXAMPLES / "helpdesk.yaml"
     done = from_openapi(str(document), "--override", "idempotency={style: ietf, header: X-Key}",
                         "--override", "retention_seconds=60")
     assert done.returncode == 0, done.stderr

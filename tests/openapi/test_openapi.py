@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from fake_destinations.api_spec import ApiSpec
 from fake_destinations.spec import DestinationSpec, describe
 from harness.openapi import InferredApi, OpenApiError, api_from_openapi, profile_yaml
-from tests.openapi.conftest import DOCUMENTS, document_schema
+from tests.openapi.conftest import DOCUMENTS, EXAMPLES, document_schema
 
-HELPDESK = DOCUMENTS / "helpdesk.yaml"
+HELPDESK = EXAMPLES / "helpdesk.yaml"
 PETSTORE = DOCUMENTS / "petstore-expanded.yaml"
 ERRORS = Path(__file__).parent / "errors"
 

@@ -12,9 +12,9 @@ import requests
 
 from fake_destinations import DestinationHost, read_effects
 from harness.openapi import api_from_openapi
-from tests.openapi.conftest import DOCUMENTS, document_schema
+from tests.openapi.conftest import DOCUMENTS, EXAMPLES, document_schema
 
-HELPDESK = DOCUMENTS / "helpdesk.yaml"
+HELPDESK = EXAMPLES / "helpdesk.yaml"
 PETSTORE = DOCUMENTS / "petstore-expanded.yaml"
 
 
