@@ -19,8 +19,9 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from fake_destinations.http import HttpDestination, KeyContract
+from fake_destinations.request_schema import Violations, violations_of
 from fake_destinations.services import CREATE, Operation
-from fake_destinations.templates import looks_like_xml, render_body, render_text
+from fake_destinations.templates import find, looks_like_xml, nest, read_param, render_body, render_text
 from harness.contract import path_template_pattern
 
 _FORM_FORMATS = ("form", "aws_query")
@@ -34,6 +35,7 @@ class _Route:
         self.match: dict[str, str] = route.get("match") or {}
         self.op = Operation(name, self.method, route["path"], CREATE, route.get("commits") or "",
                             tuple(route.get("required") or ()))
+        self.read_param = read_param(route["path"]) or "id"  # a reads route has one (checked by its declaration)
 
 
 class ApiDestination(HttpDestination):
@@ -44,6 +46,10 @@ class ApiDestination(HttpDestination):
         self.api_routes = sorted((_Route(name, route) for name, route in self.api["routes"].items()),
                                  key=lambda r: r.decl["path"].count("{"))
         self.client_reference_field = self.api.get("client_reference_field") or ""
+        self.violations: dict[str, Violations] = {
+            name: violations_of(route["request_schema"], self.api.get("schema_dialect") or "openapi-3.1",
+                                form=self.api["request_format"] in _FORM_FORMATS)
+            for name, route in self.api["routes"].items() if route.get("request_schema") is not None}
 
     # -- which route, which params -----------------------------------------------------------
 
@@ -72,10 +78,11 @@ class ApiDestination(HttpDestination):
         if decl.get("commits"):
             return await self.write(request, route.op, match.groupdict(), row, effects, headers)
         if decl.get("reads"):
-            item = self.ledger.get_resource(self.name, decl["reads"], match["id"])
+            rid = match[route.read_param]
+            item = self.ledger.get_resource(self.name, decl["reads"], rid)
             if item is None:
-                raise self.reject(404, "not_found", f"no {decl['reads']} resource {match['id']!r}")
-            return 200, item, "read"
+                raise self.reject(404, "not_found", f"no {decl['reads']} resource {rid!r}")
+            return 200, nest(decl.get("wrap"), item), "read"
         if decl.get("lookup"):
             ref = request.query.get(decl["query_param"])
             row["client_reference"] = ref
@@ -89,13 +96,28 @@ class ApiDestination(HttpDestination):
 
     def parse_body(self, request: web.Request, raw: bytes) -> dict[str, Any]:
         if self.api["request_format"] in _FORM_FORMATS:
+            return self.request_body(request, raw)
+        return {**request.query, **self.request_body(request, raw)}
+
+    def request_body(self, request: web.Request, raw: bytes) -> dict[str, Any]:
+        """The body's params alone (no query, no path params): what a request schema describes."""
+        if self.api["request_format"] in _FORM_FORMATS:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise self.reject(400, "invalid_request", "the form body is not UTF-8") from None
             # a repeated field keeps its last value, as most form readers do
             return dict(parse_qsl(text, keep_blank_values=True))
-        return {**request.query, **super().parse_body(request, raw)}
+        return super().parse_body(request, raw)
+
+    def refuse_invalid(self, request: web.Request, op: Operation, params: dict[str, Any], raw: bytes) -> None:
+        violations = self.violations.get(op.kind)
+        if violations is not None:
+            found = violations(self.request_body(request, raw))
+            if found:
+                raise self.reject(self.api["routes"][op.kind].get("invalid_status") or 400, "invalid_request",
+                                  "the request breaks the API's request schema: " + "; ".join(found))
+        super().refuse_invalid(request, op, params, raw)
 
     def keys_for(self, op: Operation) -> KeyContract:
         decl = self.api["routes"][op.kind].get("idempotency") or self.api["idempotency"]
@@ -116,11 +138,13 @@ class ApiDestination(HttpDestination):
         number = self.ledger.next_number(self.name, "api")
         values = self._values(row, number)
         rid = render_text(decl["id_format"], values, params)
-        values["id"] = rid
+        values["id"] = int(rid) if decl.get("id_type") == "integer" else rid
         response = decl["response"]
         body = render_body(response.get("body"), values, params)
         headers.update(self._headers(response, values, params))
-        self.ledger.put_resource(self.name, op.kind, rid, body, self.clock.now(),
+        # what reads and lookups answer: the resource the answer holds ({ticket: {...}} holds a ticket)
+        resource = find(body, decl["resource"]) if decl.get("resource") else body
+        self.ledger.put_resource(self.name, op.kind, rid, resource, self.clock.now(),
                                  client_reference=params.get(self.client_reference_field))
         effects.append({"effect_ref": rid, "kind": op.effect_kind, "params": params})
         row["effect_ref"] = rid

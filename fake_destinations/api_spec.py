@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fake_destinations.request_schema import schema_problem
 from fake_destinations.services import IdempotencyStyle
 from fake_destinations.templates import (
     ANSWER_NAMES,
@@ -24,12 +25,14 @@ from fake_destinations.templates import (
     find,
     looks_like_xml,
     parse_xml,
+    read_param,
     render_body,
     render_text,
 )
 from harness.contract import ACCOUNT_HEADER, CLIENT_TOKEN_FIELD, IDEMPOTENCY_HEADER, NAME_PATTERN, REPLAYED_HEADER
 
 RequestFormat = Literal["json", "form", "aws_query"]
+SchemaDialect = Literal["openapi-3.0", "openapi-3.1"]
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 PATH_TEMPLATE = re.compile(r"^/(?:[^{}\s?#]*\{[A-Za-z_][A-Za-z0-9_]*\})*[^{}\s?#]*$")
 ID_NAMES = ("n", "now", "request_id")
@@ -148,6 +151,19 @@ class ApiRoute(BaseModel):
                                                      "{id}): body.<dotted path> or header.<Name>.")
     idempotency: ApiIdempotency | None = Field(None, description="commits: this route's own contract (default: "
                                                                  "the api's).")
+    id_type: Literal["string", "integer"] = Field("string", description="commits: how the answer shows the new {id}: "
+                                                  "a string, or an integer (id_format then renders digits only).")
+    resource: str | None = Field(None, description="commits: dotted path of the stored resource in the answer's body "
+                                                   "(e.g. ticket for {ticket: {...}}): what reads and lookups answer. "
+                                                   "Default: the whole body.")
+    request_schema: dict[str, Any] | None = Field(
+        None, description="commits: a JSON Schema of the request's body (self-contained, no $ref to outside it, read "
+        "as api.schema_dialect says); a request that breaks it is refused with invalid_status, the violations "
+        "listed, and commits nothing.")
+    invalid_status: int = Field(400, ge=400, le=499, description="commits: the status of a request that breaks "
+                                                                 "request_schema (e.g. 422).")
+    wrap: str | None = Field(None, description="reads: dotted path the resource sits at in the answer (e.g. ticket: "
+                                               "{ticket: {...}}). Default: the resource itself.")
 
     @field_validator("method")
     @classmethod
@@ -187,6 +203,10 @@ class ApiSpec(BaseModel):
     idempotency: ApiIdempotency = Field(default_factory=ApiIdempotency,
                                         description="The contract of the routes that commit.")
     errors: ApiErrors = Field(default_factory=ApiErrors)
+    base_path: str = Field("", description="The path every route's path begins with (e.g. /api/v2, from an OpenAPI "
+                                           "document's servers:); the routes' paths are the whole paths on the wire.")
+    schema_dialect: SchemaDialect = Field("openapi-3.1", description="How request_schema is read: OpenAPI 3.0's schema "
+                                          "objects (nullable, ...) or 3.1's (JSON Schema 2020-12).")
     routes: dict[RouteName, ApiRoute] = Field(min_length=1, description="By name; a route that commits names "
                                                                        "the intent kind it serves.")
 
@@ -197,8 +217,15 @@ class ApiSpec(BaseModel):
         _check_body(self.errors.body, ERROR_NAMES + ("request_id",), "errors.body", ())
         for name, value in self.errors.headers.items():
             _check_template(value, ERROR_NAMES + ("request_id",), f"errors.headers.{name}")
+        if self.base_path and (not PATH_TEMPLATE.match(self.base_path) or self.base_path.endswith("/")
+                               or "{" in self.base_path):
+            raise ValueError(f"base_path {self.base_path!r}: give a path such as /api/v2 (a leading '/', none at the "
+                             "end, no placeholder), or leave it out")
         seen: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
         for name, route in self.routes.items():
+            if not (route.path + "/").startswith(self.base_path + "/"):
+                raise ValueError(f"routes.{name}.path {route.path!r} does not begin with base_path {self.base_path!r}: "
+                                 "a route's path is its whole path on the wire")
             _check_route(self, name, route)
             where = (route.method, route.path, tuple(sorted(route.match.items())))
             if where in seen:
@@ -221,11 +248,14 @@ def _check_route(api: ApiSpec, name: str, route: ApiRoute) -> None:
     if len(roles) > 1:
         raise ValueError(f"{where}: a route either commits, reads or looks up; it declares {' and '.join(roles)}")
     if not route.commits:
-        for key in ("id_format", "effect_ref", "idempotency"):
+        for key in ("id_format", "effect_ref", "idempotency", "resource", "request_schema"):
             if getattr(route, key) is not None:
                 raise ValueError(f"{where}.{key} applies to a route that commits; this one {route.role}")
-        if route.required:
-            raise ValueError(f"{where}.required applies to a route that commits; this one {route.role}")
+        if route.required or route.id_type != "string" or route.invalid_status != 400:
+            key = "required" if route.required else "id_type" if route.id_type != "string" else "invalid_status"
+            raise ValueError(f"{where}.{key} applies to a route that commits; this one {route.role}")
+    if route.wrap is not None and not route.reads:
+        raise ValueError(f"{where}.wrap applies to a reads route; this one {route.role}")
     if not route.lookup and (route.query_param is not None or route.result_field is not None):
         raise ValueError(f"{where}: query_param / result_field apply to a lookup route; this one {route.role}")
     target = route.reads or route.lookup
@@ -239,8 +269,9 @@ def _check_route(api: ApiSpec, name: str, route: ApiRoute) -> None:
         if route.response is not None:
             raise ValueError(f"{where}.response: a {route.role} route answers what {target!r} stored; it "
                              "declares no answer of its own")
-    if route.reads and "{id}" not in route.path:
-        raise ValueError(f"{where}.path {route.path!r}: a reads route names the resource by {{id}} in its path")
+    if route.reads and read_param(route.path) is None:
+        raise ValueError(f"{where}.path {route.path!r}: a reads route names the resource by {{id}} in its path (or by "
+                         "its only path param, e.g. /tickets/{ticket_id})")
     if route.lookup:
         if api.client_reference_field is None:
             raise ValueError(f"{where}: a lookup searches by client reference, and the api declares no "
@@ -285,6 +316,16 @@ def _check_commit_route(api: ApiSpec, name: str, route: ApiRoute) -> None:
     if SAMPLE_ID not in str(found):
         raise ValueError(f"{where}.effect_ref {ref!r} holds {found!r} in the declared response, not the new "
                          "resource's {id}: the ref an agent cites must name the effect")
+    if route.resource is not None and not isinstance(find(sample["body"], route.resource), dict):
+        raise ValueError(f"{where}.resource {route.resource!r} names no object in the declared response body (the "
+                         "stored resource is a JSON object of the answer, e.g. ticket for {ticket: {...}})")
+    if route.request_schema is not None:
+        problem = schema_problem(route.request_schema, api.schema_dialect)
+        if problem:
+            raise ValueError(f"{where}.request_schema is not a valid schema: {problem}")
+    if route.id_type == "integer" and not render_text(route.id_format, {"n": 1, "now": 0, "request_id": "1"},
+                                                      {}).isdigit():
+        raise ValueError(f"{where}.id_format {route.id_format!r}: an integer id renders digits only (e.g. {{n}})")
     style = (route.idempotency or api.idempotency).style
     if style == "client_token" and api.request_format == "json" and route.method == "GET":
         raise ValueError(f"{where}: a client_token travels in the body, and a GET has none")

@@ -172,7 +172,8 @@ class HttpDestination(DestinationRuntime):
         spec = self.spec
         keys = self.keys_for(op)
         style = keys.style
-        params = {**op.body_defaults, **self.parse_body(request, await request.read()), **path_params}
+        raw = await request.read()
+        params = {**op.body_defaults, **self.parse_body(request, raw), **path_params}
         row["kind"], row["params"] = op.kind, params
         row["client_reference"] = params.get(self.client_reference_field)
         row["payload_fingerprint"] = fingerprint(params, ignore=spec["volatile_fields"]) if params else None
@@ -221,10 +222,7 @@ class HttpDestination(DestinationRuntime):
                 headers.update(keys.replay_headers)
                 return stored["status"], answer["body"], "replayed"
 
-        missing = [name for name in op.required if params.get(name) in (None, "")]
-        if missing:
-            raise self.reject(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
-                              required=list(op.required))
+        self.refuse_invalid(request, op, params, raw)
 
         with self.processing(scoped, row["payload_fingerprint"]):
             if spec["processing_delay_seconds"]:
@@ -251,6 +249,13 @@ class HttpDestination(DestinationRuntime):
                                        {"body": remembered[1], "headers": remembered[2]}, row["effect_ref"],
                                        self.clock.now())
         return status, answer, outcome
+
+    def refuse_invalid(self, request: web.Request, op: Operation, params: dict[str, Any], raw: bytes) -> None:
+        """Reject a write the destination would not execute (after the key checks, before any processing)."""
+        missing = [name for name in op.required if params.get(name) in (None, "")]
+        if missing:
+            raise self.reject(400, "invalid_request", f"missing required field(s): {', '.join(missing)}",
+                              required=list(op.required))
 
     def failed(self, failure: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
         """The answer of a declared error_before_commit / error_after_commit."""

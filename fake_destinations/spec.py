@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fake_destinations.api_spec import ApiSpec, load_api_file
+from fake_destinations.api_spec import ApiRoute, ApiSpec, load_api_file
 from fake_destinations.services import (
     API_SERVICE,
     ASYNC_STATUS_PATH,
@@ -768,9 +768,11 @@ def _describe_api(spec: DestinationSpec, api: ApiSpec) -> DestinationContract:
     if found is not None:
         route = found[1]
         assert route.query_param is not None and route.result_field is not None  # filled in by validation
+        written = api.routes[route.lookup or ""]
         lookup = LookupContract(method="GET", path=route.path, query_param=route.query_param,
                                 result_field=route.result_field,
-                                lag_seconds=spec.lookup_lag_seconds + spec.processing_delay_seconds)
+                                lag_seconds=spec.lookup_lag_seconds + spec.processing_delay_seconds,
+                                effect_ref_field=_listed_ref(written))
     operations = {}
     for kind, route in api.commit_routes().items():
         ref = route.effect_ref or ""
@@ -779,6 +781,15 @@ def _describe_api(spec: DestinationSpec, api: ApiSpec) -> DestinationContract:
             effect_ref_field=ref.partition(".")[2] if ref.startswith("body.") else None,
             required_params=tuple(route.required))
     return DestinationContract(service=API_SERVICE, idempotency=idempotency, lookup=lookup, operations=operations)
+
+
+def _listed_ref(route: ApiRoute) -> str | None:
+    """Where a listed resource of a write names its effect: its effect ref below the stored resource (body.ticket.id
+    under resource ticket: id); None when the write stores its whole answer (the write's own field then)."""
+    ref = (route.effect_ref or "").removeprefix("body.")
+    if not route.resource or not ref.startswith(route.resource + "."):
+        return None
+    return ref.removeprefix(route.resource + ".")
 
 
 def json_schema() -> dict[str, Any]:

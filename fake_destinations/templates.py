@@ -130,6 +130,19 @@ def render_body(template: Any, values: Mapping[str, Any], params: Mapping[str, A
     return render_value(template, values, params)
 
 
+def nest(path: str | None, value: Any) -> Any:
+    """``value`` at the dotted ``path`` of a new mapping (``ticket`` -> ``{"ticket": value}``); None: as it is."""
+    for part in reversed(path.split(".") if path else []):
+        value = {part: value}
+    return value
+
+
+def read_param(path: str) -> str | None:
+    """The path param a reads route names its resource by: ``{id}``, else its only one (``/tickets/{ticket_id}``)."""
+    names = re.findall(r"\{(\w+)\}", path)
+    return "id" if "id" in names else names[0] if len(names) == 1 else None
+
+
 def looks_like_xml(text: str) -> bool:
     return text.lstrip().startswith("<")
 

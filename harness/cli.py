@@ -1,4 +1,4 @@
-"""Command line: `python -m harness {run,audit,verify,check,report,explore,matrix,reproduce,scenarios,schema,images,
+"""Command line: `python -m harness {run,audit,verify,check,report,explore,matrix,reproduce,scenarios,schema,api,images,
 containers}`.
 
 A thin front end over the engine, the checker and the offline audit. Exit status (``EXIT_STATUS_HELP``):
@@ -248,6 +248,22 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--operation", metavar="ID",
                            help="reproduce this operation only (its intent and its faults)")
     reproduce.add_argument("--name", help="the scenario's name (default: reproduce_<incident>)")
+
+    api = sub.add_parser("api", help="generic destinations: an api declaration inferred from an OpenAPI document "
+                                     "(docs/destinations.md, 'From an OpenAPI document')")
+    api_actions = api.add_subparsers(dest="action", required=True, metavar="ACTION")
+    from_openapi = api_actions.add_parser(
+        "from-openapi", help="print the api declaration an OpenAPI 3.0/3.1 document describes, each inference "
+                             "commented, for review",
+        epilog="exit status: 0 printed; 2 a document that cannot be read, validated or inferred from, or a bad "
+               "--override (the message names the file, the place in it and what is valid)")
+    from_openapi.add_argument("document", type=Path, help="the OpenAPI document (YAML or JSON)")
+    from_openapi.add_argument("--override", type=_override, action="append", default=[], metavar="KEY=VALUE",
+                              help="say what the document cannot (repeatable): idempotency={style: ietf, header: "
+                                   "X-Key}, client_reference=external_id, lookup=listTickets, lookup_param=ref, "
+                                   "effect_ref={createTicket: body.ticket.id}, writes=[createTicket], "
+                                   "retention_seconds=86400, lookup_lag_seconds=2; VALUE is read as YAML, a dotted "
+                                   "KEY (idempotency.style=ietf) sets one key of a table")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "api", "audit-event"))
@@ -813,6 +829,36 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _override(value: str) -> tuple[list[str], Any]:
+    """``--override``'s type: ``KEY=VALUE``, the value read as YAML (a number, a list, a table); else a usage error."""
+    import yaml
+
+    key, sep, text = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. client_reference=external_id), got {value!r}")
+    try:
+        parsed = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        parsed = text  # not YAML: the text as it is
+    return key.strip().split("."), parsed
+
+
+def _api(args: argparse.Namespace) -> int:
+    from harness.openapi import api_from_openapi, profile_yaml
+
+    overrides: dict[str, Any] = {}
+    for keys, value in args.override:
+        table = overrides
+        for key in keys[:-1]:
+            if not isinstance(table.get(key), dict):
+                table[key] = {}  # idempotency=... then idempotency.style=...: the later one says it
+            table = table[key]
+        table[keys[-1]] = value
+    inferred = api_from_openapi(args.document, overrides)
+    print(profile_yaml(inferred, args.document), end="")
+    return EXIT_PASSED
+
+
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "scenario":
         from harness.scenario import SCHEMA_PATH as path
@@ -859,4 +905,5 @@ def _containers(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
             "scenarios": _scenarios, "agents": _agents, "schema": _schema, "report": _report, "matrix": _matrix,
-            "reproduce": _reproduce, "images": _images, "containers": _containers, "coverage": _coverage}
+            "reproduce": _reproduce, "images": _images, "containers": _containers, "coverage": _coverage,
+            "api": _api}

@@ -490,6 +490,9 @@ class LookupContract:
     method: str = "GET"
     result_field: str = LOOKUP_RESULT_FIELD
     lag_seconds: float | None = None  # None: the destination does not say
+    # where a listed resource names its effect, when not where the write's answer does (an answer that wraps the
+    # resource, {"ticket": {"id": ...}}, lists bare resources: the write's ticket.id is the item's id)
+    effect_ref_field: str | None = None
 
     @property
     def may_lag(self) -> bool:
@@ -501,6 +504,8 @@ class LookupContract:
                                "result_field": self.result_field}
         if self.lag_seconds is not None:
             out["lag_seconds"] = self.lag_seconds
+        if self.effect_ref_field is not None:
+            out["effect_ref_field"] = self.effect_ref_field
         return out
 
     @classmethod
@@ -509,7 +514,8 @@ class LookupContract:
                    query_param=_required(data, "query_param", str, where),
                    method=_get(data, "method", str, where, default="GET"),
                    result_field=_get(data, "result_field", str, where, default=LOOKUP_RESULT_FIELD),
-                   lag_seconds=_seconds(data, "lag_seconds", where))
+                   lag_seconds=_seconds(data, "lag_seconds", where),
+                   effect_ref_field=_get(data, "effect_ref_field", str, where, default=None))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
     HarnessError                 base: a message meant for a person, never a bare traceback
     ├── ScenarioError            a scenario file is missing, not YAML, or fails validation
-    │   └── ProjectError         a project's configuration ([tool.retry-harness]) cannot be read or is wrong
+    │   ├── ProjectError         a project's configuration ([tool.retry-harness]) cannot be read or is wrong
+    │   └── OpenApiError         an OpenAPI document cannot be read, validated or inferred from
     ├── AgentError               the agent command cannot be started
     ├── EvidenceError            an evidence folder or log cannot be read at all
     └── ContainerError           the Docker engine, an image or a container cannot do what the harness asked
@@ -23,6 +24,12 @@ class ProjectError(ScenarioError):
     """Raised when a project's configuration (``[tool.retry-harness]`` in pyproject.toml, or retry-harness.toml) is
     not TOML, has an unknown or bad key, or names a destination, an operation or a document that is not there.
     Names the file, the line, the key path, the bad value and what is valid."""
+
+
+class OpenApiError(ScenarioError):
+    """Raised when an OpenAPI document cannot be read, validated or inferred from (``harness.openapi``): the
+    message names the file, the place in it (JSON pointer, and the line), the bad value and what is valid; and
+    first the configuration's key, when given."""
 
 
 class AgentError(HarnessError):

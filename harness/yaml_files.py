@@ -226,7 +226,14 @@ def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, 
     """One line per error of ``exc`` (``model`` the root of the file at ``path``): ``file:line: key.path: message``,
     with "did you mean" from the valid names. ``locate`` finds a key path's line in a file that is not YAML (a
     TOML configuration), ``prefix`` is where ``model`` sits in that file (``tool.retry-harness``)."""
-    locate = locate or (lambda loc: line_of(root, loc))
+    where = locate or (lambda loc: line_of(root, loc))
+    return "\n".join(f"{path}:{where(loc + _named_below(message))}: {dotted(prefix + loc) or '(top level)'}: "
+                     f"{message}" for loc, message in validation_lines(exc, model))
+
+
+def validation_lines(exc: ValidationError, model: type[BaseModel]) -> list[tuple[tuple[Any, ...], str]]:
+    """Each error of ``exc`` (``model`` the root of what was validated) as its key path and the message people
+    read: "did you mean" from the valid names, the valid choices, our own validators' sentences."""
     lines = []
     for err in exc.errors():
         loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
@@ -262,9 +269,8 @@ def format_validation(path: Path, root: yaml.Node | None, exc: ValidationError, 
                 message = f"{_short(value)}: {message}"
         else:
             message = f"{_short(value)}: {message}"
-        lines.append(f"{path}:{locate(loc + _named_below(message))}: {dotted(prefix + loc) or '(top level)'}: "
-                     f"{message}")
-    return "\n".join(lines)
+        lines.append((loc, message))
+    return lines
 
 
 def _named_below(message: str) -> tuple[str, ...]:

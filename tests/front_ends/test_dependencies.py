@@ -17,6 +17,9 @@ PRODUCT = ("harness", "fake_destinations")
 # imported directly, installed (and pinned) by a declared dependency: declaring it again would only
 # invite a second, conflicting bound
 COMES_WITH = {"pydantic-core": "pydantic", "uvicorn": "mcp"}  # uvicorn: the server mcp serves HTTP with
+# the OpenAPI reading's libraries (harness/openapi.py, fake_destinations/request_schema.py), all the validator's
+COMES_WITH |= {"jsonschema": "openapi-spec-validator", "referencing": "openapi-spec-validator",
+               "openapi-schema-validator": "openapi-spec-validator"}
 # modules a declared dependency brings in one of its majors only: mcp 2.x's own HTTP client (harness.agents.mcp_client
 # imports it only under mcp 2.x); counted as that dependency's whichever major is installed here
 BROUGHT_BY = {"httpx2": "mcp"}
