@@ -18,7 +18,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
+from harness.contract import (
+    AGENT_LOGS,
+    CHECKPOINT_FILE,
+    CHECKPOINT_KEY_FILE_ENV,
+    MITMPROXY_TOOLS,
+    PROXY_PYTHON_ENV,
+    TRACE_FILE_ENV,
+    agent_option_problem,
+)
 from harness.errors import EvidenceError, HarnessError
 from harness.explore_defaults import (
     DATABASE_FOLDER,
@@ -248,6 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--operation", metavar="ID",
                            help="reproduce this operation only (its intent and its faults)")
     reproduce.add_argument("--name", help="the scenario's name (default: reproduce_<incident>)")
+
+    proxy = sub.add_parser(
+        "proxy", help="run mitmproxy's own programs from the fault proxy's runtime, e.g. to open a run's traffic.mitm",
+        description="mitmproxy lives in the fault proxy's own runtime (this interpreter when it has mitmproxy 11, "
+                    f"else a venv made once under ~/.cache/retry-harness/; ${PROXY_PYTHON_ENV} to choose one), not "
+                    "on your PATH. `proxy mitmweb -r traffic.mitm` opens a run's traffic in mitmproxy's web UI; "
+                    "`proxy mitmdump -n -r traffic.mitm` prints it.",
+        epilog="exit status: the program's own; 2 when the runtime cannot be found or made")
+    proxy.add_argument("tool", choices=MITMPROXY_TOOLS, help="the program to run")
+    proxy.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, as mitmproxy's docs give them")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "api", "audit-event"))
@@ -786,6 +804,22 @@ def _coverage(args: argparse.Namespace) -> int:
     return EXIT_PASSED
 
 
+def _proxy(args: argparse.Namespace) -> int:
+    from harness.proxy.runtime import RuntimeError_, tool_command
+
+    try:
+        argv, env = tool_command(args.tool, args.args)
+    except RuntimeError_ as exc:
+        raise HarnessError(f"cannot run {args.tool}: {exc}") from None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:  # the program takes this process over: its terminal, Ctrl-C and exit status are the user's
+        os.execve(argv[0], argv, env)
+    except OSError as exc:
+        raise HarnessError(f"cannot run {args.tool} with {argv[0]}: {exc}") from None
+    return EXIT_USAGE  # not reached: execve returns only by raising
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     from harness.errors import ScenarioError
     from harness.incident.model import IncidentError
@@ -861,4 +895,5 @@ def _containers(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
             "scenarios": _scenarios, "agents": _agents, "schema": _schema, "report": _report, "matrix": _matrix,
-            "reproduce": _reproduce, "images": _images, "containers": _containers, "coverage": _coverage}
+            "reproduce": _reproduce, "images": _images, "containers": _containers, "coverage": _coverage,
+            "proxy": _proxy}

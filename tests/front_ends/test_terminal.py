@@ -279,7 +279,8 @@ def test_coverage_says_what_it_runs_first_and_shows_progress_on_a_terminal_only(
 
     planned = len(coverage_scenarios())
     said = cli.coverage_announcement(planned)
-    assert said.startswith(f"running the reference agent over {planned} scenarios") and "minute" in said
+    assert said.startswith(f"running the reference agent over {planned} scenarios") and re.search(
+        r"\(about \d+-\d+ (s|minutes)\)\.\.\.$", said), said
     status, stdout, terminal = run_with_stderr_on_a_pty(["-c", PTY_COVERAGE, "coverage"])
     assert status == 0 and said in terminal
     assert "coverage" in ANSI.sub("", terminal).replace(said, "") and re.search(
