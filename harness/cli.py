@@ -817,7 +817,6 @@ def _proxy(args: argparse.Namespace) -> int:
         os.execve(argv[0], argv, env)
     except OSError as exc:
         raise HarnessError(f"cannot run {args.tool} with {argv[0]}: {exc}") from None
-    return EXIT_USAGE  # not reached: execve returns only by raising
 
 
 def _reproduce(args: argparse.Namespace) -> int:
