@@ -1,6 +1,6 @@
 """``python -m certification``: run the SDK certification matrix, compare it with expected.yaml, write
-MATRIX.md and matrix.json (and, with --readme, the README's tables); the framework agents' cells too
-(MATRIX.md's last section). Exit 1 when a cell differs."""
+MATRIX.md and matrix.json (and, with --readme, the tables of docs/matrix.md, which the README links to); the
+framework agents' cells too (MATRIX.md's last section). Exit 1 when a cell differs."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=JSON_FILE, dest="json_file", help=f"default {JSON_FILE.name}")
     parser.add_argument("--framework", action="append", metavar="NAME",
                         help="only this framework agent (repeatable; default: every one in expected.yaml)")
-    parser.add_argument("--readme", action="store_true", help="also rewrite the README's tables from expected.yaml")
+    parser.add_argument("--readme", action="store_true",
+                        help="also rewrite the tables of docs/matrix.md from expected.yaml")
     parser.add_argument("--sdk", action="append", metavar="REQUIREMENT",
                         help="certify this release of an SDK: NAME==VERSION, or NAME for the newest (repeatable); "
                              "its connectors run in an environment made for it (uv, cached), and the table is "

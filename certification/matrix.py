@@ -3,8 +3,9 @@ against the four fault scenarios of its API (``scenarios/<api>_<fault>.yaml``), 
 through the real engine, fault proxy and generic destination; ``expected.yaml`` says what each cell is.
 
 ``python -m certification`` runs it, compares every cell with ``expected.yaml`` and writes the published
-``MATRIX.md`` and ``matrix.json``; ``tests/certification`` asserts the same cells in CI. The README's
-table is ``readme_table()`` of ``expected.yaml``, so what the README says is what CI asserts.
+``MATRIX.md`` and ``matrix.json``; ``tests/certification`` asserts the same cells in CI. The published
+table (docs/matrix.md, "Real SDKs certified") is ``readme_table()`` of ``expected.yaml``, so what the docs say is
+what CI asserts.
 """
 
 from __future__ import annotations

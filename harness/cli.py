@@ -18,7 +18,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from harness.contract import AGENT_LOGS, CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, TRACE_FILE_ENV, agent_option_problem
+from harness.contract import (
+    AGENT_LOGS,
+    CHECKPOINT_FILE,
+    CHECKPOINT_KEY_FILE_ENV,
+    MITMPROXY_TOOLS,
+    PROXY_PYTHON_ENV,
+    TRACE_FILE_ENV,
+    agent_option_problem,
+)
 from harness.errors import EvidenceError, HarnessError
 from harness.explore_defaults import (
     DATABASE_FOLDER,
@@ -200,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="store the measurement as the package's catalogue_coverage.json")
     coverage.add_argument("--evidence", default=None, metavar="DIR",
                           help="where the runs' evidence goes (default: a temporary folder, removed after)")
+    coverage.add_argument("-q", "--quiet", action="store_true", help="no announcement and no progress line")
 
     matrix = sub.add_parser(
         "matrix", help="run every agent against every scenario and print the table",
@@ -264,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "effect_ref={createTicket: body.ticket.id}, writes=[createTicket], "
                                    "retention_seconds=86400, lookup_lag_seconds=2; VALUE is read as YAML, a dotted "
                                    "KEY (idempotency.style=ietf) sets one key of a table")
+
+    proxy = sub.add_parser(
+        "proxy", help="run mitmproxy's own programs from the fault proxy's runtime, e.g. to open a run's traffic.mitm",
+        description="mitmproxy lives in the fault proxy's own runtime (this interpreter when it has mitmproxy 11, "
+                    f"else a venv made once under ~/.cache/retry-harness/; ${PROXY_PYTHON_ENV} to choose one), not "
+                    "on your PATH. `proxy mitmweb -r traffic.mitm` opens a run's traffic in mitmproxy's web UI; "
+                    "`proxy mitmdump -n -r traffic.mitm` prints it.",
+        epilog="exit status: the program's own; 2 when the runtime cannot be found or made")
+    proxy.add_argument("tool", choices=MITMPROXY_TOOLS, help="the program to run")
+    proxy.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, as mitmproxy's docs give them")
 
     schema = sub.add_parser("schema", help="print a published JSON Schema")
     schema.add_argument("which", choices=("scenario", "api", "audit-event"))
@@ -775,16 +794,33 @@ def _agents(args: argparse.Namespace) -> int:
     return 0
 
 
+# what one catalogue scenario takes the reference agent, one after another: 26 in 32-33 s on this 2-core machine
+# idle, 75 s on a busy one (issue 42)
+COVERAGE_SECONDS_A_SCENARIO = (1.25, 2.9)
+
+
+def coverage_announcement(scenarios: int) -> str:
+    """What `coverage` says first, on stderr: it runs for a minute or so with nothing else to show off a terminal."""
+    low, high = (round(scenarios * seconds) for seconds in COVERAGE_SECONDS_A_SCENARIO)
+    took = f"about {low}-{high} s" if high < 120 else f"about {round(low / 60)}-{round(high / 60)} minutes"
+    return f"running the reference agent over {scenarios} scenarios, one after another ({took})..."
+
+
 def _coverage(args: argparse.Namespace) -> int:
     import tempfile
 
     from harness import coverage
     from harness.checker import RULES
-    from harness.matrix import measure_coverage
+    from harness.matrix import coverage_scenarios, measure_coverage
     from harness.model.operation import TRANSITIONS
+    from harness.progress import progress_line
 
-    with tempfile.TemporaryDirectory(prefix="retry-harness-coverage-") as scratch:
-        measured = measure_coverage(Path(args.evidence or scratch))
+    planned = len(coverage_scenarios())
+    if not args.quiet:
+        print(coverage_announcement(planned), file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="retry-harness-coverage-") as scratch, \
+            progress_line("coverage", planned, quiet=args.quiet) as update:
+        measured = measure_coverage(Path(args.evidence or scratch), progress=update)
     checks = [r.label for r in RULES.values() if "black_box" not in r.requires]
     for label in checks:
         names = coverage.scenarios_exercising(label, measured)
@@ -798,6 +834,21 @@ def _coverage(args: argparse.Namespace) -> int:
     if args.write:
         print(f"written: {coverage.write(measured)}")
     return EXIT_PASSED
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from harness.proxy.runtime import RuntimeError_, tool_command
+
+    try:
+        argv, env = tool_command(args.tool, args.args)
+    except RuntimeError_ as exc:
+        raise HarnessError(f"cannot run {args.tool}: {exc}") from None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:  # the program takes this process over: its terminal, Ctrl-C and exit status are the user's
+        os.execve(argv[0], argv, env)
+    except OSError as exc:
+        raise HarnessError(f"cannot run {args.tool} with {argv[0]}: {exc}") from None
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -906,4 +957,4 @@ def _containers(args: argparse.Namespace) -> int:
 COMMANDS = {"run": _run, "audit": _audit, "verify": _verify, "check": _check, "explore": _explore,
             "scenarios": _scenarios, "agents": _agents, "schema": _schema, "report": _report, "matrix": _matrix,
             "reproduce": _reproduce, "images": _images, "containers": _containers, "coverage": _coverage,
-            "api": _api}
+            "api": _api, "proxy": _proxy}

@@ -157,7 +157,10 @@ RUN_KEY_FILE = "checkpoint.key"  # the per-run checkpoint key, when the operator
 LEDGER_CHECKPOINT_FILE = "ledger.checkpoint.json"  # the saved ledger's signed checkpoint, as the agent log's
 # the run's traffic as the client saw it, written by the fault proxy as flows end (docs/proxy.md, "Traffic files")
 TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harness` facts per entry
-TRAFFIC_FLOWS_FILE = "traffic.mitm"  # mitmproxy's own flow format (mitmweb -r, mitmdump -r), appended per flow
+# mitmproxy's own flow format, appended per flow (`python -m harness proxy mitmweb -r traffic.mitm` opens it)
+TRAFFIC_FLOWS_FILE = "traffic.mitm"
+# mitmproxy's programs `python -m harness proxy TOOL` runs from the fault proxy's runtime (none is on the PATH)
+MITMPROXY_TOOLS = ("mitmdump", "mitmweb", "mitmproxy")
 
 
 class ContextKey:

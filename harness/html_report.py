@@ -19,7 +19,8 @@ every other character as ``~XXXX`` (its code point in hex), ``~`` included.
 - ``section#summary``: the run: ``.scenario``, ``.agent``, ``.mode``, ``#verdict[data-verdict]`` (PASSED,
   FAILED or INCOMPLETE) with ``ul.why`` (why incomplete or failed), ``table#findings-by-rule`` with
   ``tr.rule[data-code]`` whose ``a.filter[data-filter=rule][data-value=CODE]`` opens the filtered index,
-  ``.evidence-folder``.
+  ``.evidence-folder``; ``details#run-checks`` (closed; its summary counts the checks failed, held and not
+  exercised) holding ``table#checks``.
 - ``section#index``: ``table#operations`` of ``tr.operation[data-operation-id][data-classification]
   [data-state][data-codes]`` (codes space-separated, sorted), whose first cell holds ``a.op-link`` to
   the operation's section. Filters that work without JavaScript: ``a.filter[data-filter=classification|rule]
@@ -28,19 +29,24 @@ every other character as ``~XXXX`` (its code point in hex), ``~`` included.
   / ``STEM-rule-CODE-0001.html`` in a paged one). With JavaScript, ``select#filter-classification`` and
   ``select#filter-rule`` (hidden without it) filter ``table#operations`` in place.
 - ``section.operation#op-DOM[data-operation-id][data-classification][data-state][data-codes]``, in order:
-  ``.intent``; ``.state`` and ``.classification``; ``.findings`` of ``.finding#op-DOM-finding-K[data-code]``
+  ``.intent``; ``.state`` and ``.classification``; ``p.timeline-legend`` (``span.legend[data-lane]``, one per
+  lane, with its dot) and ``table.timeline`` (one time axis: ``tr.step`` rows, one per correlated group, with
+  ``td.axis`` of ``.dot.dot-LANE``, ``td.lane-log``, ``td.lane-flow``, ``td.lane-effect``;
+  ``tr.gap[data-seconds]`` between attempts); ``.findings`` of ``.finding#op-DOM-finding-K[data-code]``
   (K from 1), each ``a.cites`` to an evidence row; ``table.attempts`` of ``tr.attempt#op-DOM-attempt-K``
   (``tr.fork`` where the payload changed, ``a.retry-parent`` to the parent attempt);
-  ``table.observations`` of ``tr.observation``; ``table.timeline`` (one time axis: ``tr.step`` rows, one
-  per correlated group, with ``td.lane-log``, ``td.lane-flow``, ``td.lane-effect``; ``tr.gap[data-seconds]``
-  between attempts); evidence rows ``.evidence#op-DOM-log-N`` (log line N), ``#op-DOM-flow-N`` (journal line
-  N), ``#op-DOM-request-N`` (ledger request seq N, a destination the proxy does not front),
-  ``#op-DOM-effect-N`` (ledger effect seq N), each with ``a.cited-by[data-code]`` back to the findings
+  ``table.observations`` of ``tr.observation``; evidence rows ``.evidence#op-DOM-log-N`` (log line N),
+  ``#op-DOM-flow-N`` (journal line N), ``#op-DOM-request-N`` (ledger request seq N, a destination the proxy
+  does not front), ``#op-DOM-effect-N`` (ledger effect seq N), each with ``a.cited-by[data-code]`` back to the findings
   citing it; ``.links`` of ``a.op-ref[data-relation]`` (supersedes, superseded-by, correction,
   correction-of, parent, child); last ``.outcome``.
 - ``section#run-findings``: ``.finding#run-finding-K[data-code]``, findings of no operation shown, with
   their evidence rows ``#run-log-N`` ... when no operation's section holds them.
 - Black-box verdicts: ``section.operation.intent#intent-DOM`` the same way (``#intent-DOM-flow-N`` ...).
+
+Order: ``#summary``, ``#index``, ``#run-findings``, ``#unattributed``, ``#operations-detail``; a page of at most
+``SECTIONS_FIRST_LIMIT`` operations puts ``#operations-detail`` right after ``#summary``, so that its timelines
+are on the first screen.
 
 Large runs (more than ``ONE_FILE_LIMIT`` operations) are paged: ``report.html`` holds the summary, the
 first index page and the list of pages; ``STEM-index-0001.html``... the index, ``STEM-ops-0001.html``...
@@ -73,6 +79,9 @@ REPORT_HTML = "report.html"  # what every failing run writes into its evidence f
 ONE_FILE_LIMIT = 1000  # up to this many operations, one file; above, paged
 PAGE_SIZE = 250  # operation sections per page file
 INDEX_PAGE_SIZE = 1000  # index rows per index page (the main file holds the first)
+# up to this many operations (a scenario run's few), the page opens on their sections, right below the summary,
+# each with its timeline first; the index, a table of contents of a longer page, and the run-wide findings follow
+SECTIONS_FIRST_LIMIT = 3
 
 _MUTED_DASH = markupsafe.Markup('<span class="muted">-</span>')
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]+")
@@ -697,7 +706,7 @@ def _timeline(groups: list[dict[str, Any]]) -> dict[str, Any]:
     span = (max(times) - t0) if t0 is not None and len(times) > 1 else 0.0
     steps = []
     for group in groups:
-        lanes: dict[str, list[dict[str, Any]]] = {"log": [], "flow": [], "effect": []}
+        lanes: dict[str, list[dict[str, Any]]] = {lane: [] for lane in _LANES}
         for m in sorted(group["members"], key=lambda m: (m.ts or 0.0, m.n)):
             offset = (m.ts - t0) if m.ts is not None and t0 is not None else None
             pos = round(100 * offset / span, 1) if offset is not None and span > 0 else 0.0
@@ -822,9 +831,19 @@ _ATTEMPTS_HEAD = ("<thead><tr><th>#</th><th>attempt</th><th>dispatch state</th><
                   "<th>duration</th></tr></thead>\n")
 _OBSERVATIONS_HEAD = ("<thead><tr><th>observation</th><th>what it checked</th><th>found</th><th>effects</th>"
                       "<th>may lag</th><th>the state</th></tr></thead>")
-_TIMELINE_HEAD = ("<thead><tr><th>step</th><th>axis</th><th>agent log</th><th>proxy journal</th>"
-                  "<th>effect ledger</th></tr></thead>\n")
-_LANES = ("log", "flow", "effect")
+# the timeline's lanes in column order: each one's header and what a dot of its colour on the axis stands for. The
+# header, the dots and the legend are all drawn from this table, so the legend cannot drift from the dots.
+_LANES: dict[str, tuple[str, str]] = {
+    "log": ("agent log", "a line of the agent's audit log"),
+    "flow": ("proxy journal", "a request on the wire (a journal line; a ledger request where no proxy fronts the "
+                              "destination)"),
+    "effect": ("effect ledger", "an effect the destination committed"),
+}
+_TIMELINE_HEAD = ("<thead><tr><th>step</th><th>axis</th>" + "".join([f"<th>{head}</th>" for head, _ in _LANES.values()])
+                  + "</tr></thead>\n")
+_TIMELINE_LEGEND = ('<p class="timeline-legend">on the axis, left to right in time: '
+                    + " · ".join([f'<span class="legend" data-lane="{lane}"><span class="dot dot-{lane}"></span> '
+                                  f'{_esc(meaning)}</span>' for lane, (_, meaning) in _LANES.items()]) + "</p>\n")
 
 
 def _attempt_html(a: dict[str, Any]) -> str:
@@ -954,11 +973,13 @@ def _section_html(op: dict[str, Any], noun: str) -> markupsafe.Markup:
         f'{_esc(intent.get("destination") or "?")}\n{params}</div>\n'
         f'<p>state: <b class="state">{_esc(op["state"] or "-")}</b> · classification: <b class="classification '
         f'cls-{_esc(op["classification"])}">{_esc(op["classification"])}</b>\n · effects the destination holds: '
-        f'{effects}{key}</p>\n{links}<div class="findings">\n{findings}{checks}</div>\n'
-        f'<h3>attempts ({len(op["attempts"])})</h3>\n{attempts}{observations}'
-        f'<h3>timeline{span}</h3>\n<table class="timeline">\n{_TIMELINE_HEAD}<tbody>\n'
+        f'{effects}{key}</p>\n{links}'
+        # the timeline first, directly below the summary line: what happened, in order, is what a reader wants
+        f'<h3>timeline{span}</h3>\n{_TIMELINE_LEGEND}<table class="timeline">\n{_TIMELINE_HEAD}<tbody>\n'
         + "".join(map(_step_html, timeline["steps"]))
-        + f'</tbody>\n</table>\n<div class="outcome">\n{_outcome_html(op)}</div>\n</section>\n')
+        + f'</tbody>\n</table>\n<div class="findings">\n{findings}{checks}</div>\n'
+        f'<h3>attempts ({len(op["attempts"])})</h3>\n{attempts}{observations}'
+        f'<div class="outcome">\n{_outcome_html(op)}</div>\n</section>\n')
 
 
 def _intent_text(intent: dict[str, Any] | None) -> str:
@@ -1055,6 +1076,8 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
         "noun": "intent" if verdict.black_box else "operation", "black_box": verdict.black_box,
         "not_judged": verdict.not_judged, "unattributed": verdict.unattributed,
         "checks": sorted(verdict.checks.items(), key=lambda c: (c[1] != "failed", c[1] != "held", c[0])),
+        "check_counts": [(said, n) for said in ("failed", "held", "not exercised")
+                         if (n := sum(s == said for s in verdict.checks.values()))],
         "filters": {"classification": [(c, filter_href("classification", c), n) for c, n in sorted(classes.items())],
                     "rule": [(c, filter_href("rule", c),
                               sum(c in r["codes"].split() for r in index_rows)) for c in rule_codes]},
@@ -1073,7 +1096,8 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
         filtered += [("rule", c, [r for r in index_rows if c in r["codes"].split()]) for c in rule_codes]
         html = env.get_template("main.html.j2").render(
             **common, index_rows=index_rows, index_pages=[], ops_pages=[], filtered=filtered,
-            sections=sections(items, None), run_findings=run_findings, run_rows=run_rows)
+            sections=sections(items, None), sections_first=subjects <= SECTIONS_FIRST_LIMIT,
+            run_findings=run_findings, run_rows=run_rows)
         path.write_text(html, encoding="utf-8")
         return written
     index_pages = _pages(index_rows, INDEX_PAGE_SIZE)
@@ -1082,7 +1106,7 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
     run_findings, run_rows = builder.run_findings(None)
     main = env.get_template("main.html.j2").render(
         **common, index_rows=index_pages[0], index_pages=index_names, ops_pages=ops_names, filtered=[],
-        sections=iter(()), run_findings=run_findings, run_rows=run_rows)
+        sections=iter(()), sections_first=False, run_findings=run_findings, run_rows=run_rows)
     path.write_text(main, encoding="utf-8")
     page_template = env.get_template("index_page.html.j2")
 

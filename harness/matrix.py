@@ -27,7 +27,7 @@ import yaml
 
 from harness.contract import BLACK_BOX_MODE, EVENTS_MODE, agent_words
 from harness.errors import AgentError
-from harness.resources import expected_outcomes_file
+from harness.resources import catalogue, expected_outcomes_file
 from harness.results.matrix import REFERENCE, Cell, Matrix
 
 EXPECTED_FILE = expected_outcomes_file()  # package data (harness.resources)
@@ -181,23 +181,29 @@ def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def measure_coverage(evidence_root: Path, names: Iterable[str] | None = None) -> dict[str, dict[str, list[str]]]:
+def coverage_scenarios(names: Iterable[str] | None = None) -> list[Path]:
+    """The catalogue's scenario files ``measure_coverage`` runs: all of them, or those of ``names``."""
+    wanted = set(names) if names is not None else None
+    return [path for path in catalogue() if wanted is None or path.stem in wanted]
+
+
+def measure_coverage(evidence_root: Path, names: Iterable[str] | None = None, *,
+                     progress: Callable[[int, int], None] | None = None) -> dict[str, dict[str, list[str]]]:
     """Run the reference agent over the catalogue (or ``names``) and say what each scenario exercised
-    (``harness.coverage`` keeps it)."""
+    (``harness.coverage`` keeps it). ``progress(done, failures)`` after each scenario, as the progress line takes
+    it (failures stay 0: the first one stops the measurement)."""
     from harness import coverage
     from harness.contract import REFERENCE_AGENT
     from harness.engine import run_scenario
-    from harness.resources import catalogue
     from harness.scenario import load as load_scenario
 
-    wanted = set(names) if names is not None else None
     measured: dict[str, dict[str, list[str]]] = {}
-    for path in catalogue():
-        if wanted is not None and path.stem not in wanted:
-            continue
+    for path in coverage_scenarios(names):
         result = run_scenario(load_scenario(path), agent=REFERENCE_AGENT, evidence_root=evidence_root)
         if result.incomplete or not result.passed:
             raise RuntimeError(f"the reference agent did not pass {path.stem} ({result.evidence_dir}): coverage is "
                                f"measured on passing runs only")
         measured[path.stem] = coverage.entry(result.verdict)
+        if progress is not None:
+            progress(len(measured), 0)
     return measured

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from harness import notices
+from harness.contract import MITMPROXY_TOOLS
 from harness.contract import PROXY_PYTHON_ENV as PYTHON_ENV
 from harness.contract import PROXY_VENV_ENV as VENV_ENV
 
@@ -56,6 +57,17 @@ def run_module(module: str, args: list[str], *, timeout: float = 120.0) -> subpr
                               capture_output=True, timeout=timeout, env=runtime_env(folder))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def tool_command(tool: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run mitmproxy's ``tool`` (one of ``MITMPROXY_TOOLS``) with ``args`` under the
+    proxy's interpreter, made first if it must be (RuntimeError_ when it cannot). Through its entry function, not
+    a script beside the interpreter: a ``HARNESS_PROXY_PYTHON`` need not keep its scripts there."""
+    if tool not in MITMPROXY_TOOLS:
+        raise ValueError(f"{tool!r} is not one of mitmproxy's programs: {', '.join(MITMPROXY_TOOLS)}")
+    python = str(proxy_python())
+    code = f"import sys; from mitmproxy.tools.main import {tool}; sys.exit({tool}(sys.argv[1:]))"
+    return [python, "-c", code, *args], runtime_env(Path(tempfile.gettempdir()))
 
 
 def default_venv() -> Path:

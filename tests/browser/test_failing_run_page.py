@@ -114,3 +114,26 @@ def test_the_timeline_shows_the_three_lanes_and_the_gap_between_attempts(failing
     assert float(gap.get_attribute("data-seconds")) >= 0
     box = timeline.bounding_box()
     assert box and box["width"] <= page.viewport_size["width"] + 1  # no sideways scrolling at the default width
+
+
+def test_the_timeline_is_on_the_first_screen_and_every_dot_on_it_has_a_legend(failing_run: FailingRun,
+                                                                               open_page: OpenPage):
+    """Issue 42: the timeline sat about 3,000 px down, below a 38-row checks table, and its dots had no legend."""
+    page, _ = open_page(failing_run.report)
+    section = page.locator(f"section.operation#op-{failing_run.operation_id}")
+    top = section.locator("table.timeline").evaluate("e => e.getBoundingClientRect().top + window.scrollY")
+    assert top < 900, f"the timeline starts {top:.0f} px down the page"
+    assert not page.locator("table#checks").is_visible()  # folded, its counts in its summary line
+    failed = sum(said == "failed" for said in failing_run.verdict["checks"].values())
+    assert f"{failed} failed" in page.locator("#run-checks > summary").inner_text()
+    drawn = set(section.locator("table.timeline .dot").evaluate_all(
+        "els => els.map(e => [...e.classList].find(c => c.startsWith('dot-')).slice(4))"))
+    assert drawn == {"log", "flow", "effect"}  # this run has dots of every lane
+    legend = section.locator(".timeline-legend .legend")
+    explained = dict(zip(legend.evaluate_all("els => els.map(e => e.dataset.lane)"),
+                         legend.evaluate_all("els => els.map(e => e.innerText.trim())"), strict=True))
+    assert drawn <= set(explained) and all(explained[lane] for lane in drawn), explained
+    for lane in drawn:  # the legend's dot is drawn in the colour of the axis's
+        colour = "e => getComputedStyle(e).backgroundColor"
+        assert legend.locator(f".dot-{lane}").evaluate(colour) == \
+            section.locator(f"td.axis .dot-{lane}").first.evaluate(colour)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from harness.contract import PROXY_PYTHON_ENV
 
-def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+
+def harness(*args: str, timeout: float = 120, cwd: Path | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd, env=env)
 
 
 def test_run_passes_with_the_reference_agent_and_fails_with_a_wrong_one(tmp_path: Path) -> None:
@@ -42,6 +46,27 @@ def test_runs_at_once_with_the_default_relative_evidence_dir_all_pass(tmp_path: 
                 p.communicate()
     assert [code for code, _ in results] == [0, 0, 0], "\n\n".join(out for _, out in results)
     assert len(list((tmp_path / "evidence").iterdir())) == 3
+
+
+def test_a_runs_traffic_opens_with_mitmproxys_own_programs_from_the_proxys_runtime(tmp_path: Path) -> None:
+    """What docs/using.md and docs/proxy.md tell a user to type in an evidence folder: mitmproxy is on no PATH,
+    it lives in the fault proxy's runtime (mitmweb is the same command with a web UI, not started here)."""
+    ran = harness("run", "response_lost", "--evidence-dir", str(tmp_path / "evidence"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    folder = Path(ran.stdout.split("evidence: ")[-1].strip())
+    shown = harness("proxy", "mitmdump", "-nr", "traffic.mitm", cwd=folder, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    journal = [json.loads(line) for line in (folder / "journal.ndjson").read_text().splitlines()]
+    for line in journal:  # every flow the proxy saw, in mitmdump's words: "127.0.0.1:PORT: POST http://.../tickets"
+        assert f": {line['method']} http://" in shown.stdout and line["path"] in shown.stdout, shown.stdout
+    assert "net::ERR_EMPTY_RESPONSE" in shown.stdout  # the answer the agent lost
+
+
+def test_a_proxy_runtime_that_cannot_run_mitmproxy_is_a_clear_error() -> None:
+    out = harness("proxy", "mitmweb", "-r", "traffic.mitm", env={**os.environ, PROXY_PYTHON_ENV: "/bin/false"})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"error: cannot run mitmweb: {PROXY_PYTHON_ENV}=/bin/false: that interpreter "
+                                 "cannot import mitmproxy 11"), out.stderr
 
 
 def test_bad_scenario_file_is_exit_2_with_file_line_and_key(tmp_path: Path) -> None:

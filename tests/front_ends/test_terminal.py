@@ -256,3 +256,37 @@ def test_the_matrix_shows_progress_on_a_terminal_and_none_in_a_pipe_or_quiet(tmp
     piped = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=REPO,
                            env={k: v for k, v in os.environ.items() if k != "CI"})
     assert piped.stderr == "" and piped.stdout == stdout
+
+
+PTY_COVERAGE = """
+import sys, time
+from harness import cli, coverage, matrix
+
+def fake_measure(evidence_root, names=None, *, progress=None):
+    stored = coverage.load()
+    for done in range(1, len(stored) + 1):
+        time.sleep(0.05)
+        progress(done, 0)
+    return stored
+
+matrix.measure_coverage = fake_measure
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_coverage_says_what_it_runs_first_and_shows_progress_on_a_terminal_only():
+    from harness.matrix import coverage_scenarios
+
+    planned = len(coverage_scenarios())
+    said = cli.coverage_announcement(planned)
+    assert said.startswith(f"running the reference agent over {planned} scenarios") and re.search(
+        r"\(about \d+-\d+ (s|minutes)\)\.\.\.$", said), said
+    status, stdout, terminal = run_with_stderr_on_a_pty(["-c", PTY_COVERAGE, "coverage"])
+    assert status == 0 and said in terminal
+    assert "coverage" in ANSI.sub("", terminal).replace(said, "") and re.search(
+        rf"\b{planned}/{planned}\b", ANSI.sub("", terminal)), terminal[-2000:]
+    assert "\x1b" not in stdout and "transitions of the operation model" in stdout
+    assert run_with_stderr_on_a_pty(["-c", PTY_COVERAGE, "coverage", "-q"])[2] == ""
+    piped = subprocess.run([sys.executable, "-c", PTY_COVERAGE, "coverage"], capture_output=True, text=True,
+                           timeout=120, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "CI"})
+    assert piped.returncode == 0 and piped.stderr == said + "\n" and piped.stdout == stdout  # a log: that line alone

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import coverage
-from harness.matrix import load_expectations, run_cell
+from harness.matrix import coverage_scenarios, load_expectations, measure_coverage, run_cell
 from harness.report import render_matrix
 from harness.resources import catalogue_dir, package_path
 from harness.results.matrix import REFERENCE, Matrix
@@ -53,6 +53,16 @@ def test_reference_agent_passes(scenario: str, tmp_path: Path) -> None:
 
 def test_the_coverage_file_covers_the_catalogue_and_no_other_scenario() -> None:
     assert sorted(coverage.load()) == sorted(SCENARIOS)
+
+
+def test_measuring_coverage_tells_its_progress_after_each_scenario(tmp_path: Path) -> None:
+    """What `python -m harness coverage`'s progress line counts: one item a scenario, as each ends."""
+    heard: list[tuple[int, int]] = []
+    measured = measure_coverage(tmp_path, ["request_lost", "response_lost"],
+                                progress=lambda done, failures: heard.append((done, failures)))
+    assert sorted(measured) == ["request_lost", "response_lost"]
+    assert heard == [(1, 0), (2, 0)]
+    assert [p.stem for p in coverage_scenarios()] == sorted(SCENARIOS)  # what the command announces and counts
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))

@@ -23,7 +23,6 @@ from mitmproxy import io as mitm_io
 
 from harness.contract import FLOW_HEADER, EvidenceLayout
 from harness.journal import read_journal
-from harness.proxy.runtime import proxy_python
 
 SECRET = "hsk_canary_plantedsecret0123456789"
 
@@ -34,9 +33,9 @@ def read_flow_file(path: Path) -> list[Any]:
 
 
 def mitmdump_reads(path: Path) -> subprocess.CompletedProcess[str]:
-    """``mitmdump -n -r FILE`` under the proxy's interpreter (the one that has mitmproxy)."""
-    return subprocess.run([str(proxy_python()), "-c", "from mitmproxy.tools.main import mitmdump; mitmdump()",
-                           "-n", "-q", "-r", str(path)], capture_output=True, text=True, timeout=120)
+    """``mitmdump -n -r FILE`` under the proxy's interpreter, as a user runs it (docs/proxy.md)."""
+    return subprocess.run([sys.executable, "-m", "harness", "proxy", "mitmdump", "-n", "-q", "-r", str(path)],
+                          capture_output=True, text=True, timeout=120)
 
 
 def configure(scenario, rules, tmp_path: Path, secrets: dict[str, str] | None = None):
