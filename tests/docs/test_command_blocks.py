@@ -28,6 +28,8 @@ NOT_HERE = {
                   "           # PASS"): "tests/certification/test_framework_matrix.py runs these agents and rows",
     ("first-agent.md", 'pytest --scenario all -m http --agent "python first_agent.py" -n 2'):
         "tests/docs/test_first_agent.py runs the page's agent on every HTTP scenario and holds the table to it",
+    ("your-api.md", "pytest --scenario all -n 2"):
+        "tests/docs/test_your_api.py runs the page's agent and configuration and holds the page's counts to it",
     ("using.md", "pytest -p xdist --dist load --scenario=all --evidence-dir=evidence --junitxml=junit.xml    "
                  "--tx 'ssh=ci@build-a//python=/opt/ci/venv/bin/python//chdir=/srv/ci/checkout'    "
                  "--tx 'ssh=ci@build-b//python=/home/ci/env/bin/python//chdir=/home/ci/checkout'"):
