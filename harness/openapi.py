@@ -141,7 +141,9 @@ class _Inference:
         self.api: dict[str, Any] = {}
 
     def said(self, where: str, value: Any, why: str) -> None:
-        self.inferences.append(Inference(where, value, why))
+        inference = Inference(where, value, why)
+        if inference not in self.inferences:  # each write may find the same (no error schema): said once
+            self.inferences.append(inference)
 
     def run(self) -> InferredApi:
         base_path = self.base_path()
