@@ -194,7 +194,7 @@ def _placed(scenario: Scenario, role: str, needs: Needs, project: Project, name:
                                                      "intents", "expect"}, exclude_unset=True)
     placement = f"{name}'s {taken[0].kind}" + (f" ({', '.join(t.intent_id for t in taken)})")
     data.update({
-        "description": f"On {placement}, in place of the catalogue's {role}.\n{scenario.description}",
+        "description": f"{scenario.description.rstrip()}\nPlaced on {placement}, in place of the catalogue's {role}.",
         "destinations": {name: destination}, "faults": faults, "intents": intents, "expect": expect,
         "agent_log": project.agent_log, "source": scenario.source,
     })

@@ -773,11 +773,14 @@ def _explore(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
+    from harness.catalogue import NotApplicable, scenario_for
     from harness.report import render_catalogue
     from harness.resources import catalogue
-    from harness.scenario import load
 
-    print(render_catalogue(load(path) for path in catalogue()))  # an empty catalogue is an error, not silence
+    project = project_here()  # in a project: where each scenario runs on its destinations, or why it cannot
+    placed = [scenario_for(path, project) for path in catalogue()]
+    print(render_catalogue([s for s in placed if not isinstance(s, NotApplicable)],  # an empty one is an error
+                           {s.name: s.reason for s in placed if isinstance(s, NotApplicable)}))
     return 0
 
 

@@ -6,7 +6,7 @@ plugin, CLI) call these.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -591,12 +591,15 @@ def render_matrix(matrix: Matrix, paint: Paint = PLAIN) -> str:
     return "\n".join(lines)
 
 
-def render_catalogue(scenarios: Iterable[Scenario]) -> str:
-    """One line per scenario: its name and the first sentence of its description."""
+def render_catalogue(scenarios: Iterable[Scenario], not_applicable: Mapping[str, str] | None = None) -> str:
+    """One line per scenario: its name and the first sentence of its description (placed on a project's
+    destination: where); then each of ``not_applicable`` (a project's destinations cannot take it) with why."""
     lines = []
     for scenario in scenarios:
         first = re.split(r"(?<=\.)\s", " ".join(scenario.description.split()), maxsplit=1)[0]
         lines.append(f"{scenario.name:34} {first}")
+    for name, reason in (not_applicable or {}).items():
+        lines.append(f"{name:34} not applicable here: {reason}")
     return "\n".join(lines)
 
 

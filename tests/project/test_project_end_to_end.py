@@ -68,3 +68,16 @@ def test_all_is_the_catalogue_and_the_teams_own_files_selected_by_markers(run_pl
     result.assert_outcomes(skipped=3)
     result.stdout.fnmatch_lines(["*not applicable to this project*",
                                  "ssh_restart_dropped: helpy is reached over http*"])
+
+
+def test_the_catalogue_command_says_what_applies_to_the_project(project) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "harness", "scenarios"], cwd=project, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()}
+    assert len(lines) == len(list(catalogue_dir().glob("*.yaml")))
+    assert "not applicable here: helpy declares a lookup" in lines["response_lost_key_replay"]
+    assert "not applicable" not in lines["response_lost"]
