@@ -177,10 +177,10 @@ def _placed(scenario: Scenario, role: str, needs: Needs, project: Project, name:
             match["destination"] = name
         if "tool" in match:
             match["tool"] = writes.get(("tools/call", match["tool"]), ("", match["tool"]))[1]
-        if "path" in match:
-            where = (match.get("method"), match["path"])
-            method, path = writes.get(where) or lookups.get(where) or where  # type: ignore[arg-type]
-            match.update({"path": path, **({"method": method} if method else {})})
+        where = (str(match.get("method")), str(match.get("path")))
+        found = writes.get(where) or lookups.get(where)
+        if found is not None:  # a fault on the pattern's write or lookup lands on the project's
+            match["method"], match["path"] = found
         data["match"] = match
         faults.append(data)
     intents = [{"intent_id": t.intent_id, "kind": t.kind, "destination": name, "params": t.params,
