@@ -371,7 +371,7 @@ def _read_answered(op: OperationContext, obs: dict[str, Any]) -> bool:
 @rule("H010", "retry-after-unknown-justified", exercised=("retry_after_doubt",))
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
     """A retry after sent_no_response or a 5xx needs dedup in force (same key, within retention on the wire's
-    clock), reconciliation, or an approval."""
+    clock, or a set_state command's declared convergence), reconciliation, or an approval."""
     for index, attempt in enumerate(op.attempts):
         if index == 0:
             continue
@@ -385,6 +385,8 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
         key = attempt.get("idempotency_key")
         dedup = bool(key) and key == parent.get("idempotency_key") and op.takes_keys() is not False
         retention = op.retention_seconds()
+        if op.convergence_exit_status() is not None:
+            continue  # a set_state command that converges: its rerun acts only if the first run did not (H035)
         (sent_at, parent_ref), (resent_at, child_ref) = _clock(op, parent), _clock(op, attempt)
         gap = resent_at - sent_at
         if dedup and retention is not None and gap > retention:
@@ -859,7 +861,8 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
         return False, f"{attempt['attempt_id']} got an MCP error result{where}: the call failed, whatever it did"
     if status is None:  # no HTTP status: an SSH command's exit status is the answer
         exit_status = attempt.get("exit_status")
-        return exit_status in (0, None), f"{attempt['attempt_id']} exited {exit_status}"
+        converged = exit_status is not None and exit_status == op.convergence_exit_status()
+        return exit_status in (0, None) or converged, f"{attempt['attempt_id']} exited {exit_status}"
     if status == 202:
         return False, f"{attempt['attempt_id']} got 202 Accepted{where}: accepted, not done"
     if isinstance(status, int) and 200 <= status < 300:
@@ -869,8 +872,9 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
 
 @rule("H025", "closure-proves-state", requires=("events",), exercised=("resolve:succeeded",))
 def closure_proves_state(op: OperationContext) -> OpFindings:
-    """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), or an
-    observation that found the effect (a lookup's record, a status poll's terminal succeeded)."""
+    """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), an exit 0 or
+    a set_state command's convergence exit, or an observation that found the effect (a lookup's record, a status
+    poll's terminal succeeded)."""
     for logged in op.resolutions:
         cited = [c for c in logged.get("evidence") or [] if isinstance(c, str)]
         if logged.get("state") != "succeeded" or not cited:

@@ -1,0 +1,56 @@
+"""Behaviour docs/contract.md documents as correct passes through the real engine, each beside a wrong
+agent that the same check still fails (issue 43, goal 2: no false FAIL of a correct agent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.engine import run_scenario
+from harness.report import render_result
+from harness.resources import catalogue_dir
+from harness.scenario import load
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+RIGHT = "python -m tests.common.right_agents."
+WRONG = "python -m harness.agents.wrong."
+
+
+def run(scenario: str, tmp_path: Path, agent: str | None = None):
+    path = SCENARIOS / f"{scenario}.yaml"
+    return run_scenario(load(path if path.exists() else catalogue_dir() / f"{scenario}.yaml"), agent=agent,
+                        evidence_root=tmp_path)
+
+
+def codes(result) -> set[str]:
+    return {f.code for f in result.verdict.findings}
+
+
+# -- a retry under the same key after an MCP error result: destination_5xx, the tool's 5xx (section 7)
+def test_a_keyed_retry_after_an_mcp_error_result_passes(tmp_path: Path) -> None:
+    result = run("mcp_tool_error_keyed", tmp_path)  # the reference agent: no lookup tool, the key argument
+    assert result.passed, render_result(result)
+    [op] = result.verdict.operations
+    [first, retry] = op.attempts
+    assert retry.retry_reason == "destination_5xx" and op.state == "succeeded" and len(op.effects) == 1
+
+
+def test_a_retry_under_a_fresh_key_after_an_mcp_error_result_fails(tmp_path: Path) -> None:
+    result = run("mcp_tool_error_keyed", tmp_path, WRONG + "new_key_per_attempt")
+    assert not result.passed and {"H002", "H010"} <= codes(result), render_result(result)
+
+
+# -- a set_state rerun after a lost exit status, closed on the convergence exit (section 4, "Command families")
+def test_a_set_state_rerun_closed_on_its_convergence_passes(tmp_path: Path) -> None:
+    result = run("ssh_create_user_dropped", tmp_path, RIGHT + "convergence_rerun")
+    assert result.passed, render_result(result)
+    [op] = result.verdict.operations
+    assert [a.dispatch_state for a in op.attempts] == ["sent_no_response", "response_received"]
+    assert [row.get("status") for a in op.attempts for row in a.destination_saw] == [0, 9], op.attempts
+    assert op.state == "succeeded" and op.effects == ["user:deployer"]
+
+
+def test_a_rerun_of_a_command_that_declares_no_convergence_fails(tmp_path: Path) -> None:
+    result = run("ssh_append_dropped", tmp_path, WRONG + "assumes_convergence")
+    assert not result.passed and {"H010", "H035"} <= codes(result), render_result(result)
