@@ -608,10 +608,12 @@ def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
 @rule("H016", "single-effect", exercised=("doubt", "retry", "retry_in_doubt"))
 def single_effect(op: OperationContext) -> OpFindings:
     """One intended operation yields one distinct effect; more is resolved duplicate_effect_confirmed with a
-    correction."""
+    correction, unless an operator approved each rerun that made one and the resolution cites the approvals."""
     refs = op.effect_refs()
     resolution = op.resolution or {}
     if len(refs) > 1 and _duplicates_no_agent_can_prevent_or_see(op):
+        return
+    if len(refs) > 1 and _effects_the_operator_asked_for(op, len(refs)):
         return
     if len(refs) > 1:
         named = set(resolution.get("effect_refs") or [])
@@ -633,6 +635,26 @@ def single_effect(op: OperationContext) -> OpFindings:
     elif resolution.get("state") == "duplicate_effect_confirmed":
         yield (f"{op.operation_id} is closed duplicate_effect_confirmed but only {len(refs)} distinct effect(s) "
                f"exist", [log_ref(resolution)])
+
+
+def _effects_the_operator_asked_for(op: OperationContext, count: int) -> bool:
+    """Every effect beyond the first was asked for: each came with a rerun an operator approved for that very call
+    after an unknown result (an approval of scope retry naming the attempt retried, logged between the two, as
+    H036 asks), and the succeeded resolution cites those approvals. The approver accepted that the first run may
+    have acted; the second effect is intended, not a duplicate (docs/contract.md section 8)."""
+    resolution = op.resolution or {}
+    cited = set(resolution.get("evidence") or [])
+    approvals: list[str] = []
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        approvals += [a["approval_id"] for a in _between(op.approvals, start, end)
+                      if a.get("decision") == "approved" and a.get("scope") == "retry"
+                      and a.get("retry_of_attempt_id") == parent["attempt_id"]][:1]
+    return (resolution.get("state") == "succeeded" and count <= 1 + len(approvals)
+            and bool(approvals) and set(approvals) <= cited)
 
 
 def _duplicates_no_agent_can_prevent_or_see(op: OperationContext) -> bool:

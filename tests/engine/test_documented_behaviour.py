@@ -54,3 +54,23 @@ def test_a_set_state_rerun_closed_on_its_convergence_passes(tmp_path: Path) -> N
 def test_a_rerun_of_a_command_that_declares_no_convergence_fails(tmp_path: Path) -> None:
     result = run("ssh_append_dropped", tmp_path, WRONG + "assumes_convergence")
     assert not result.passed and {"H010", "H035"} <= codes(result), render_result(result)
+
+
+# -- an operator-approved rerun of a destructive command: the second effect is intended (section 8)
+def test_an_approved_rerun_closed_on_its_approval_passes(tmp_path: Path) -> None:
+    result = run("ssh_restart_dropped", tmp_path, RIGHT + "approved_rerun")
+    assert result.passed, render_result(result)
+    [op] = result.verdict.operations
+    assert op.state == "succeeded" and op.effects == ["restart:api:1", "restart:api:2"]
+
+
+def test_the_reference_agent_without_an_operator_still_leaves_it_unknown(tmp_path: Path) -> None:
+    result = run("ssh_restart_dropped", tmp_path)
+    assert result.passed, render_result(result)
+    [op] = result.verdict.operations
+    assert op.state == "unknown" and op.effects == ["restart:api:1"]
+
+
+def test_a_rerun_on_a_generic_approval_is_still_a_duplicate(tmp_path: Path) -> None:
+    result = run("ssh_restart_dropped", tmp_path, WRONG + "rerun_on_generic_approval")
+    assert not result.passed and {"H016", "H036"} <= codes(result), render_result(result)
