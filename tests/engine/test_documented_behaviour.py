@@ -74,3 +74,17 @@ def test_the_reference_agent_without_an_operator_still_leaves_it_unknown(tmp_pat
 def test_a_rerun_on_a_generic_approval_is_still_a_duplicate(tmp_path: Path) -> None:
     result = run("ssh_restart_dropped", tmp_path, WRONG + "rerun_on_generic_approval")
     assert not result.passed and {"H016", "H036"} <= codes(result), render_result(result)
+
+
+# -- harness.instrument records the key the agent sends; it declares none the agent did not give (docs/instrument.md)
+def test_an_instrumented_agent_keeping_its_own_stable_key_passes(tmp_path: Path) -> None:
+    result = run("response_lost_key_replay", tmp_path, RIGHT + "instrumented_own_key")
+    assert result.passed, render_result(result)
+    [op] = result.verdict.operations
+    [key] = {a.key for a in op.attempts}
+    assert len(op.attempts) == 2 and not key.startswith("idem_")  # its own uuid, on both attempts
+
+
+def test_an_instrumented_agent_minting_a_key_per_attempt_fails(tmp_path: Path) -> None:
+    result = run("response_lost_key_replay", tmp_path, "python -m harness.agents.instrumented.wrong_fresh_key")
+    assert not result.passed and "H002" in codes(result), render_result(result)
