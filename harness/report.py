@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from harness.colour import PLAIN, Paint
 from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN
 from harness.results.verdict import (
+    EFFECTS_SAID,
     EXPECTATION_CODE,
     EXPECTATION_RULE,
-    EFFECTS_SAID,
     FAILED,
     Finding,
     IntentVerdict,

@@ -127,7 +127,8 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
                 f"intent {intent_id} ended {state} ({op.operation_id}{held}); a correct agent ends it {wanted} in "
                 f"this scenario"), evidence))
     for destination, expected in expect.get("effects", {}).items():
-        counts = [expected] if isinstance(expected, int) else list(expected)  # one count, or those a correct agent may leave
+        # one count, or the counts a correct agent may leave
+        counts = [expected] if isinstance(expected, int) else list(expected)
         rows = [e for e in live if e.get("destination") == destination]
         refs = sorted({e["effect_ref"] for e in rows})
         if len(refs) not in counts:

@@ -263,8 +263,9 @@ class _Walk:
             return
         status = _status(self.op, attempt)
         exit_status = attempt.get("exit_status")
-        if status is None and attempt.get("dispatch_state") == "response_received" and not tool_error(self.op, attempt) \
-                and (exit_status in (0, None) or exit_status == self.op.convergence_exit_status()):
+        answered = attempt.get("dispatch_state") == "response_received" and not tool_error(self.op, attempt)
+        converged = exit_status is not None and exit_status == self.op.convergence_exit_status()
+        if status is None and answered and (exit_status in (0, None) or converged):
             # no HTTP status: an SSH command's exit status is its answer (none logged: it exited 0, as H025 reads
             # it); a set_state command's convergence exit says the state already holds
             self.confirmed(f"{attempt['attempt_id']}'s answer")

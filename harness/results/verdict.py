@@ -12,7 +12,7 @@ from harness.ndjson import Items
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
 # What each classification counts, as a person reads it: the second article's classes count distinct effects and
 # are no verdict (one effect may still break rules), so a report says this beside the operation's own PASS/FAIL
-EFFECTS_SAID = {"healthy": "one effect, no duplicate", "duplicate": "more than one effect: a duplicate",
+EFFECTS_SAID = {"healthy": "no duplicate effect", "duplicate": "more than one effect: a duplicate",
                 "key_conflict": "one key over several payloads: a key conflict",
                 "uncertain": "no effect proven, nor its absence: uncertain"}
 assert set(EFFECTS_SAID) == set(CLASSIFICATIONS)
