@@ -144,9 +144,13 @@ def send_http(op, attempt):
         return "not_sent" if refused else "sent_no_response", None, None, str(exc)[:200]
     except requests.Timeout as exc:
         return "sent_no_response", None, None, f"read timeout: {exc}"[:200]
+    except requests.RequestException as exc:  # the status came, its body broke off (a bad chunk): it may have acted
+        return "sent_no_response", None, None, f"answer cut short: {type(exc).__name__}"
     try:
         body = response.json()
-    except ValueError:
+    except ValueError:  # a 2xx whose body is unreadable names no effect: as good as no answer
+        if response.ok:
+            return "sent_no_response", None, None, "answer body unreadable"
         body = {}
     if response.status_code == 429 and isinstance(body, dict):  # dispatch logs and honours it
         body["retry_after"] = response.headers.get("Retry-After", "1")
@@ -236,7 +240,10 @@ def succeeded(op, attempt_id, status, body):
         for wait in (0.2, 0.3, 0.5, 0.5, 1.0, 1.0, 2.0):
             time.sleep(wait)
             obs_id = new_id("obs")
-            status_body = call(op, "GET", body["operation"]["status_url"]).json()
+            try:
+                status_body = call(op, "GET", body["operation"]["status_url"]).json()
+            except (requests.RequestException, ValueError):  # no readable answer: poll again
+                status_body = {}
             done = status_body.get("status") == "succeeded"
             refs = [str(status_body["effect_ref"])] if done else []
             emit("observation", op["operation_id"], observation_id=obs_id, source="status_poll", method="GET",

@@ -37,6 +37,7 @@ class Operation:
     # condition under which a rerun converges instead of acting again
     family: str | None = None
     convergence: str | None = None
+    convergence_exit_status: int | None = None  # the exit status that says the state already holds
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ SERVICES: dict[str, Service] = {s.name: s for s in (
     ), idempotency="ietf", lookup="client_reference", initial_status="pending"),
     Service("ssh", "", "cmd", (
         Operation("create_user", "EXEC", "create-user {username}", EXEC, "ssh_exec", ("username",),
-                  family="set_state", convergence="exits 9 without acting when the user already exists"),
+                  family="set_state", convergence="exits 9 without acting when the user already exists",
+                  convergence_exit_status=9),
         Operation("install_key", "EXEC", "install-key {username} {public_key}", EXEC, "ssh_exec",
                   ("username", "public_key"), family="append"),
         Operation("restart_service", "EXEC", "restart-service {service}", EXEC, "ssh_exec", ("service",),

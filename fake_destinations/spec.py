@@ -739,7 +739,8 @@ def describe(spec: DestinationSpec | dict[str, Any]) -> DestinationContract:
             operations[op.kind] = OperationContract(
                 method="EXEC", command=op.path,
                 dedup="operation_marker" if "{operation_id}" in op.path else None,
-                family=op.family, convergence=op.convergence, required_params=tuple(op.required))
+                family=op.family, convergence=op.convergence, convergence_exit_status=op.convergence_exit_status,
+                required_params=tuple(op.required))
         else:
             operations[op.kind] = OperationContract(
                 method=op.method, path=op.path, client_reference_field=CLIENT_REFERENCE_FIELD,

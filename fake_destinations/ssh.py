@@ -1,7 +1,8 @@
 """The fake SSH host: a tiny command registry behind a real asyncssh server.
 
 Commands (one exec request each, recorded in the effect ledger like an HTTP request):
-    create-user NAME                       exit 9 if NAME exists (a natural check, no new effect)
+    create-user NAME                       exit 9 if NAME exists (its convergence: no new effect, the
+                                           receipt names the existing user)
     install-key USER KEY...                appends the key every time, like `>> authorized_keys`
     restart-service NAME                   an effect on every call
     deploy RELEASE --operation-id OP       creates the marker for OP exclusively *before* acting;
@@ -111,7 +112,10 @@ class SshDestination(DestinationRuntime):
             return 2, "", "usage: create-user NAME\n", "rejected"
         name = args[0]
         if self.ledger.get_resource(self.name, "users", name) is not None:
-            return 9, "", f"create-user: user '{name}' already exists\n", "rejected"
+            # the convergence: nothing done, and the receipt names the user that holds the state, as a replay
+            # names the first answer's effect (a rerun after a lost exit status closes on it)
+            row["effect_ref"] = f"user:{name}"
+            return 9, "", f"create-user: user '{name}' already exists\n", "replayed"
         self.ledger.put_resource(self.name, "users", name, {"id": name, "keys": []}, self.clock.now())
         self._commit(f"user:{name}", row, effects)
         return 0, f"created user {name}\n", "", "committed"

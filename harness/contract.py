@@ -557,13 +557,16 @@ class OperationContract:
     required_params: tuple[str, ...] = ()
     family: str | None = None  # COMMAND_FAMILIES: what a rerun after an unknown result needs
     convergence: str | None = None  # set_state: the condition under which a rerun does not act again
+    # set_state: the exit status by which a rerun says the state already holds (create-user's 9): an answer
+    # that proves the state as an exit 0 does, naming the existing resource on its receipt line
+    convergence_exit_status: int | None = None
     # an MCP tool: the annotations its server publishes in tools/list, verbatim (hints: they may lie)
     annotations: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method}
         for name in ("path", "command", "dedup", "client_reference_field", "effect_ref_field", "family",
-                     "convergence"):
+                     "convergence", "convergence_exit_status"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.body_defaults is not None:
@@ -592,6 +595,7 @@ class OperationContract:
                    body_defaults=dict(defaults) if defaults is not None else None,
                    required_params=tuple(params), family=family,
                    convergence=_get(data, "convergence", str, where),
+                   convergence_exit_status=_get(data, "convergence_exit_status", int, where),
                    annotations=dict(annotations) if annotations is not None else None)
 
 

@@ -67,6 +67,7 @@ import markupsafe
 
 from harness.checker.readings import ts_value
 from harness.limits import collector_paused
+from harness.results.verdict import EFFECTS_SAID
 
 if TYPE_CHECKING:
     import jinja2
@@ -971,8 +972,10 @@ def _section_html(op: dict[str, Any], noun: str) -> markupsafe.Markup:
         f'<h2>{_esc(noun)} {_esc(op["operation_id"])}</h2>\n'
         f'<div class="intent">intent <b>{_esc(op["intent_id"] or "-")}</b>: {_esc(intent.get("kind") or "?")} on '
         f'{_esc(intent.get("destination") or "?")}\n{params}</div>\n'
-        f'<p>state: <b class="state">{_esc(op["state"] or "-")}</b> · classification: <b class="classification '
-        f'cls-{_esc(op["classification"])}">{_esc(op["classification"])}</b>\n · effects the destination holds: '
+        # the verdict's own word first: the classification only counts effects ("healthy": one), no verdict
+        f'<p><b class="op-verdict">{"FAIL" if op["findings"] else "PASS"}</b> · state: <b class="state">'
+        f'{_esc(op["state"] or "-")}</b> · effects: <b class="classification cls-{_esc(op["classification"])}">'
+        f'{_esc(EFFECTS_SAID.get(op["classification"], op["classification"]))}</b>\n · effects the destination holds: '
         f'{effects}{key}</p>\n{links}'
         # the timeline first, directly below the summary line: what happened, in order, is what a reader wants
         f'<h3>timeline{span}</h3>\n{_TIMELINE_LEGEND}<table class="timeline">\n{_TIMELINE_HEAD}<tbody>\n'
@@ -1012,7 +1015,8 @@ def _index_row_html(r: dict[str, Any]) -> markupsafe.Markup:
     link = f'<a class="op-link" href="{href}">{subject}</a>' if r["href"] else subject
     return markupsafe.Markup(
         f'<tr class="operation" data-operation-id="{subject}" data-classification="{cls}" data-state="{state}" '
-        f'data-codes="{codes}">\n<td>{link}</td>\n<td>{intent_id}: {intent}</td>\n<td class="cls-{cls}">{cls}</td>'
+        f'data-codes="{codes}">\n<td>{link}</td>\n<td>{intent_id}: {intent}</td>\n'
+        f'<td class="cls-{cls}">{_esc(EFFECTS_SAID.get(r["classification"], cls))}</td>'
         f'<td>{state or "-"}</td><td>{codes or "none"}</td>\n</tr>\n')
 
 

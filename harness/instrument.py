@@ -242,7 +242,8 @@ class Instrumentation:
         ``intent`` is an entry of the intents file, or give ``intent_id``, ``kind``, ``destination``
         (``params``). ``max_attempts`` is the agent's attempt budget for the operation (default 3; a
         tenacity ``stop_after_attempt`` seen by the hook sets it when not given). ``idempotency_key`` declares
-        a key the agent derives itself (default ``op.idempotency_key``, derived from the operation id).
+        a key the agent derives itself in the operation event (else none is declared: ``op.idempotency_key``, derived
+        from the operation id, is offered, and the key each request carries is logged on its attempt).
         ``payload`` (optional) gives the operation event its ``payload_fingerprint``."""
         data = dict(intent or {})
         for name, value in (("intent_id", intent_id), ("kind", kind), ("destination", destination),
@@ -674,7 +675,9 @@ class Operation:
     def _log_operation(self) -> None:
         superseded = self.inst.state.get(str(self.intent.get("supersedes") or ""), {}).get("operation_id")
         self.inst.recorder.operation(
-            self.operation_id, intent_id=self.intent_id, intent=self.intent, idempotency_key=self.idempotency_key,
+            # the key declared is the agent's word only: the default one is offered, and an agent may send a key of
+            # its own; each attempt logs the key its request carried, and H002 holds those equal to one another
+            self.operation_id, intent_id=self.intent_id, intent=self.intent, idempotency_key=self._declared_key,
             payload_fingerprint=fingerprint(self._payload) if self._payload is not None else None,
             supersedes_operation_id=superseded, owner=self.owner)
 

@@ -6,13 +6,14 @@ plugin, CLI) call these.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.colour import PLAIN, Paint
 from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN
 from harness.results.verdict import (
+    EFFECTS_SAID,
     EXPECTATION_CODE,
     EXPECTATION_RULE,
     FAILED,
@@ -81,12 +82,23 @@ def _wire_text(wire: dict[str, Any] | None, saw: list[dict[str, Any]]) -> str:
     return text
 
 
+def effects_said(classification: str) -> str:
+    """What a classification counts, in words (``EFFECTS_SAID``), said after the operation's own verdict word so that
+    "healthy" never reads as a pass; the JSON keeps the classification's own values (the brief's contract)."""
+    return EFFECTS_SAID.get(classification, classification)
+
+
+def verdict_word(findings: Sequence[Finding]) -> str:
+    """One operation's (or intent's) own verdict: PASS, or FAIL and how many findings."""
+    return f"FAIL ({_count(len(findings), 'finding')})" if findings else "PASS"
+
+
 def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str]:
     intent = op.intent or {}
     what = f"{intent.get('kind')} on {intent.get('destination')}" if intent else "intent not logged"
     lines = [f"operation {op.operation_id} (intent {op.intent_id or '-'}: {what})",
-             f"  classification: {op.classification}; state: {op.state}; "
-             f"effects: {', '.join(op.effects) if op.effects else 'none'}"]
+             f"  verdict: {verdict_word(op.findings)}; state: {op.state}; "
+             f"effects: {', '.join(op.effects) if op.effects else 'none'} ({effects_said(op.classification)})"]
     for a in op.attempts:
         retry = f" retry of {a.retry_of_attempt_id} ({a.retry_reason})" if a.retry_of_attempt_id else ""
         line = f"  attempt {a.attempt_id}: {a.dispatch_state} key={a.key}{retry}"
@@ -140,7 +152,8 @@ def render_intent(intent: IntentVerdict) -> list[str]:
     what = intent.intent or {}
     gaps = ", ".join(f"{g:.2f} s" for g in intent.retry_gaps) or "-"
     lines = [f"intent {intent.intent_id} ({what.get('kind')} on {what.get('destination')})",
-             f"  classification: {intent.classification}; effects: {', '.join(intent.effects) or 'none'}",
+             f"  verdict: {verdict_word(intent.findings)}; effects: {', '.join(intent.effects) or 'none'} "
+             f"({effects_said(intent.classification)})",
              f"  attempts on the wire: {len(intent.attempts)}; key: {intent.key_behaviour}; retry spacing: {gaps}"]
     lines += [_wire_attempt_text(i, a) for i, a in enumerate(intent.attempts, start=1)]
     if not intent.attempts:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from fake_destinations.api_spec import ApiSpec
 from fake_destinations.spec import DestinationSpec, describe, read_api_files
@@ -214,19 +214,37 @@ class ProxySettings(BaseModel):
     seed: int = Field(0, description="Seed of the probabilistic faults and jitter: same seed, same outcome.")
 
 
+def _effect_count(value: Any) -> Any:
+    """One count, or the counts a correct agent may leave: checked here, so that a bad value reads as one error
+    and not as one per branch of the union."""
+    counts = value if isinstance(value, list) else [value]
+    if not counts or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        raise ValueError("expected a count of effects (a whole number) or a non-empty list of counts")
+    if any(c < 0 for c in counts):
+        raise ValueError("Input should be greater than or equal to 0")
+    return value
+
+
+EffectCount = Annotated[Annotated[int, Field(ge=0)] | list[Annotated[int, Field(ge=0)]], BeforeValidator(_effect_count)]
+
+
 class Expectation(BaseModel):
     """What a correct agent achieves in this scenario."""
 
     model_config = ConfigDict(extra="forbid")
     verdict: Literal["pass", "fail"] = Field("pass", description="Verdict of the bundled reference agent.")
-    effects: dict[str, Annotated[int, Field(ge=0)]] = Field(
-        default_factory=dict, description="Distinct effects each destination must hold at the end.")
+    effects: dict[str, EffectCount] = Field(
+        default_factory=dict, description="Distinct effects each destination must hold at the end (or the list of "
+        "counts a correct agent may leave: an operator-approved rerun of a destructive command adds one).")
     states: dict[str, ResolutionState | list[ResolutionState]] = Field(
         default_factory=dict,
         description="Per intent id, the final operation state (or list of states) a correct agent may reach.")
 
     def allowed_states(self) -> dict[str, list[str]]:
         return {k: [v] if isinstance(v, str) else list(v) for k, v in self.states.items()}
+
+    def allowed_effects(self) -> dict[str, list[int]]:
+        return {k: [v] if isinstance(v, int) else list(v) for k, v in self.effects.items()}
 
 
 class Limits(BaseModel):
@@ -441,7 +459,9 @@ def write_schema(path: Path = SCHEMA_PATH, api_path: Path = API_SCHEMA_PATH) -> 
 def scenario_json_schema() -> dict[str, Any]:
     """The published JSON Schema of scenario files."""
     schema = Scenario.model_json_schema()
-    schema["properties"].pop("source", None)
+    for name, field in Scenario.model_fields.items():  # set by the loader and the catalogue, never written
+        if field.exclude:
+            schema["properties"].pop(name, None)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = SCENARIO_SCHEMA_ID
     schema["title"] = "retry-harness scenario"

@@ -300,7 +300,7 @@ def _valid_keys(loc: tuple[Any, ...], root_model: type[BaseModel]) -> list[str]:
     fields = getattr(model, "model_fields", None)
     if fields is None:
         return []
-    return [name for name in fields if name != "source"]
+    return [name for name, field in fields.items() if not field.exclude]  # source, ...: set by the loader
 
 
 def _inner_model(annotation: Any) -> Any:

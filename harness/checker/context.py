@@ -211,6 +211,14 @@ class OperationContext:
         kind = self.intent.get("kind") if isinstance(self.intent, dict) else None
         return self.contract.deduplicates(kind if isinstance(kind, str) else None)
 
+    def convergence_exit_status(self) -> int | None:
+        """The exit status by which this operation's set_state command says the state already holds (its
+        contract's ``convergence_exit_status``): a rerun that converges acts at most once, as a key would make
+        it; None when the contract declares none (or is unknown)."""
+        kind = self.intent.get("kind") if isinstance(self.intent, dict) else None
+        spec = self.contract.operations.get(kind) if self.contract is not None and isinstance(kind, str) else None
+        return spec.convergence_exit_status if spec is not None and spec.family == "set_state" else None
+
     def retention_seconds(self) -> float | None:
         return self.contract.idempotency.retention_seconds if self.contract is not None else None
 

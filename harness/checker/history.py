@@ -182,6 +182,7 @@ class _Walk:
         self.out.tags.add("retry")
         key = record.get("idempotency_key")
         dedup = bool(key) and key == doubted.get("idempotency_key") and op.takes_keys() is not False
+        dedup = dedup or op.convergence_exit_status() is not None  # the command converges: acts at most once
         self.take("retry_in_doubt", record, actor)
         if not (dedup or self.approved_since):
             why = ("without an idempotency key" if not key else
@@ -221,7 +222,8 @@ class _Walk:
         approved = any((a.get("_line") or 0) < (record.get("_line") or 0) and a.get("decision") == "approved"
                        for a in self.op.approvals)
         logged = self.logged.get(parent["attempt_id"]) or parent.get("dispatch_state")
-        if not model.retry_reason_fits(reason, logged, _status(self.op, parent), approved):
+        if not model.retry_reason_fits(reason, logged, _status(self.op, parent), approved,
+                                       tool_error=tool_error(self.op, parent)):
             self.violate(record, f"attempt {record['attempt_id']} of {self.op.operation_id} retries "
                                  f"{parent['attempt_id']} for reason {reason}, which needs "
                                  f"{model.RETRY_REASONS[reason]}, but {parent['attempt_id']} was logged {logged}"
@@ -260,9 +262,12 @@ class _Walk:
         if self.out.state not in (*model.LIVE, model.UNKNOWN):
             return
         status = _status(self.op, attempt)
-        if status is None and attempt.get("dispatch_state") == "response_received" and \
-                attempt.get("exit_status") in (0, None) and not tool_error(self.op, attempt):
-            # no HTTP status: an SSH command's exit status is its answer (none logged: it exited 0, as H025 reads it)
+        exit_status = attempt.get("exit_status")
+        answered = attempt.get("dispatch_state") == "response_received" and not tool_error(self.op, attempt)
+        converged = exit_status is not None and exit_status == self.op.convergence_exit_status()
+        if status is None and answered and (exit_status in (0, None) or converged):
+            # no HTTP status: an SSH command's exit status is its answer (none logged: it exited 0, as H025 reads
+            # it); a set_state command's convergence exit says the state already holds
             self.confirmed(f"{attempt['attempt_id']}'s answer")
             return
         if status == 429:

@@ -371,7 +371,7 @@ def _read_answered(op: OperationContext, obs: dict[str, Any]) -> bool:
 @rule("H010", "retry-after-unknown-justified", exercised=("retry_after_doubt",))
 def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
     """A retry after sent_no_response or a 5xx needs dedup in force (same key, within retention on the wire's
-    clock), reconciliation, or an approval."""
+    clock, or a set_state command's declared convergence), reconciliation, or an approval."""
     for index, attempt in enumerate(op.attempts):
         if index == 0:
             continue
@@ -385,6 +385,8 @@ def retry_after_unknown_justified(op: OperationContext) -> OpFindings:
         key = attempt.get("idempotency_key")
         dedup = bool(key) and key == parent.get("idempotency_key") and op.takes_keys() is not False
         retention = op.retention_seconds()
+        if op.convergence_exit_status() is not None:
+            continue  # a set_state command that converges: its rerun acts only if the first run did not (H035)
         (sent_at, parent_ref), (resent_at, child_ref) = _clock(op, parent), _clock(op, attempt)
         gap = resent_at - sent_at
         if dedup and retention is not None and gap > retention:
@@ -606,10 +608,12 @@ def closure_backed_by_evidence(op: OperationContext) -> OpFindings:
 @rule("H016", "single-effect", exercised=("doubt", "retry", "retry_in_doubt"))
 def single_effect(op: OperationContext) -> OpFindings:
     """One intended operation yields one distinct effect; more is resolved duplicate_effect_confirmed with a
-    correction."""
+    correction, unless an operator approved each rerun that made one and the resolution cites the approvals."""
     refs = op.effect_refs()
     resolution = op.resolution or {}
     if len(refs) > 1 and _duplicates_no_agent_can_prevent_or_see(op):
+        return
+    if len(refs) > 1 and _effects_the_operator_asked_for(op, len(refs)):
         return
     if len(refs) > 1:
         named = set(resolution.get("effect_refs") or [])
@@ -631,6 +635,26 @@ def single_effect(op: OperationContext) -> OpFindings:
     elif resolution.get("state") == "duplicate_effect_confirmed":
         yield (f"{op.operation_id} is closed duplicate_effect_confirmed but only {len(refs)} distinct effect(s) "
                f"exist", [log_ref(resolution)])
+
+
+def _effects_the_operator_asked_for(op: OperationContext, count: int) -> bool:
+    """Every effect beyond the first was asked for: each came with a rerun an operator approved for that very call
+    after an unknown result (an approval of scope retry naming the attempt retried, logged between the two, as
+    H036 asks), and the succeeded resolution cites those approvals. The approver accepted that the first run may
+    have acted; the second effect is intended, not a duplicate (docs/contract.md section 8)."""
+    resolution = op.resolution or {}
+    cited = set(resolution.get("evidence") or [])
+    approvals: list[str] = []
+    for index, attempt in enumerate(op.attempts[1:], start=1):
+        parent = op.attempt(attempt.get("retry_of_attempt_id")) or op.attempts[index - 1]
+        if not op.is_unknown(parent):
+            continue
+        start, end = parent.get("_line") or 0, attempt.get("_line") or 0
+        approvals += [a["approval_id"] for a in _between(op.approvals, start, end)
+                      if a.get("decision") == "approved" and a.get("scope") == "retry"
+                      and a.get("retry_of_attempt_id") == parent["attempt_id"]][:1]
+    return (resolution.get("state") == "succeeded" and count <= 1 + len(approvals)
+            and bool(approvals) and set(approvals) <= cited)
 
 
 def _duplicates_no_agent_can_prevent_or_see(op: OperationContext) -> bool:
@@ -859,7 +883,8 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
         return False, f"{attempt['attempt_id']} got an MCP error result{where}: the call failed, whatever it did"
     if status is None:  # no HTTP status: an SSH command's exit status is the answer
         exit_status = attempt.get("exit_status")
-        return exit_status in (0, None), f"{attempt['attempt_id']} exited {exit_status}"
+        converged = exit_status is not None and exit_status == op.convergence_exit_status()
+        return exit_status in (0, None) or converged, f"{attempt['attempt_id']} exited {exit_status}"
     if status == 202:
         return False, f"{attempt['attempt_id']} got 202 Accepted{where}: accepted, not done"
     if isinstance(status, int) and 200 <= status < 300:
@@ -869,8 +894,9 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
 
 @rule("H025", "closure-proves-state", requires=("events",), exercised=("resolve:succeeded",))
 def closure_proves_state(op: OperationContext) -> OpFindings:
-    """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), or an
-    observation that found the effect (a lookup's record, a status poll's terminal succeeded)."""
+    """A succeeded resolution cites evidence that proves it: a final 2xx answer (not 202 Accepted), an exit 0 or
+    a set_state command's convergence exit, or an observation that found the effect (a lookup's record, a status
+    poll's terminal succeeded)."""
     for logged in op.resolutions:
         cited = [c for c in logged.get("evidence") or [] if isinstance(c, str)]
         if logged.get("state") != "succeeded" or not cited:

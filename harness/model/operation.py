@@ -135,8 +135,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("retry", (OPEN,), "*", (AGENT, WORKER),
                "names the attempt it retries and a reason that attempt's outcome gives (RETRY_REASONS)"),
     Transition("retry_in_doubt", (IN_DOUBT,), "*", (AGENT, WORKER),
-               "deduplication in force (the doubted attempt's key, on a destination that deduplicates), or an "
-               "operator's approval since the doubt"),
+               "deduplication in force (the doubted attempt's key, on a destination that deduplicates, or a "
+               "set_state command's declared convergence), or an operator's approval since the doubt"),
     Transition("retry", (CONFIRMED, UNKNOWN), "*", (AGENT, WORKER),
                "an operator's approval since the effect was confirmed or the operation resolved unknown: the "
                "model never re-executes what is done, nor an unknown write on the agent's own say"),
@@ -171,15 +171,17 @@ ATTEMPT_STATES: dict[str | None, tuple[str, ...]] = {
 RETRY_REASONS: dict[str, str] = {
     "connection_not_established": "not_sent or execution_error",
     "rate_limited": "a 429 (or a 503) answer",
-    "destination_5xx": "a 5xx answer",
+    "destination_5xx": "a 5xx answer, or an MCP error result (the tool's 5xx)",
     "response_lost_after_dispatch": "sent_no_response or execution_error, or a 202/408/409/425 answer",
     "credential_refreshed": "a 401 or 403 answer",
     "operator_requested": "an approval logged before the retry",
 }
 
 
-def retry_reason_fits(reason: str, dispatch_state: str | None, http_status: object, approved: bool) -> bool:
-    """Whether the retried attempt's logged outcome gives ``reason`` (see ``RETRY_REASONS``)."""
+def retry_reason_fits(reason: str, dispatch_state: str | None, http_status: object, approved: bool, *,
+                      tool_error: bool = False) -> bool:
+    """Whether the retried attempt's logged outcome gives ``reason`` (see ``RETRY_REASONS``); ``tool_error``: it
+    got an MCP error result (answered 200 on HTTP, but the call failed, maybe after committing, as a 5xx)."""
     status = http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
     answered = dispatch_state == "response_received"
     if reason == "connection_not_established":
@@ -187,7 +189,7 @@ def retry_reason_fits(reason: str, dispatch_state: str | None, http_status: obje
     if reason == "rate_limited":
         return answered and status in (429, 503)
     if reason == "destination_5xx":
-        return answered and answered_5xx(status)
+        return answered and (answered_5xx(status) or tool_error)
     if reason == "response_lost_after_dispatch":  # or an answer that leaves the first request running (409...)
         return dispatch_state in ("sent_no_response", "execution_error") or (answered and status in OPEN_STATUSES)
     if reason == "credential_refreshed":

@@ -10,6 +10,12 @@ from harness.contract import BLACK_BOX_MODE, EVENTS_MODE
 from harness.ndjson import Items
 
 CLASSIFICATIONS = ("healthy", "duplicate", "key_conflict", "uncertain")
+# What each classification counts, as a person reads it: the second article's classes count distinct effects and
+# are no verdict (one effect may still break rules), so a report says this beside the operation's own PASS/FAIL
+EFFECTS_SAID = {"healthy": "no duplicate effect", "duplicate": "more than one effect: a duplicate",
+                "key_conflict": "one key over several payloads: a key conflict",
+                "uncertain": "no effect proven, nor its absence: uncertain"}
+assert set(EFFECTS_SAID) == set(CLASSIFICATIONS)
 HELD, NOT_EXERCISED, FAILED = "held", "not exercised", "failed"  # a check's word on a run (Verdict.checks)
 MODEL_CODE = "H060"  # the operation model's net (harness.checker.history): kept only where no named rule spoke
 # A scenario's own expectation (final states, effect counts, the agent's exit) that failed: judged by

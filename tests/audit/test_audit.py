@@ -43,7 +43,7 @@ def test_article_four_operations_are_classified_as_the_article_says():
 def test_article_text_output_names_the_problem_operations(tmp_path):
     status, out, _ = audit(ARTICLE, "text")
     assert status == 1
-    assert "operation op_webhook_77" in out and "classification: duplicate" in out
+    assert "operation op_webhook_77" in out and "(more than one effect: a duplicate)" in out
     assert "operation op_ticket_42" not in out  # healthy operations stay quiet in text
     assert "4 operations (classified by their effects: 1 duplicate, 1 healthy, 1 key_conflict, 1 uncertain)" in out
 

@@ -124,3 +124,27 @@ def test_a_verdict_read_back_from_json_is_summarised_alike(large: Path) -> None:
     again = Verdict.from_dict(json.loads(json.dumps(verdict.to_dict(), default=str)))
     assert render_text(again) == render_text(verdict)
     assert re.search(r"^operation ", render_text(again), re.MULTILINE)
+
+
+def test_a_failing_operation_with_one_effect_never_reads_healthy(tmp_path: Path) -> None:
+    """The classification counts effects ("healthy": one), it is no verdict: the text and the HTML say the
+    operation's own FAIL first and the count in words; the JSON keeps the field and its value."""
+    from harness.html_report import write_html_report
+    from tests.common.evidence_builder import EvidenceBuilder
+
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", lost=True, effect="tkt_1", attempt_budget_remaining=2)
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=[])  # cites nothing: H015
+    verdict = b.check()
+    [op] = verdict.operations
+    assert op.findings and op.classification == "healthy" and verdict.to_dict()["operations"][0]["classification"] \
+        == "healthy"
+    text = render_text(verdict)
+    assert "healthy" not in text and f"verdict: FAIL ({len(op.findings)} finding" in text, text
+    assert "effects: tkt_1 (no duplicate effect)" in text, text
+    [page_path, *_] = write_html_report(tmp_path / "report.html", verdict, evidence=load_evidence(b.write()))
+    page = page_path.read_text()
+    assert '<b class="op-verdict">FAIL</b>' in page and "classification: <b" not in page
+    assert '<td class="cls-healthy">no duplicate effect</td>' in page  # the index's effects column

@@ -853,3 +853,26 @@ def test_docs_say_what_each_rule_reads_from_each_source():
         assert log.strip(), code
         if "wire" in RULES[code].requires:
             assert journal.strip() != "-" or not ledger.strip().startswith("-"), f"{code} needs the wire"
+
+
+@pytest.mark.parametrize("cited, flagged", [(True, False), (False, True)])
+def test_an_approved_rerun_leaves_an_intended_effect_when_the_resolution_cites_the_approval(tmp_path, cited, flagged):
+    """Both restarts acted (the first lost its exit status); the operator approved the rerun of att_1. Cited in the
+    succeeded resolution, the second effect is the one asked for; not cited, it is a duplicate (H016)."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    params = {"service": "api"}
+    b.intent(kind="restart_service", destination="web1", params=params)
+    b.event("operation", "op_1", intent_id="int_1", state="open",
+            intent={"kind": "restart_service", "destination": "web1", "params": params})
+    b.attempt("op_1", "att_1", "sent_no_response", key=None, destination="web1", method="EXEC",
+              path="restart-service api", effect="restart:api:1", attempt_budget_remaining=2,
+              traceparent=f"00-{'1' * 32}-{'a' * 16}-01")
+    b.event("approval", "op_1", approval_id="apr_1", approver="oncall", decision="approved", scope="retry",
+            retry_of_attempt_id="att_1", prior_dispatch_state="sent_no_response", recovery="rerun once")
+    b.attempt("op_1", "att_2", "response_received", key=None, destination="web1", method="EXEC",
+              path="restart-service api", effect="restart:api:2", status=0, retry_of_attempt_id="att_1",
+              retry_reason="operator_requested", attempt_budget_remaining=1,
+              traceparent=f"00-{'1' * 32}-{'b' * 16}-01")
+    b.resolution("op_1", "succeeded", effects=["restart:api:2"], evidence=["att_2"] + (["apr_1"] if cited else []))
+    verdict = b.check()
+    assert ("H016" in codes(verdict)) is flagged and verdict.passed is not flagged, render_text(verdict)

@@ -33,10 +33,11 @@ def test_commands_run_and_are_recorded(destinations):
     # request 2 is the declared drop: it ran (the key is installed) but its exit status never came
     assert key1.exit_status is None and key1.stdout == ""
     assert key2.exit_status == 0 and "key #2" in key2.stdout  # install-key is not idempotent
-    assert again.exit_status == 9 and "already exists" in again.stderr
+    # create-user's convergence: nothing done, the receipt names the user that holds the state
+    assert again.exit_status == 9 and "already exists" in again.stderr and again.stdout == "effect_ref: user:alice\n"
     assert ssh_effects(destinations) == ["user:alice", "key:alice:1", "key:alice:2"]
     rows = destinations.requests()
-    assert [r["outcome"] for r in rows] == ["committed", "committed", "committed", "rejected"]
+    assert [r["outcome"] for r in rows] == ["committed", "committed", "committed", "replayed"]
     assert rows[0]["method"] == "EXEC" and rows[0]["path"] == "create-user alice"
     assert rows[0]["traceparent"].startswith("00-1111") and rows[0]["payload_fingerprint"].startswith("sha256:")
     assert all(e["kind"] == "ssh_exec" for e in destinations.effects())

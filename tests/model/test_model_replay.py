@@ -175,3 +175,12 @@ def test_black_box_checks_say_whether_the_writes_reached_them(tmp_path: Path, wr
     assert verdict.checks[budget] == ("held" if writes == 2 else "not exercised")
     [intent] = verdict.intents
     assert (budget in intent.held) == (writes == 2) and (budget in intent.not_exercised) == (writes == 1)
+
+
+@pytest.mark.parametrize("status, tool_error, fits", [(500, False, True), (200, True, True), (200, False, False)])
+def test_destination_5xx_is_a_5xx_or_an_mcp_error_result(status: int, tool_error: bool, fits: bool) -> None:
+    """An MCP error result is the tool's 5xx (docs/contract.md section 7): a retry after it gives
+    destination_5xx; after a plain 200 answer that reason still does not fit."""
+    assert model.retry_reason_fits("destination_5xx", "response_received", status, False,
+                                   tool_error=tool_error) is fits
+    assert not model.retry_reason_fits("rate_limited", "response_received", 200, False, tool_error=True)
