@@ -20,9 +20,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import yaml
@@ -31,6 +33,9 @@ from fake_destinations.api_spec import HTTP_METHODS, PATH_TEMPLATE
 from fake_destinations.templates import find
 from harness.contract import CLIENT_REFERENCE_FIELD, NAME_PATTERN, SECRET_ENV_PREFIX, ContextKey, env_suffix
 from harness.incident.model import Exchange, Incident, IncidentError
+if TYPE_CHECKING:
+    from fake_destinations.spec import DestinationSpec
+    from harness.project import Project
 from harness.openapi_schemas import (
     CLIENT_REFERENCE_NAMES,
     IDEMPOTENCY_HEADER_NAME,
@@ -62,13 +67,17 @@ class Draft:
         self.choices.append(f"{where}: {said}")
 
 
-def reproduce(incident: Incident, *, operation: str | None = None, name: str | None = None) -> str:
-    """The scenario's YAML text (comments first: what it cites, the choices made)."""
+def reproduce(incident: Incident, *, operation: str | None = None, name: str | None = None,
+              project: Project | None = None, base_dir: Path | None = None) -> str:
+    """The scenario's YAML text (comments first: what it cites, the choices made). With a ``project`` (its
+    configuration, ``harness.project``), the traffic to one of its destinations lands on that destination as the
+    project declares it (``base_dir``: the scenario's folder, which its paths are written relative to)."""
     if operation is not None and operation not in incident.operations:
         known = ", ".join(sorted(incident.operations)[:20]) or "none (the incident names no operation)"
         raise IncidentError(f"{incident.source}: no operation {operation!r} in the incident; its operations: {known}")
     try:
-        draft = _from_evidence(incident, operation) if incident.context is not None else _inferred(incident, operation)
+        draft = _from_evidence(incident, operation) if incident.context is not None else \
+            _inferred(incident, operation, project, base_dir or Path.cwd())
     except IncidentError as exc:  # every refusal names the incident
         raise IncidentError(str(exc) if str(exc).startswith(incident.source) else f"{incident.source}: {exc}") from None
     scenario_name = name or _name_of(incident, operation)
@@ -204,7 +213,7 @@ def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
 
 # -- anything else: inferred ------------------------------------------------------------------------------
 
-def _inferred(incident: Incident, operation: str | None) -> Draft:
+def _inferred(incident: Incident, operation: str | None, project: Project | None, base_dir: Path) -> Draft:
     draft = Draft({})
     for op_id, records in incident.operations.items():  # what an audit log says each operation was
         first = next((r for r in records if r.get("event") == "operation"), {})
@@ -223,10 +232,18 @@ def _inferred(incident: Incident, operation: str | None) -> Draft:
     faults: list[dict[str, Any]] = []
     for origin, name in names.items():
         mine = [x for x in exchanges if x.destination == origin]
+        configured = _configured_destination(origin, mine, project, draft) if project is not None else None
+        if project is not None and configured is not None and configured[0] not in destinations:
+            dest, spec, routes_of = configured
+            destinations[dest] = _as_declared(project, dest, base_dir)
+            intents += _configured_intents(dest, spec, mine, routes_of, project, draft)
+            faults += _infer_faults(dest, mine, draft, lambda x, of=routes_of: (of(x) or ("", "", None))[2],
+                                    len(faults))
+            continue
         api, routes = _infer_api(name, mine, draft)
         destinations[name] = {"api": api}
         intents += _infer_intents(name, mine, routes, api, draft, operation)
-        faults += _infer_faults(name, mine, routes, draft)
+        faults += _infer_faults(name, mine, draft, lambda x: path_template(x.path), len(faults))
     if not intents:
         raise IncidentError(f"{incident.source}: no write (POST, PUT, PATCH, DELETE) in the incident: nothing an "
                             "agent was asked to bring about")
@@ -730,19 +747,21 @@ def _infer_intents(name: str, exchanges: list[Exchange], routes: dict[tuple[str,
     return list(seen.values())
 
 
-def _infer_faults(name: str, exchanges: list[Exchange], routes: dict[tuple[str, str], str],
-                  draft: Draft) -> list[dict[str, Any]]:
+def _infer_faults(name: str, exchanges: list[Exchange], draft: Draft, route_path: Callable[[Exchange], str | None],
+                  taken: int = 0) -> list[dict[str, Any]]:
     """Each request the client got no good answer to, as a fault on the same request (its position among the
-    requests to its route)."""
+    requests to its route, ``route_path`` giving the route's path template; None: on no route, left out)."""
     faults: list[dict[str, Any]] = []
     counts: dict[tuple[str, str], int] = {}
     for x in exchanges:
-        template = path_template(x.path)
+        template = route_path(x)
+        if template is None:
+            continue
         where = (x.method.upper(), template)
         counts[where] = counts.get(where, 0) + 1
         nth = counts[where]
         match = {"destination": name, "method": x.method.upper(), "path": template, "nth": nth}
-        rule_id = f"incident_{x.method.lower()}_{len(faults) + 1}"
+        rule_id = f"incident_{x.method.lower()}_{taken + len(faults) + 1}"
         said = f"request {nth} of {x.method.upper()} {template}"
         fault: dict[str, Any] | None = None
         if x.fault in ("refuse_connection",):
@@ -779,6 +798,114 @@ def _infer_faults(name: str, exchanges: list[Exchange], routes: dict[tuple[str, 
         if fault is not None:
             faults.append({"id": rule_id, "match": match, **fault})
     return faults
+
+
+# -- on a project's own destinations ---------------------------------------------------------------------------
+
+RouteOf = Callable[[Exchange], "tuple[str, str, str] | None"]  # an exchange -> (route name, role, path template)
+
+
+def _configured_routes(spec: DestinationSpec) -> list[tuple[str, str, str, str, dict[str, str]]]:
+    """(name, role, method, path template, params it must carry) of each HTTP route a configured destination
+    serves: an api declaration's routes (whole wire paths, the base path included), a service's operations and
+    lookup."""
+    from fake_destinations.spec import describe
+
+    if spec.api is not None:
+        return [(n, r.role, r.method, r.path, dict(r.match)) for n, r in spec.api.routes.items()]
+    contract = describe(spec)
+    out = [(kind, "commits", op.method, op.path, {}) for kind, op in contract.operations.items()
+           if op.path and op.method in HTTP_METHODS]
+    if contract.lookup is not None and contract.lookup.method in HTTP_METHODS:
+        out.append(("lookup", "lookup", contract.lookup.method, contract.lookup.path, {}))
+    return out
+
+
+def _configured_destination(origin: str, exchanges: list[Exchange], project: Project,
+                            draft: Draft) -> tuple[str, DestinationSpec, RouteOf] | None:
+    """The project's destination whose routes the requests to ``origin`` are on (its writes by method and path
+    template), and how each request finds its route; None when no destination's write matches one."""
+    from harness.contract import path_template_pattern
+
+    best: tuple[int, str] | None = None
+    route_tables: dict[str, RouteOf] = {}
+    for dest, spec in project.destinations.items():
+        routes = [(n, role, m, path, match, path_template_pattern(path, trailing_slash=True))
+                  for n, role, m, path, match in _configured_routes(spec)]
+
+        def route_of(x: Exchange, routes: list[Any] = routes) -> tuple[str, str, str] | None:
+            params = _params(x)[0] if any(r[4] for r in routes) else {}
+            for n, role, method, path, match, pattern in routes:
+                if method == x.method.upper() and pattern.match(x.path) and \
+                        all(str(params.get(k)) == v for k, v in match.items()):
+                    return n, role, path
+            return None
+
+        route_tables[dest] = route_of
+        writes = sum(1 for x in exchanges if (found := route_of(x)) is not None and found[1] == "commits")
+        if writes and (best is None or writes > best[0]):
+            best = (writes, dest)
+    if best is None:
+        draft.choose(f"destinations ({origin})", f"no write to {origin} is on a route of {project.path}'s "
+                     f"destinations ({', '.join(project.destinations)}): a destination inferred from the traffic")
+        return None
+    dest = best[1]
+    route_of = route_tables[dest]
+    off = sorted({f"{x.method.upper()} {x.path}" for x in exchanges if route_of(x) is None})
+    draft.choose(f"destinations.{dest}", f"the requests to {origin} are on the routes of {dest}, as {project.path} "
+                 "declares it: the scenario runs against the team's API (in the project's folder, with its agent and "
+                 "mode)" + (f"; requests on none of its routes left out: {', '.join(off[:5])}" if off else ""))
+    return dest, project.destinations[dest], route_of
+
+
+def _as_declared(project: Project, dest: str, base_dir: Path) -> dict[str, Any]:
+    """The destination as the project's table declares it, its files' paths relative to the scenario's folder: an
+    OpenAPI document (``openapi:``, its overrides beside it), an api declaration file, a service; its ``env`` as the
+    agent's variables (``agent_env``)."""
+    table = dict(project.tables.get(dest) or {})
+    env = table.pop("env", None)
+
+    def relative(given: str) -> str:
+        return os.path.relpath((project.folder / given).resolve(), base_dir.resolve())
+
+    if isinstance(table.get("openapi"), str):
+        document = relative(table.pop("openapi"))
+        out: dict[str, Any] = {"openapi": {"document": document, **table} if table else document}
+    else:
+        out = table
+        api = table.get("api")
+        if isinstance(api, str) and ("/" in api or api.endswith((".yaml", ".yml"))):
+            out["api"] = relative(api)
+    if env:
+        out["agent_env"] = env
+    return out
+
+
+def _configured_intents(dest: str, spec: DestinationSpec, exchanges: list[Exchange], route_of: RouteOf,
+                        project: Project, draft: Draft) -> list[dict[str, Any]]:
+    """One intent per operation, its kind the configured route's (create_ticket, never a name re-read from the
+    traffic), its params as the request sent them (a client reference such as external_id included; the key or
+    token left out); the project's own intent id when one asks for the same."""
+    token = spec.api.idempotency.field if spec.api is not None else None
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for x in exchanges:
+        found = route_of(x)
+        if found is None or found[1] != "commits":
+            continue
+        kind = found[0]
+        params = {k: v for k, v in _params(x)[0].items() if k not in (token, "Action", "Version")}
+        signature = (kind, json.dumps(params, sort_keys=True, default=str))
+        if signature in seen:
+            continue
+        own = next((i.intent_id for i in project.intents if i.destination == dest and i.kind == kind
+                    and i.params == params), None)
+        intent_id = own or f"{kind.replace('_', '-')}-{len(seen) + 1}"
+        seen[signature] = {"intent_id": intent_id, "kind": kind, "destination": dest,
+                           "params": _scrub(params, dest, draft, f"intents[{len(seen)}].params")}
+    if len(seen) > 1:
+        draft.choose(f"intents ({dest})", "writes with the same route and payload are one intent's attempts; writes "
+                     "with another payload are another intent (merge them if one intent changed its payload)")
+    return list(seen.values())
 
 
 # -- secrets -------------------------------------------------------------------------------------------------
