@@ -863,9 +863,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     from harness.incident.model import IncidentError
     from harness.incident.readers import read_incident
     from harness.incident.reproduce import reproduce
-    from harness.scenario import load
-
     from harness.project import load_project
+    from harness.scenario import load
 
     project = None if args.no_project else load_project(args.project) if args.project is not None else project_here()
     try:

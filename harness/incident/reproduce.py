@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from fake_destinations.api_spec import HTTP_METHODS, PATH_TEMPLATE
 from fake_destinations.templates import find
 from harness.contract import CLIENT_REFERENCE_FIELD, NAME_PATTERN, SECRET_ENV_PREFIX, ContextKey, env_suffix
 from harness.incident.model import Exchange, Incident, IncidentError
+
 if TYPE_CHECKING:
     from fake_destinations.spec import DestinationSpec
     from harness.project import Project
@@ -237,8 +238,7 @@ def _inferred(incident: Incident, operation: str | None, project: Project | None
             dest, spec, routes_of = configured
             destinations[dest] = _as_declared(project, dest, base_dir)
             intents += _configured_intents(dest, spec, mine, routes_of, project, draft)
-            faults += _infer_faults(dest, mine, draft, lambda x, of=routes_of: (of(x) or ("", "", None))[2],
-                                    len(faults))
+            faults += _infer_faults(dest, mine, draft, _route_path(routes_of), len(faults))
             continue
         api, routes = _infer_api(name, mine, draft)
         destinations[name] = {"api": api}
@@ -805,6 +805,15 @@ def _infer_faults(name: str, exchanges: list[Exchange], draft: Draft, route_path
 RouteOf = Callable[[Exchange], "tuple[str, str, str] | None"]  # an exchange -> (route name, role, path template)
 
 
+def _route_path(route_of: RouteOf) -> Callable[[Exchange], str | None]:
+    """The path template of the configured route an exchange is on (what a fault's match names), or None."""
+    def path(x: Exchange) -> str | None:
+        found = route_of(x)
+        return found[2] if found is not None else None
+
+    return path
+
+
 def _configured_routes(spec: DestinationSpec) -> list[tuple[str, str, str, str, dict[str, str]]]:
     """(name, role, method, path template, params it must carry) of each HTTP route a configured destination
     serves: an api declaration's routes (whole wire paths, the base path included), a service's operations and
@@ -814,11 +823,24 @@ def _configured_routes(spec: DestinationSpec) -> list[tuple[str, str, str, str, 
     if spec.api is not None:
         return [(n, r.role, r.method, r.path, dict(r.match)) for n, r in spec.api.routes.items()]
     contract = describe(spec)
-    out = [(kind, "commits", op.method, op.path, {}) for kind, op in contract.operations.items()
-           if op.path and op.method in HTTP_METHODS]
+    out: list[tuple[str, str, str, str, dict[str, str]]] = [
+        (kind, "commits", op.method, op.path, {}) for kind, op in contract.operations.items()
+        if op.path and op.method in HTTP_METHODS]
     if contract.lookup is not None and contract.lookup.method in HTTP_METHODS:
         out.append(("lookup", "lookup", contract.lookup.method, contract.lookup.path, {}))
     return out
+
+
+def _route_finder(routes: list[tuple[str, str, str, str, dict[str, str], re.Pattern[str]]]) -> RouteOf:
+    def route_of(x: Exchange) -> tuple[str, str, str] | None:
+        params = _params(x)[0] if any(r[4] for r in routes) else {}
+        for n, role, method, path, match, pattern in routes:
+            if method == x.method.upper() and pattern.match(x.path) and \
+                    all(str(params.get(k)) == v for k, v in match.items()):
+                return n, role, path
+        return None
+
+    return route_of
 
 
 def _configured_destination(origin: str, exchanges: list[Exchange], project: Project,
@@ -833,14 +855,7 @@ def _configured_destination(origin: str, exchanges: list[Exchange], project: Pro
         routes = [(n, role, m, path, match, path_template_pattern(path, trailing_slash=True))
                   for n, role, m, path, match in _configured_routes(spec)]
 
-        def route_of(x: Exchange, routes: list[Any] = routes) -> tuple[str, str, str] | None:
-            params = _params(x)[0] if any(r[4] for r in routes) else {}
-            for n, role, method, path, match, pattern in routes:
-                if method == x.method.upper() and pattern.match(x.path) and \
-                        all(str(params.get(k)) == v for k, v in match.items()):
-                    return n, role, path
-            return None
-
+        route_of = _route_finder(routes)
         route_tables[dest] = route_of
         writes = sum(1 for x in exchanges if (found := route_of(x)) is not None and found[1] == "commits")
         if writes and (best is None or writes > best[0]):
