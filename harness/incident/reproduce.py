@@ -741,6 +741,11 @@ def _infer_intents(name: str, exchanges: list[Exchange], routes: dict[tuple[str,
             payload = {**payload, reference_field: params[reference_field]}
         seen[signature] = {"intent_id": intent_id, "kind": route, "destination": name,
                            "params": _scrub(payload, name, draft, f"intents[{len(seen)}].params")}
+    return _intents_said(name, seen, draft)
+
+
+def _intents_said(name: str, seen: dict[tuple[str, str], dict[str, Any]], draft: Draft) -> list[dict[str, Any]]:
+    """The intents found, one per route and payload; several are a choice the header says."""
     if len(seen) > 1:
         draft.choose(f"intents ({name})", "writes with the same route and payload are one intent's attempts; writes "
                      "with another payload are another intent (merge them if one intent changed its payload)")
@@ -917,10 +922,7 @@ def _configured_intents(dest: str, spec: DestinationSpec, exchanges: list[Exchan
         intent_id = own or f"{kind.replace('_', '-')}-{len(seen) + 1}"
         seen[signature] = {"intent_id": intent_id, "kind": kind, "destination": dest,
                            "params": _scrub(params, dest, draft, f"intents[{len(seen)}].params")}
-    if len(seen) > 1:
-        draft.choose(f"intents ({dest})", "writes with the same route and payload are one intent's attempts; writes "
-                     "with another payload are another intent (merge them if one intent changed its payload)")
-    return list(seen.values())
+    return _intents_said(dest, seen, draft)
 
 
 # -- secrets -------------------------------------------------------------------------------------------------

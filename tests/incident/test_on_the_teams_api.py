@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HAR = ROOT / "tests" / "data" / "incidents" / "helpdesk-lost-answer.har"
 DOCUMENT = ROOT / "examples" / "openapi" / "helpdesk.yaml"
 WRONG = "python -m harness.agents.wrong.new_key_per_attempt"
+# the team's configuration: their document, the client reference said, the variable their agent reads
 PYPROJECT = """\
 [project]
 name = "helpy-agent"
@@ -25,18 +26,9 @@ version = "0.1.0"
 
 [tool.retry-harness]
 mode = "events"
-
-[tool.retry-harness.destinations.helpy]
-openapi = "openapi/helpdesk.yaml"
-client_reference = "external_id"
-env = { HELPY_URL = "{url}" }
-
-[[tool.retry-harness.intents]]
-intent_id = "printer-on-fire"
-destination = "helpy"
-operation = "createTicket"
-params = { summary = "Printer on fire in room 4.12", queue = "support", external_id = "INC-7731" }
-"""
+destinations.helpy = { openapi = "openapi/helpdesk.yaml", client_reference = "external_id", env = { HELPY_URL = "{url}" } }
+intents = [{ intent_id = "printer-on-fire", destination = "helpy", operation = "createTicket", params = { summary = "Printer on fire in room 4.12", queue = "support", external_id = "INC-7731" } }]
+"""  # noqa: E501
 
 
 def harness(cwd: Path, *args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
