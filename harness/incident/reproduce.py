@@ -628,11 +628,11 @@ def _effect_ref_path(answer: dict[str, Any], answers: list[Any], listed: list[di
     """Where the answer names the new resource: the best id-like field whose value the request did not send and
     that differs across the answers and listed resources seen; None when it names none."""
     echoed = {str(v) for v in params.values() if isinstance(v, (str, int)) and not isinstance(v, bool)}
-    candidates = []
+    candidates, echoes = [], []
     for _, _, path, _ in id_candidates(value_schema(answer), noun):
         value = find(answer, path)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) not in echoed and value != "":
-            candidates.append(path)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
+            (echoes if str(value) in echoed else candidates).append(path)
     if not candidates:
         return None
 
@@ -648,7 +648,8 @@ def _effect_ref_path(answer: dict[str, Any], answers: list[Any], listed: list[di
     why = ("it differs across the answers seen" if distinct else
            "the best ranked id-like field (one answer seen: nothing to compare)")
     draft.choose(f"{where}.effect_ref", f"body.{chosen}: {why}" + (f" (also id-like: {', '.join(others)})"
-                                                                 if others else ""))
+                                                                 if others else "")
+                 + (f"; not {', '.join(echoes)}: the request's own value" if echoes else ""))
     return tuple(chosen.split("."))
 
 

@@ -5,6 +5,7 @@ inference: the nested ref, the client reference, the singular route name (issue 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.incident.model import Exchange, Incident
+from harness.incident.reproduce import reproduce
 from harness.scenario import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,3 +134,34 @@ def test_a_scenario_may_name_an_openapi_document(tmp_path: Path) -> None:
         assert "lookup_param" in str(exc) and "external_id" in str(exc)
     else:
         raise AssertionError("an override the document refutes must be an error")
+
+
+def _exchange(body: dict[str, object], answer: dict[str, object] | None) -> Exchange:
+    return Exchange(destination="api.example:443", method="POST", path="/v1/orders",
+                    headers={"content-type": "application/json"}, body=json.dumps(body).encode(),
+                    status=None if answer is None else 201, error="Server disconnected." if answer is None else None,
+                    response_body=b"" if answer is None else json.dumps(answer).encode())
+
+
+def test_the_id_that_differs_is_the_ref_and_a_reference_by_name_is_said(tmp_path: Path) -> None:
+    """Two answers: the field that changes between them names the new resource (``order.number`` here, beside an
+    ``id`` that is the customer's); an integer id gives an integer template; a field named like a client reference
+    with no lookup to prove it is kept, and the header says so."""
+    first = {"order": {"id": "cus_1", "order_id": 1001, "note": "x"}}
+    second = {"order": {"id": "cus_1", "order_id": 1002, "note": "x"}}
+    incident = Incident(source="orders.har", format="har", exchanges=[
+        _exchange({"item": "lamp", "client_reference_id": "ref-9"}, None),
+        _exchange({"item": "lamp", "client_reference_id": "ref-9"}, first),
+        _exchange({"item": "desk", "client_reference_id": "ref-10"}, second),
+    ])
+    text = reproduce(incident)
+    data = yaml.safe_load(text)
+    api = data["destinations"]["api.example"]["api"]
+    route = api["routes"]["create_order"]
+    assert route["effect_ref"] == "body.order.order_id" and route["id_type"] == "integer"
+    assert route["response"]["body"]["order"]["order_id"] == "{id}"
+    assert api["client_reference_field"] == "client_reference_id"
+    assert "client_reference_field: client_reference_id: named like a client reference" in text
+    assert "body.order.order_id: it differs across the answers seen" in text
+    (tmp_path / "orders.yaml").write_text(text)
+    assert [i.params["client_reference_id"] for i in load(tmp_path / "orders.yaml").intents] == ["ref-9", "ref-10"]
