@@ -888,7 +888,7 @@ def _reproduce(args: argparse.Namespace) -> int:
           f"{len(scenario.faults)} fault(s), destinations {', '.join(scenario.destinations)}")
     if project is not None and any(d in project.destinations for d in scenario.destinations):
         print(f"on the destinations of {project.path}: run it in {project.folder} (its agent and mode apply): "
-              f"python -m harness run {args.output}")
+              f"python -m harness run {os.path.relpath(args.output.resolve(), project.folder)}")
     else:
         print(f"run it: python -m harness run {args.output} --agent \"YOUR AGENT\"")
     return 0

@@ -18,7 +18,7 @@ from harness.incident.reproduce import reproduce
 from harness.scenario import load
 
 ROOT = Path(__file__).resolve().parents[2]
-HAR = ROOT / "tests" / "data" / "incidents" / "helpdesk-lost-answer.har"
+HAR = ROOT / "examples" / "helpy-incident.har"
 DOCUMENT = ROOT / "examples" / "openapi" / "helpdesk.yaml"
 WRONG = "python -m harness.agents.wrong.new_key_per_attempt"
 # the team's configuration: their document, the client reference said, the variable their agent reads
