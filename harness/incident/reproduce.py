@@ -628,7 +628,8 @@ def _effect_ref_path(answer: dict[str, Any], answers: list[Any], listed: list[di
     """Where the answer names the new resource: the best id-like field whose value the request did not send and
     that differs across the answers and listed resources seen; None when it names none."""
     echoed = {str(v) for v in params.values() if isinstance(v, (str, int)) and not isinstance(v, bool)}
-    candidates, echoes = [], []
+    candidates: list[str] = []
+    echoes: list[str] = []
     for _, _, path, _ in id_candidates(value_schema(answer), noun):
         value = find(answer, path)
         if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
