@@ -686,18 +686,58 @@ class ApiFileError:
 def read_api_files(destinations: Any, base_dir: Path | None) -> Any:
     """A scenario's ``destinations:`` mapping with each ``api: NAME-or-PATH`` replaced by the declaration it
     names (``load_api_file``: a bundled profile, or a YAML file relative to ``base_dir``, the scenario's folder),
-    before validation; one that cannot be read stays as an ``ApiFileError``. Anything else is left as it is."""
+    and each ``openapi: PATH`` (or ``openapi: {document: PATH, ...overrides}``) by the declaration inferred from
+    that OpenAPI document (``read_openapi``), before validation; one that cannot be read stays as an
+    ``ApiFileError``. Anything else is left as it is."""
     if not isinstance(destinations, dict):
         return destinations
     read = {}
     for name, entry in destinations.items():
-        if isinstance(entry, dict) and isinstance(entry.get("api"), str):
+        if isinstance(entry, dict) and OPENAPI_KEY in entry:
+            entry = read_openapi(entry, base_dir)
+        elif isinstance(entry, dict) and isinstance(entry.get("api"), str):
             try:
                 entry = {**entry, "api": load_api_file(entry["api"], base_dir)}
             except ValueError as exc:
                 entry = {**entry, "api": ApiFileError(str(exc))}
         read[name] = entry
     return read
+
+
+OPENAPI_KEY = "openapi"
+OPENAPI_DOCUMENT_KEY = "document"
+
+
+def read_openapi(entry: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """A destination that says ``openapi: PATH`` (relative to ``base_dir``), or ``openapi: {document: PATH,
+    client_reference: ..., ...}`` with the inference's overrides (those of a project configuration's destination
+    table, ``harness.openapi.OpenApiOverrides``): the ``api:`` declaration ``harness.openapi`` infers from it (imported
+    only here: a scenario that names no document never loads the OpenAPI libraries), and the destination options the
+    overrides set (a key's retention, a lookup's lag) where the entry sets none."""
+    rest = {k: v for k, v in entry.items() if k != OPENAPI_KEY}
+    given = entry[OPENAPI_KEY]
+    overrides: dict[str, Any] = {}
+    if isinstance(given, dict):
+        overrides = {k: v for k, v in given.items() if k != OPENAPI_DOCUMENT_KEY}
+        given = given.get(OPENAPI_DOCUMENT_KEY)
+    if "api" in rest:
+        return {**rest, "api": ApiFileError("give either openapi (a document the declaration is inferred from) or "
+                                            "api (the declaration), not both")}
+    if not isinstance(given, str) or not given:
+        return {**rest, "api": ApiFileError(
+            f"openapi {given!r:.80}: the path of an OpenAPI 3.0 or 3.1 document, relative to the scenario, or "
+            f"{{{OPENAPI_DOCUMENT_KEY}: PATH, ...overrides}} (e.g. client_reference: external_id)")}
+    path = Path(given)
+    if not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    from harness.errors import ScenarioError
+    from harness.openapi import api_from_openapi
+
+    try:
+        inferred = api_from_openapi(path, overrides, where=OPENAPI_KEY)
+    except ScenarioError as exc:  # OpenApiError: names the document, the place and what is valid
+        return {**rest, "api": ApiFileError(str(exc))}
+    return {**inferred.destination_options, **rest, "api": inferred.declaration}
 
 
 def load_destination(data: dict[str, Any], base_dir: Path | None = None) -> DestinationSpec:

@@ -257,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--operation", metavar="ID",
                            help="reproduce this operation only (its intent and its faults)")
     reproduce.add_argument("--name", help="the scenario's name (default: reproduce_<incident>)")
+    on_project = reproduce.add_mutually_exclusive_group()
+    on_project.add_argument("--project", type=Path, default=None, metavar="FILE",
+                            help="the project configuration (pyproject.toml with [tool.retry-harness], or "
+                                 "retry-harness.toml) whose destinations the traffic lands on (default: the one "
+                                 "that applies in the current folder)")
+    on_project.add_argument("--no-project", action="store_true",
+                            help="infer every destination from the traffic, whatever configuration applies here")
 
     api = sub.add_parser("api", help="generic destinations: an api declaration inferred from an OpenAPI document "
                                      "(docs/destinations.md, 'From an OpenAPI document')")
@@ -859,10 +866,13 @@ def _reproduce(args: argparse.Namespace) -> int:
     from harness.incident.model import IncidentError
     from harness.incident.readers import read_incident
     from harness.incident.reproduce import reproduce
+    from harness.project import load_project
     from harness.scenario import load
 
+    project = None if args.no_project else load_project(args.project) if args.project is not None else project_here()
     try:
-        text = reproduce(read_incident(args.incident), operation=args.operation, name=args.name)
+        text = reproduce(read_incident(args.incident), operation=args.operation, name=args.name, project=project,
+                         base_dir=args.output.resolve().parent)
     except IncidentError as exc:
         raise HarnessError(str(exc)) from None
     try:
@@ -879,7 +889,11 @@ def _reproduce(args: argparse.Namespace) -> int:
     tmp.replace(args.output)
     print(f"wrote {args.output}: scenario {scenario.name}, {len(scenario.intents)} intent(s), "
           f"{len(scenario.faults)} fault(s), destinations {', '.join(scenario.destinations)}")
-    print(f"run it: python -m harness run {args.output} --agent \"YOUR AGENT\"")
+    if project is not None and any(d in project.destinations for d in scenario.destinations):
+        print(f"on the destinations of {project.path}: run it in {project.folder} (its agent and mode apply): "
+              f"python -m harness run {os.path.relpath(args.output.resolve(), project.folder)}")
+    else:
+        print(f"run it: python -m harness run {args.output} --agent \"YOUR AGENT\"")
     return 0
 
 

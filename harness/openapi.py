@@ -32,6 +32,8 @@ from fake_destinations.api_spec import ApiSpec
 from harness.errors import OpenApiError
 from harness.openapi_document import OpenApiDocument, prefix
 from harness.openapi_schemas import (
+    CLIENT_REFERENCE_NAMES,
+    IDEMPOTENCY_HEADER_NAME,
     MESSAGE_FIELDS,
     answer_template,
     error_template,
@@ -46,13 +48,10 @@ from harness.yaml_files import dotted, line_of, validation_lines
 __all__ = ["Inference", "InferredApi", "OpenApiError", "OpenApiOverrides", "api_from_openapi", "profile_yaml"]
 
 WRITE_METHODS = ("post", "put")
-IDEMPOTENCY_HEADER_NAME = re.compile(r"^(x-)?idempotency[-_]?(key|token)$", re.IGNORECASE)
 # query params that page or sort a list, never filter it by a client reference
 PAGING_PARAMS = {"limit", "offset", "page", "per_page", "page_size", "pagesize", "cursor", "after", "before",
                  "starting_after", "ending_before", "sort", "order", "order_by", "direction", "expand", "fields",
                  "include", "q", "query", "search"}
-CLIENT_REFERENCE_NAMES = {"external_id", "externalid", "client_reference", "client_reference_id", "clientreference",
-                          "reference", "idempotency_key", "request_id", "client_id", "correlation_id"}
 CLIENT_REFERENCE_WORDS = re.compile(r"client[ _-]?reference|idempoten|external (id|identifier|reference)|"
                                     r"your own (id|identifier|reference)", re.IGNORECASE)
 SET_IN_CONFIGURATION = "set in the configuration"

@@ -8,6 +8,10 @@ import re
 from typing import Any
 
 MAX_ID_DEPTH = 4
+# the words of an API's contract, read from a document here and from traffic by harness.incident.reproduce
+IDEMPOTENCY_HEADER_NAME = re.compile(r"^(x-)?idempotency[-_]?(key|token)$", re.IGNORECASE)
+CLIENT_REFERENCE_NAMES = {"external_id", "externalid", "client_reference", "client_reference_id", "clientreference",
+                          "reference", "idempotency_key", "request_id", "client_id", "correlation_id"}
 MESSAGE_FIELDS = ("message", "detail", "error_description", "description", "title", "msg", "reason")
 CODE_FIELDS = ("code", "type", "error_code", "error", "kind")
 
@@ -203,3 +207,21 @@ def error_template(schema: Any, depth: int = 0) -> Any:
     return out if said_message else None
 
 
+
+
+def value_schema(value: Any, depth: int = 0) -> dict[str, Any]:
+    """The schema a JSON value shows (an answer seen on the wire): its type, an object's properties; so that
+    ``id_candidates`` ranks the id-like fields of an observed answer as it ranks a document's (one vocabulary)."""
+    if isinstance(value, dict) and depth < MAX_ID_DEPTH:
+        return {"type": "object", "properties": {str(k): value_schema(v, depth + 1) for k, v in value.items()}}
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    if isinstance(value, list):
+        return {"type": "array"}
+    return {"type": "null"} if value is None else {}

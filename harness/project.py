@@ -110,6 +110,7 @@ class Project:
     agent_timeout_seconds: float | None = None
     delegation: bool = False
     inferences: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # destination -> what was inferred
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # destination -> its table as written
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # what is worked out once from it
 
     @property
@@ -212,7 +213,7 @@ def load_project(path: Path) -> Project:
     return Project(path=path, folder=folder, agent_words=words, mode=declared.mode, destinations=destinations,
                    intents=tuple(intents), operations=operations, scenario_dirs=tuple(dirs),
                    agent_timeout_seconds=declared.agent_timeout_seconds, delegation=declared.delegation,
-                   inferences=inferences)
+                   inferences=inferences, tables={n: dict(t) for n, t in declared.destinations.items()})
 
 
 def _read(path: Path) -> str:

@@ -19,20 +19,33 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import yaml
 
 from fake_destinations.api_spec import HTTP_METHODS, PATH_TEMPLATE
+from fake_destinations.templates import find
 from harness.contract import CLIENT_REFERENCE_FIELD, NAME_PATTERN, SECRET_ENV_PREFIX, ContextKey, env_suffix
 from harness.incident.model import Exchange, Incident, IncidentError
 
+if TYPE_CHECKING:
+    from fake_destinations.spec import DestinationSpec
+    from harness.project import Project
+from harness.openapi_schemas import (
+    CLIENT_REFERENCE_NAMES,
+    IDEMPOTENCY_HEADER_NAME,
+    id_candidates,
+    noun_of,
+    value_schema,
+)
+
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-KEY_HEADERS = ("idempotency-key", "x-idempotency-key")
 TOKEN_FIELDS = ("client_token", "ClientToken", "clientToken", "idempotency_key")
 REPLAY_HEADERS = ("idempotent-replayed",)
 SECRET_NAMES = re.compile(r"(pass(word)?|secret|token|api[_-]?key|apikey|auth|credential|cvc|cvv|card_?number|"
@@ -55,13 +68,17 @@ class Draft:
         self.choices.append(f"{where}: {said}")
 
 
-def reproduce(incident: Incident, *, operation: str | None = None, name: str | None = None) -> str:
-    """The scenario's YAML text (comments first: what it cites, the choices made)."""
+def reproduce(incident: Incident, *, operation: str | None = None, name: str | None = None,
+              project: Project | None = None, base_dir: Path | None = None) -> str:
+    """The scenario's YAML text (comments first: what it cites, the choices made). With a ``project`` (its
+    configuration, ``harness.project``), the traffic to one of its destinations lands on that destination as the
+    project declares it (``base_dir``: the scenario's folder, which its paths are written relative to)."""
     if operation is not None and operation not in incident.operations:
         known = ", ".join(sorted(incident.operations)[:20]) or "none (the incident names no operation)"
         raise IncidentError(f"{incident.source}: no operation {operation!r} in the incident; its operations: {known}")
     try:
-        draft = _from_evidence(incident, operation) if incident.context is not None else _inferred(incident, operation)
+        draft = _from_evidence(incident, operation) if incident.context is not None else \
+            _inferred(incident, operation, project, base_dir or Path.cwd())
     except IncidentError as exc:  # every refusal names the incident
         raise IncidentError(str(exc) if str(exc).startswith(incident.source) else f"{incident.source}: {exc}") from None
     scenario_name = name or _name_of(incident, operation)
@@ -197,7 +214,7 @@ def _flow_lines_of(incident: Incident, operation: str) -> set[int]:
 
 # -- anything else: inferred ------------------------------------------------------------------------------
 
-def _inferred(incident: Incident, operation: str | None) -> Draft:
+def _inferred(incident: Incident, operation: str | None, project: Project | None, base_dir: Path) -> Draft:
     draft = Draft({})
     for op_id, records in incident.operations.items():  # what an audit log says each operation was
         first = next((r for r in records if r.get("event") == "operation"), {})
@@ -216,10 +233,17 @@ def _inferred(incident: Incident, operation: str | None) -> Draft:
     faults: list[dict[str, Any]] = []
     for origin, name in names.items():
         mine = [x for x in exchanges if x.destination == origin]
+        configured = _configured_destination(origin, mine, project, draft) if project is not None else None
+        if project is not None and configured is not None and configured[0] not in destinations:
+            dest, spec, routes_of = configured
+            destinations[dest] = _as_declared(project, dest, base_dir)
+            intents += _configured_intents(dest, spec, mine, routes_of, project, draft)
+            faults += _infer_faults(dest, mine, draft, _route_path(routes_of), len(faults))
+            continue
         api, routes = _infer_api(name, mine, draft)
         destinations[name] = {"api": api}
         intents += _infer_intents(name, mine, routes, api, draft, operation)
-        faults += _infer_faults(name, mine, routes, draft)
+        faults += _infer_faults(name, mine, draft, lambda x: path_template(x.path), len(faults))
     if not intents:
         raise IncidentError(f"{incident.source}: no write (POST, PUT, PATCH, DELETE) in the incident: nothing an "
                             "agent was asked to bring about")
@@ -353,20 +377,25 @@ def _answer(x: Exchange) -> Any:
 
 def _key_of(x: Exchange, params: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
     """(key, header, field) the request carries."""
-    for header in KEY_HEADERS:
-        if x.headers.get(header):
-            return x.headers[header], header, None
+    for header, value in sorted(x.headers.items()):  # names lower-case (Exchange)
+        if IDEMPOTENCY_HEADER_NAME.match(header) and value:
+            return value, header, None
     for name in TOKEN_FIELDS:
         if isinstance(params.get(name), str):
             return params[name], None, name
     return None, None, None
 
 
-def _route_name(method: str, template: str, taken: set[str]) -> str:
-    words = [w for w in re.split(r"[^A-Za-z0-9]+", template) if w and not w.startswith("id")]
-    noun = words[-1] if words else "root"
-    verb = {"POST": "create", "PUT": "put", "PATCH": "update", "DELETE": "delete", "GET": "get"}.get(method, method)
-    name = f"{verb}_{noun}".lower()
+def _route_name(method: str, template: str, taken: set[str], *, verb: str | None = None) -> str:
+    """A route's name from its method and path, its noun singular as ``harness.openapi`` names a route of a document
+    (``POST /api/v2/tickets`` -> ``create_ticket``); an AWS query action's (``/RunInstances``) as it is."""
+    if "{" not in template and re.fullmatch(r"/[A-Z][A-Za-z0-9]*", template):
+        noun = template[1:]
+    else:
+        noun = noun_of(template) or "root"
+    verb = verb or {"POST": "create", "PUT": "put", "PATCH": "update", "DELETE": "delete", "GET": "get"}.get(method,
+                                                                                                           method)
+    name = re.sub(r"[^a-z0-9_]+", "_", f"{verb}_{noun}".lower())
     n = 1
     while name in taken:
         n += 1
@@ -434,8 +463,19 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
                      "declare the destination's style if it deduplicates otherwise")
     # client reference and lookups: a GET on a write's collection whose query value a write's param held
     reference_field, lookups = _infer_lookups(exchanges, writes)
-    if reference_field is None and any(CLIENT_REFERENCE_FIELD in _params(x)[0] for x in writes):
+    if reference_field is not None:
+        query_param, _, _, seen = next(iter(lookups.values()))
+        draft.choose(f"{where}.client_reference_field", f"{reference_field}: the value a write sent in it was later "
+                     f"the query param {query_param} of GET {seen} (a lookup), so it is the client's own reference of "
+                     "the resource, kept by the destination and searched by the lookup")
+    elif any(CLIENT_REFERENCE_FIELD in _params(x)[0] for x in writes):
         reference_field = CLIENT_REFERENCE_FIELD  # the harness's own name for it: an agent's tag, not the intent's
+    else:
+        reference_field = _reference_by_name(writes, token_fields)
+        if reference_field is not None:
+            draft.choose(f"{where}.client_reference_field", f"{reference_field}: named like a client reference (as "
+                         "harness.openapi reads a document: " + ", ".join(sorted(CLIENT_REFERENCE_NAMES)) + "), though "
+                         "no lookup by it was seen; delete the key if it is a plain param")
     if reference_field:
         api["client_reference_field"] = reference_field
     for (method, path_key), route_name in routes.items():
@@ -446,17 +486,25 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
         if request_format == "aws_query":
             route["match"] = {"Action": path_key.split("?")[-1]}
         route["commits"] = f"{route_name.split('_', 1)[-1]}_{'created' if method == 'POST' else 'changed'}"
-        answered = next((x for x in samples if x.status is not None and 200 <= x.status < 300), None)
-        response, ref, id_format = _infer_answer(answered, f"{where}.routes.{route_name}", draft, reference_field)
-        route["id_format"] = id_format
-        route["response"] = response
-        route["effect_ref"] = ref
+        answered = [x for x in samples if x.status is not None and 200 <= x.status < 300]
+        listed = [item for lookup_path, (_, result_field, target, _) in lookups.items() if target == template
+                  for x in exchanges if x.method.upper() == "GET" and x.path == lookup_path
+                  and isinstance(answer := _answer(x), dict) and isinstance(answer.get(result_field), list)
+                  for item in answer[result_field] if isinstance(item, dict)]
+        answer_of = _infer_answer(answered, listed, noun_of(template), f"{where}.routes.{route_name}", draft)
+        route["id_format"] = answer_of.id_format
+        if answer_of.id_type != "string":
+            route["id_type"] = answer_of.id_type
+        route["response"] = answer_of.response
+        route["effect_ref"] = answer_of.ref
+        if answer_of.resource:
+            route["resource"] = answer_of.resource
         api_routes[route_name] = route
-    for lookup_path, (query_param, result_field, target_path) in lookups.items():
+    for lookup_path, (query_param, result_field, target_path, _) in lookups.items():
         target = next((n for (m, p), n in routes.items() if p.split("?")[0] == target_path and m == "POST"), None)
         if target is None:
             continue
-        lookup_name = _route_name("GET", lookup_path + "/find", taken)
+        lookup_name = _route_name("GET", lookup_path, taken, verb="find")
         api_routes[lookup_name] = {"method": "GET", "path": lookup_path, "lookup": target,
                                    "query_param": query_param, "result_field": result_field}
         for x in exchanges:
@@ -469,8 +517,12 @@ def _infer_api(name: str, exchanges: list[Exchange], draft: Draft) -> tuple[dict
         parent = template.rsplit("/", 1)[0]
         target = next((n for (m, p), n in routes.items() if p.split("?")[0] == parent and m == "POST"), None)
         if target is not None and template.endswith("{id}"):
-            read_name = _route_name("GET", parent + "/one", taken)
+            read_name = _route_name("GET", parent, taken)
             api_routes[read_name] = {"method": "GET", "path": template, "reads": target}
+            resource = api_routes[target].get("resource")
+            answer = _answer(x)
+            if resource and isinstance(answer, dict) and isinstance(find(answer, resource), dict):
+                api_routes[read_name]["wrap"] = resource  # the read answers the resource where the write did
             routes[("GET", template)] = read_name
     if not api_routes:
         raise IncidentError(f"the incident shows no write to {name}: no route commits an effect")
@@ -495,14 +547,15 @@ def _header_name(lower: str) -> str:
 
 
 def _infer_lookups(exchanges: list[Exchange], writes: list[Exchange]) -> tuple[
-        str | None, dict[str, tuple[str, str, str]]]:
-    """The write param agents tag resources with, and lookup path -> (query param, result field, collection)."""
+        str | None, dict[str, tuple[str, str, str, str]]]:
+    """The write param agents tag resources with (the client reference: a value a write sent, later a lookup's query
+    value), and lookup path -> (query param, result field, collection, the lookup as seen)."""
     values: dict[str, str] = {}
     for x in writes:
         for k, v in _params(x)[0].items():
             if isinstance(v, str) and len(v) >= 3:
                 values.setdefault(v, k)
-    lookups: dict[str, tuple[str, str, str]] = {}
+    lookups: dict[str, tuple[str, str, str, str]] = {}
     field_name: str | None = None
     collections = {path_template(x.path) for x in writes}
     for x in exchanges:
@@ -518,47 +571,128 @@ def _infer_lookups(exchanges: list[Exchange], writes: list[Exchange]) -> tuple[
                 if target is None:
                     continue
                 field_name = field_name or values[v]
-                lookups.setdefault(x.path, (k, result or "items", target))
+                lookups.setdefault(x.path, (k, result or "items", target, f"{x.path}?{k}={v}"))
     return field_name, lookups
 
 
-def _infer_answer(x: Exchange | None, where: str, draft: Draft,
-                  reference_field: str | None) -> tuple[dict[str, Any], str, str]:
-    """A commit route's declared answer, its effect ref path and id format, from one 2xx answer seen."""
+@dataclass(frozen=True)
+class InferredAnswer:
+    """A commit route's answer as the incident shows it: the template, where it names the effect, the ids' shape."""
+
+    response: dict[str, Any]
+    ref: str
+    id_format: str
+    id_type: str = "string"
+    resource: str | None = None  # the object holding the ref, when nested (what reads and lookups answer)
+
+
+def _infer_answer(answered: list[Exchange], listed: list[dict[str, Any]], noun: str, where: str,
+                  draft: Draft) -> InferredAnswer:
+    """A commit route's declared answer from its 2xx answers seen: the effect ref is the id-like field (ranked as
+    ``harness.openapi_schemas.id_candidates`` ranks a document's, nested too) that is no echo of the request and,
+    where several answers (or a lookup's listed resources) show it, differs across them; the other fields echo the
+    request's params where they show them (``{params.NAME}``), the rest as seen."""
+    x = next((a for a in answered if isinstance(_answer(a), dict)), answered[0] if answered else None)
     if x is None:
         draft.choose(where, "no successful answer was seen: the answer is {id: ...} (status 200); declare the "
                             "body the client expects")
-        return {"status": 200, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}"
+        return InferredAnswer({"status": 200, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}")
     params, _ = _params(x)
     answer = _answer(x)
     status = x.status or 200
     if isinstance(answer, dict):
-        ref_key = next((k for k in ("id", "Id", "ID", "uuid", "name") if isinstance(answer.get(k), str)), None)
-        body: dict[str, Any] = {}
-        for k, v in answer.items():
-            if k == ref_key:
-                body[k] = "{id}"
-            elif isinstance(v, (str, int, float, bool)) and any(v == p for p in params.values()) and \
-                    not _looks_secret(k, v):
-                param = next(p for p, pv in params.items() if pv == v)
-                body[k] = "{params." + param + "}"
-            elif _looks_secret(k, v):
-                body[k] = "redacted"
-            else:
-                body[k] = _escape_braces(v)
-        if ref_key is None:
+        ref_path = _effect_ref_path(answer, [_answer(a) for a in answered], listed, params, noun, where, draft)
+        body = _answer_template(answer, ref_path, params, ())
+        if ref_path is None:
             body["id"] = "{id}"
             draft.choose(where, "the answer names no id field: an `id` field added for the effect ref")
-            ref_key = "id"
-        seen = str(answer.get(ref_key, ""))
-        return {"status": status, "body": body}, f"body.{ref_key}", _id_format(seen)
+            ref_path = ("id",)
+        seen = find(answer, ".".join(ref_path))
+        resource = ".".join(ref_path[:-1]) or None
+        if isinstance(seen, int) and not isinstance(seen, bool):
+            return InferredAnswer({"status": status, "body": body}, "body." + ".".join(ref_path), "{n}", "integer",
+                                  resource)
+        return InferredAnswer({"status": status, "body": body}, "body." + ".".join(ref_path),
+                              _id_format(str(seen or "")), "string", resource)
     if not x.response_body:
         draft.choose(where, "the incident does not hold the answer's body: {id: ...} declared (write the body the "
                             "client parses, with {id} where the ref is)")
     else:
         draft.choose(where, "the answer was not JSON: a JSON answer {id: ...} declared instead (write the XML "
                             "template the client parses, with {id} where the ref is)")
-    return {"status": status, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}"
+    return InferredAnswer({"status": status, "body": {"id": "{id}"}}, "body.id", "res_{n:04d}")
+
+
+def _effect_ref_path(answer: dict[str, Any], answers: list[Any], listed: list[dict[str, Any]], params: dict[str, Any],
+                     noun: str, where: str, draft: Draft) -> tuple[str, ...] | None:
+    """Where the answer names the new resource: the best id-like field whose value the request did not send and
+    that differs across the answers and listed resources seen; None when it names none."""
+    echoed = {str(v) for v in params.values() if isinstance(v, (str, int)) and not isinstance(v, bool)}
+    candidates: list[str] = []
+    echoes: list[str] = []
+    for _, _, path, _ in id_candidates(value_schema(answer), noun):
+        value = find(answer, path)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
+            (echoes if str(value) in echoed else candidates).append(path)
+    if not candidates:
+        return None
+
+    def values(path: str) -> list[Any]:
+        seen = [find(a, path) for a in answers if isinstance(a, dict)]
+        inner = path.split(".", 1)[1] if "." in path else path  # a listed resource is the object holding the ref
+        seen += [find(item, inner) for item in listed]
+        return [v for v in seen if v is not None]
+
+    distinct = [p for p in candidates if len(set(map(str, values(p)))) > 1]
+    chosen = (distinct or candidates)[0]
+    others = [p for p in candidates if p != chosen]
+    why = ("it differs across the answers seen" if distinct else
+           "the best ranked id-like field (one answer seen: nothing to compare)")
+    draft.choose(f"{where}.effect_ref", f"body.{chosen}: {why}" + (f" (also id-like: {', '.join(others)})"
+                                                                 if others else "")
+                 + (f"; not {', '.join(echoes)}: the request's own value" if echoes else ""))
+    return tuple(chosen.split("."))
+
+
+def _answer_template(value: dict[str, Any], ref_path: tuple[str, ...] | None, params: dict[str, Any],
+                     at: tuple[str, ...]) -> dict[str, Any]:
+    """An answer seen, as the template of the answer the destination gives: the ref's field ``{id}``, a field echoing
+    a request param ``{params.NAME}`` (so each request gets its own answer), a secret ``redacted``, the rest as seen
+    (its braces escaped)."""
+    body: dict[str, Any] = {}
+    for k, v in value.items():
+        here = (*at, str(k))
+        if ref_path is not None and here == ref_path:
+            body[k] = "{id}"
+        elif _looks_secret(k, v):
+            body[k] = "redacted"
+        elif isinstance(v, dict):
+            body[_escape_braces(k)] = _answer_template(v, ref_path, params, here)
+        elif (param := _echoed_param(k, v, params)) is not None:
+            body[_escape_braces(k)] = "{params." + param + "}"
+        else:
+            body[_escape_braces(k)] = _escape_braces(v)
+    return body
+
+
+def _echoed_param(name: Any, value: Any, params: dict[str, Any]) -> str | None:
+    """The request param an answer's field shows: the same name and value, or a value too long to be chance."""
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        return None
+    if name in params and params[name] == value and re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
+        return str(name)
+    if isinstance(value, str) and len(value) >= 3:
+        return next((p for p, pv in params.items() if pv == value and re.fullmatch(r"[A-Za-z0-9_.-]+", p)), None)
+    return None
+
+
+def _reference_by_name(writes: list[Exchange], token_fields: set[str]) -> str | None:
+    """A write's string field named like a client reference (the names ``harness.openapi`` reads in a document)."""
+    for x in writes:
+        for k, v in _params(x)[0].items():
+            if isinstance(v, str) and k.lower() in CLIENT_REFERENCE_NAMES and k not in token_fields:
+                return str(k)
+    return None
 
 
 def _escape_braces(value: Any) -> Any:
@@ -603,27 +737,38 @@ def _infer_intents(name: str, exchanges: list[Exchange], routes: dict[tuple[str,
         logged = draft.named.get(x.operation_id or "", (None, None))[0] or x.operation_id
         intent_id = logged if logged and re.fullmatch(NAME_PATTERN, logged) else \
             f"{route.replace('_', '-')}-{len(seen) + 1}"
+        if reference_field not in (None, CLIENT_REFERENCE_FIELD) and reference_field in params:
+            # a team's own reference (external_id) is part of what the agent was asked: kept, so that the agent
+            # tags and looks up the resource as it did (the harness's client_reference is the agent's own tag)
+            payload = {**payload, reference_field: params[reference_field]}
         seen[signature] = {"intent_id": intent_id, "kind": route, "destination": name,
                            "params": _scrub(payload, name, draft, f"intents[{len(seen)}].params")}
+    return _intents_said(name, seen, draft)
+
+
+def _intents_said(name: str, seen: dict[tuple[str, str], dict[str, Any]], draft: Draft) -> list[dict[str, Any]]:
+    """The intents found, one per route and payload; several are a choice the header says."""
     if len(seen) > 1:
         draft.choose(f"intents ({name})", "writes with the same route and payload are one intent's attempts; writes "
                      "with another payload are another intent (merge them if one intent changed its payload)")
     return list(seen.values())
 
 
-def _infer_faults(name: str, exchanges: list[Exchange], routes: dict[tuple[str, str], str],
-                  draft: Draft) -> list[dict[str, Any]]:
+def _infer_faults(name: str, exchanges: list[Exchange], draft: Draft, route_path: Callable[[Exchange], str | None],
+                  taken: int = 0) -> list[dict[str, Any]]:
     """Each request the client got no good answer to, as a fault on the same request (its position among the
-    requests to its route)."""
+    requests to its route, ``route_path`` giving the route's path template; None: on no route, left out)."""
     faults: list[dict[str, Any]] = []
     counts: dict[tuple[str, str], int] = {}
     for x in exchanges:
-        template = path_template(x.path)
+        template = route_path(x)
+        if template is None:
+            continue
         where = (x.method.upper(), template)
         counts[where] = counts.get(where, 0) + 1
         nth = counts[where]
         match = {"destination": name, "method": x.method.upper(), "path": template, "nth": nth}
-        rule_id = f"incident_{x.method.lower()}_{len(faults) + 1}"
+        rule_id = f"incident_{x.method.lower()}_{taken + len(faults) + 1}"
         said = f"request {nth} of {x.method.upper()} {template}"
         fault: dict[str, Any] | None = None
         if x.fault in ("refuse_connection",):
@@ -660,6 +805,126 @@ def _infer_faults(name: str, exchanges: list[Exchange], routes: dict[tuple[str, 
         if fault is not None:
             faults.append({"id": rule_id, "match": match, **fault})
     return faults
+
+
+# -- on a project's own destinations ---------------------------------------------------------------------------
+
+RouteOf = Callable[[Exchange], "tuple[str, str, str] | None"]  # an exchange -> (route name, role, path template)
+
+
+def _route_path(route_of: RouteOf) -> Callable[[Exchange], str | None]:
+    """The path template of the configured route an exchange is on (what a fault's match names), or None."""
+    def path(x: Exchange) -> str | None:
+        found = route_of(x)
+        return found[2] if found is not None else None
+
+    return path
+
+
+def _configured_routes(spec: DestinationSpec) -> list[tuple[str, str, str, str, dict[str, str]]]:
+    """(name, role, method, path template, params it must carry) of each HTTP route a configured destination
+    serves: an api declaration's routes (whole wire paths, the base path included), a service's operations and
+    lookup."""
+    from fake_destinations.spec import describe
+
+    if spec.api is not None:
+        return [(n, r.role, r.method, r.path, dict(r.match)) for n, r in spec.api.routes.items()]
+    contract = describe(spec)
+    out: list[tuple[str, str, str, str, dict[str, str]]] = [
+        (kind, "commits", op.method, op.path, {}) for kind, op in contract.operations.items()
+        if op.path and op.method in HTTP_METHODS]
+    if contract.lookup is not None and contract.lookup.method in HTTP_METHODS:
+        out.append(("lookup", "lookup", contract.lookup.method, contract.lookup.path, {}))
+    return out
+
+
+def _route_finder(routes: list[tuple[str, str, str, str, dict[str, str], re.Pattern[str]]]) -> RouteOf:
+    def route_of(x: Exchange) -> tuple[str, str, str] | None:
+        params = _params(x)[0] if any(r[4] for r in routes) else {}
+        for n, role, method, path, match, pattern in routes:
+            if method == x.method.upper() and pattern.match(x.path) and \
+                    all(str(params.get(k)) == v for k, v in match.items()):
+                return n, role, path
+        return None
+
+    return route_of
+
+
+def _configured_destination(origin: str, exchanges: list[Exchange], project: Project,
+                            draft: Draft) -> tuple[str, DestinationSpec, RouteOf] | None:
+    """The project's destination whose routes the requests to ``origin`` are on (its writes by method and path
+    template), and how each request finds its route; None when no destination's write matches one."""
+    from harness.contract import path_template_pattern
+
+    best: tuple[int, str] | None = None
+    route_tables: dict[str, RouteOf] = {}
+    for dest, spec in project.destinations.items():
+        routes = [(n, role, m, path, match, path_template_pattern(path, trailing_slash=True))
+                  for n, role, m, path, match in _configured_routes(spec)]
+
+        route_of = _route_finder(routes)
+        route_tables[dest] = route_of
+        writes = sum(1 for x in exchanges if (found := route_of(x)) is not None and found[1] == "commits")
+        if writes and (best is None or writes > best[0]):
+            best = (writes, dest)
+    if best is None:
+        draft.choose(f"destinations ({origin})", f"no write to {origin} is on a route of {project.path}'s "
+                     f"destinations ({', '.join(project.destinations)}): a destination inferred from the traffic")
+        return None
+    dest = best[1]
+    route_of = route_tables[dest]
+    off = sorted({f"{x.method.upper()} {x.path}" for x in exchanges if route_of(x) is None})
+    draft.choose(f"destinations.{dest}", f"the requests to {origin} are on the routes of {dest}, as {project.path} "
+                 "declares it: the scenario runs against the team's API (in the project's folder, with its agent and "
+                 "mode)" + (f"; requests on none of its routes left out: {', '.join(off[:5])}" if off else ""))
+    return dest, project.destinations[dest], route_of
+
+
+def _as_declared(project: Project, dest: str, base_dir: Path) -> dict[str, Any]:
+    """The destination as the project's table declares it, its files' paths relative to the scenario's folder: an
+    OpenAPI document (``openapi:``, its overrides beside it), an api declaration file, a service; its ``env`` as the
+    agent's variables (``agent_env``)."""
+    table = dict(project.tables.get(dest) or {})
+    env = table.pop("env", None)
+
+    def relative(given: str) -> str:
+        return os.path.relpath((project.folder / given).resolve(), base_dir.resolve())
+
+    if isinstance(table.get("openapi"), str):
+        document = relative(table.pop("openapi"))
+        out: dict[str, Any] = {"openapi": {"document": document, **table} if table else document}
+    else:
+        out = table
+        api = table.get("api")
+        if isinstance(api, str) and ("/" in api or api.endswith((".yaml", ".yml"))):
+            out["api"] = relative(api)
+    if env:
+        out["agent_env"] = env
+    return out
+
+
+def _configured_intents(dest: str, spec: DestinationSpec, exchanges: list[Exchange], route_of: RouteOf,
+                        project: Project, draft: Draft) -> list[dict[str, Any]]:
+    """One intent per operation, its kind the configured route's (create_ticket, never a name re-read from the
+    traffic), its params as the request sent them (a client reference such as external_id included; the key or
+    token left out); the project's own intent id when one asks for the same."""
+    token = spec.api.idempotency.field if spec.api is not None else None
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for x in exchanges:
+        found = route_of(x)
+        if found is None or found[1] != "commits":
+            continue
+        kind = found[0]
+        params = {k: v for k, v in _params(x)[0].items() if k not in (token, "Action", "Version")}
+        signature = (kind, json.dumps(params, sort_keys=True, default=str))
+        if signature in seen:
+            continue
+        own = next((i.intent_id for i in project.intents if i.destination == dest and i.kind == kind
+                    and i.params == params), None)
+        intent_id = own or f"{kind.replace('_', '-')}-{len(seen) + 1}"
+        seen[signature] = {"intent_id": intent_id, "kind": kind, "destination": dest,
+                           "params": _scrub(params, dest, draft, f"intents[{len(seen)}].params")}
+    return _intents_said(dest, seen, draft)
 
 
 # -- secrets -------------------------------------------------------------------------------------------------
