@@ -265,7 +265,7 @@ def validation_lines(exc: ValidationError, model: type[BaseModel]) -> list[tuple
                        + f" (valid: {ctx['expected']})")
         elif err["type"] == "value_error":
             message = message.removeprefix("Value error, ")  # our own validators' sentences
-            if not isinstance(value, (dict, list)):
+            if isinstance(value, (str, int, float, bool)) or value is None:  # not a loader's note (ApiFileError)
                 message = f"{_short(value)}: {message}"
         else:
             message = f"{_short(value)}: {message}"
