@@ -28,6 +28,11 @@ from harness.results.scenario_result import AgentRun
 from harness.sandbox import AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
+# How long what the agent left running may go on after it exited (the supervisor waits, then it is killed). Long
+# enough for a background retry queued "right after" (a thread pool's next tick, a backoff of a few hundred ms)
+# to reach the wire, where the checker finds it (H062); short, because a correct agent leaves nothing running
+# and so never waits for it. What still runs then is killed and the run INCOMPLETE: it never got to act.
+LATE_WINDOW_SECONDS = 0.75
 KILL_GRACE_SECONDS = 2.0
 STILL_RUNNING_EVERY = 10.0  # seconds between two "still running" notices while an agent works
 GROUP_GONE_SECONDS = 5.0  # how long the harness waits for a SIGKILLed agent group to be reaped
@@ -69,7 +74,8 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     start, started_at = time.monotonic(), time.time()
     with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch, \
             _agent_files(env, sandbox) as writable:
-        words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write)]
+        words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
+                 str(LATE_WINDOW_SECONDS)]
         fds = [watch.read_end, watch.status_write]
         if sandbox.confined:
             files = AgentFiles(writable, (*_existing(env.get(INTENTS_ENV)), *readable), tuple(hidden), folder,
@@ -112,7 +118,10 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                 agent.kill()  # children the agent left behind
             agent.wait_gone()  # a planned crash restarts the agent only once nothing of it is left
             survivors = agent.survivors()
-        exit_status, exited_at, left = watch.ended()
+        exit_status, exited_at, left, outlived = watch.ended()
+        if outlived:  # alive when the late window closed: killed then, before whatever it was waiting to do
+            survivors.insert(0, f"{outlived} process(es) still running {LATE_WINDOW_SECONDS:g} s after the agent "
+                                "exited, killed then")
     return AgentRun(command, None if (timed_out or killed) else (proc.returncode if exit_status is None
                                                                   else exit_status),
                     timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env),
@@ -279,22 +288,23 @@ class _OrphanWatch:
         except (ValueError, KeyError, TypeError):
             return None
 
-    def ended(self) -> tuple[int | None, float | None, int | None]:
+    def ended(self) -> tuple[int | None, float | None, int | None, int]:
         """How the agent's own process ended, as the supervisor said: (status, wall clock, processes it left
-        running); Nones when it never said (killed first)."""
+        running, of which still running when the late window closed); Nones when it never said (killed first)."""
         os.set_blocking(self._status_read, False)
         try:
             while chunk := os.read(self._status_read, 4096):
                 self._status += chunk
         except BlockingIOError:
             pass
-        words = self._status.decode(errors="replace").split()
-        if len(words) == 4 and words[0] == "exited":
-            try:
-                return int(words[1]), float(words[2]), int(words[3])
-            except ValueError:
-                pass
-        return None, None, None
+        said = {line.split(" ", 1)[0]: line.split()[1:] for line in self._status.decode(errors="replace").splitlines()}
+        try:
+            exited, outlived = said.get("exited", []), said.get("outlived", ["0"])
+            if len(exited) == 3:
+                return int(exited[0]), float(exited[1]), int(exited[2]), int(outlived[0])
+        except (ValueError, IndexError):
+            pass
+        return None, None, None, 0
 
     def __enter__(self) -> _OrphanWatch:
         return self

@@ -1,4 +1,4 @@
-"""The agent's orphan watch: ``python harness/agent_supervisor.py WATCH_FD STATUS_FD [--sandboxed] -- ARGV...``.
+"""The agent's orphan watch: ``python harness/agent_supervisor.py WATCH_FD STATUS_FD WINDOW [--sandboxed] -- ARGV...``.
 
 Started by ``harness.agent_process`` as the leader of a new process group (or, ``--sandboxed``, as the first
 process of the agent's bubblewrap sandbox, ``harness.sandbox``); it runs the agent in that same group and
@@ -9,8 +9,8 @@ harness. End of file is the robust signal: no polling of parent pids, no race wi
 
 ``STATUS_FD`` reports, one line each: ``started`` once the agent runs (or ``cannot start: REASON``), then
 ``exited CODE TIME LEFT`` when the agent's own process ends (its status, negative for a signal; the wall
-clock; how many processes it left running). What it left gets ``LATE_WINDOW_SECONDS`` to finish before the
-supervisor exits (and its group is killed, or its sandbox with it): what they send meanwhile is on the wire
+clock; how many processes it left running), then ``outlived N``: how many of those still ran when the window
+closed. What it left gets ``WINDOW`` seconds (``harness.agent_process.LATE_WINDOW_SECONDS``) to finish before the supervisor exits (and its group is killed, or its sandbox with it): what they send meanwhile is on the wire
 after the agent exited, a finding (H062), not lost. The agent's exit status is the supervisor's (an agent
 killed by a signal makes the supervisor die of the same signal).
 
@@ -27,12 +27,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-# How long what the agent left running may go on after it exited. Long enough for a background retry queued
-# "right after" (a thread pool's next tick, a backoff of a few hundred ms) to reach the wire, where the
-# checker finds it (H062); short, because a correct agent leaves nothing and never waits for it.
-LATE_WINDOW_SECONDS = 0.75
-
 
 def _others(sandboxed: bool) -> int:
     """How many processes of the agent besides this one are still running (zombies excepted): in the sandbox,
@@ -72,8 +66,8 @@ def _kill_group_when_orphaned(watch_fd: int, sandboxed: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    watch_fd, status_fd = int(argv[0]), int(argv[1])
-    rest = argv[2:]
+    watch_fd, status_fd, window = int(argv[0]), int(argv[1]), float(argv[2])
+    rest = argv[3:]
     sandboxed = rest[:1] == ["--sandboxed"]
     rest = rest[1:] if sandboxed else rest
     command = rest[1:] if rest[:1] == ["--"] else rest
@@ -95,11 +89,12 @@ def main(argv: list[str]) -> int:
             continue
     exited_at, left = time.time(), _others(sandboxed)
     os.write(status_fd, f"exited {code} {exited_at!r} {left}\n".encode())
-    os.close(status_fd)
-    deadline = time.monotonic() + LATE_WINDOW_SECONDS
+    deadline = time.monotonic() + window
     while left and time.monotonic() < deadline:
         time.sleep(0.02)
         left = _others(sandboxed)
+    os.write(status_fd, f"outlived {left}\n".encode())  # still running past the window: killed as we exit
+    os.close(status_fd)
     if code < 0:  # killed by a signal: die of it too, so the harness sees what the agent got
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

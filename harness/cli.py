@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent-timeout", type=_positive_float, default=None, metavar="SECONDS",
                      help="the agent's wall-clock limit (default: each scenario's agent_timeout_seconds); an agent "
                           "still running then is stopped, its evidence judged (X001 names the limit)")
+    run.add_argument("--no-sandbox", action="store_true",
+                     help="run the agent unsandboxed (as HARNESS_SANDBOX=off; default: in bubblewrap where it works); "
+                          "the verdict says so, and what that gives up")
     run.add_argument("--agent-log", choices=AGENT_LOGS, default=None,
                      help="what the agent writes, instead of the scenario's agent_log: otel for a trace-only agent "
                           f"(OpenTelemetry spans in ${TRACE_FILE_ENV}, judged by the same rules; docs/otel.md)")
@@ -427,6 +430,7 @@ def _run(args: argparse.Namespace) -> int:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
                               limits=dict(args.limit), agent_timeout=args.agent_timeout,
+                              sandbox="off" if args.no_sandbox else None,
                               writers=evidence_writers(text))
         if export is not None:
             export.export_result(result, args.otel_out)
