@@ -188,8 +188,11 @@ class _AgentProcesses:
         self.signal(signal.SIGKILL)
 
     def terminate(self) -> None:
-        self.signal(signal.SIGTERM) if self.namespace is None else [_kill_pid(p, signal.SIGTERM)
-                                                                    for p in self.members()]
+        if self.namespace is None:
+            self.signal(signal.SIGTERM)
+        else:  # the agent's processes, not bubblewrap's outer one: its death would SIGKILL them without a grace
+            for pid in self.members():
+                _kill_pid(pid, signal.SIGTERM)
         try:
             self.proc.wait(timeout=KILL_GRACE_SECONDS)
         except subprocess.TimeoutExpired:

@@ -10,8 +10,9 @@ harness. End of file is the robust signal: no polling of parent pids, no race wi
 ``STATUS_FD`` reports, one line each: ``started`` once the agent runs (or ``cannot start: REASON``), then
 ``exited CODE TIME LEFT`` when the agent's own process ends (its status, negative for a signal; the wall
 clock; how many processes it left running), then ``outlived N``: how many of those still ran when the window
-closed. What it left gets ``WINDOW`` seconds (``harness.agent_process.LATE_WINDOW_SECONDS``) to finish before the supervisor exits (and its group is killed, or its sandbox with it): what they send meanwhile is on the wire
-after the agent exited, a finding (H062), not lost. The agent's exit status is the supervisor's (an agent
+closed. What it left gets ``WINDOW`` seconds (``harness.agent_process.LATE_WINDOW_SECONDS``) to finish before
+the supervisor exits (and its group is killed, or its sandbox with it): what they send meanwhile is on the
+wire after the agent exited, a finding (H062), not lost. The agent's exit status is the supervisor's (an agent
 killed by a signal makes the supervisor die of the same signal).
 
 Standard library only, and run as a file rather than a module, so that starting it costs an
@@ -27,6 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+
 
 def _others(sandboxed: bool) -> int:
     """How many processes of the agent besides this one are still running (zombies excepted): in the sandbox,

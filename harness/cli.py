@@ -682,14 +682,14 @@ def _check(args: argparse.Namespace) -> int:
 
     export = _otel_out(args.otel_out)
     evidence = load_evidence(args.folder, key_file=args.key_file, limits=dict(args.limit))
-    if evidence.incomplete:  # never judge what the harness lost as if it were whole
-        if args.format == "json":
-            print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": evidence.incomplete}, indent=2))
-        else:
-            print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
-        return EXIT_INCOMPLETE
     # None: as the run was judged; the wire's facts are the certification table's, not check's
     judged = judge(evidence, black_box=True if args.black_box else None, facts=False)
+    if judged.incomplete:  # lost evidence, or a process that outlived the agent: never judged as if whole
+        if args.format == "json":
+            print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": judged.incomplete}, indent=2))
+        else:
+            print(paint_for(sys.stdout).lines(render_incomplete(judged.incomplete)))
+        return EXIT_INCOMPLETE
     verdict, failures, passed = judged.verdict, judged.expectation_failures, judged.passed
     if export is not None:
         export.export_verdict(verdict, args.otel_out, scenario=evidence.scenario, agent=evidence.agent.get("command"),

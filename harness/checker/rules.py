@@ -1389,7 +1389,7 @@ def late_requests(evidence: Evidence) -> Iterator[tuple[str, list[dict[str, Any]
     """``(what, evidence)`` for each request that reached the proxy (journal) or a destination (ledger, a
     request no journal line accounts for: SSH, a bypass) after the agent's last run exited, with the effects
     it committed. A destination committing late a request it received in time (a slow write) is not one."""
-    runs = evidence.agent.get(ContextKey.RUNS) if isinstance(evidence.agent, dict) else None
+    runs = evidence.agent.get(ContextKey.RUNS)
     last = runs[-1] if isinstance(runs, list) and runs and isinstance(runs[-1], dict) else {}
     exited = last.get("exited_at")
     if not isinstance(exited, (int, float)) or isinstance(exited, bool):
