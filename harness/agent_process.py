@@ -1,27 +1,38 @@
 """Runs the agent command under the harness contract, with a timeout and a clean teardown.
 
-The agent runs in its own process group so that a timeout or a planned crash takes down everything
-it started; that group is led by ``agent_supervisor``, which kills it when the harness disappears
-(even by SIGKILL), so no agent outlives the harness. A command starting with `python` runs with the
-harness's own interpreter, so that `--agent "python -m mypkg.agent"` sees the same virtual environment.
+On Linux the agent runs in a bubblewrap sandbox (``harness.sandbox``): its own PID namespace, so a timeout,
+a planned crash or its own exit takes down every process it started, ``setsid`` or not. Unsandboxed, it runs
+in its own process group, killed whole; a process that left the group is still found by the contract
+environment it inherited (``survivors``) and killed, and the run is then INCOMPLETE (``harness.checker.judge``).
+Either way it is led by ``agent_supervisor``, which kills it when the harness disappears (even by SIGKILL),
+so no agent outlives the harness. A command starting with `python` runs with the harness's own interpreter,
+so that `--agent "python -m mypkg.agent"` sees the same virtual environment.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness import notices
-from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV, agent_words
+from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV, STATE_DIR_ENV, TRACE_FILE_ENV, agent_words
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
+from harness.sandbox import AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
+# How long what the agent left running may go on after it exited (the supervisor waits, then it is killed). Long
+# enough for a background retry queued "right after" (a thread pool's next tick, a backoff of a few hundred ms)
+# to reach the wire, where the checker finds it (H062); short, because a correct agent leaves nothing running
+# and so never waits for it. What still runs then is killed and the run INCOMPLETE: it never got to act.
+LATE_WINDOW_SECONDS = 0.75
 KILL_GRACE_SECONDS = 2.0
 STILL_RUNNING_EVERY = 10.0  # seconds between two "still running" notices while an agent works
 GROUP_GONE_SECONDS = 5.0  # how long the harness waits for a SIGKILLed agent group to be reaped
@@ -47,24 +58,37 @@ def argv_for(command: str) -> list[str]:
 
 
 def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: Path, stderr: Path,
-              cwd: Path | None = None, kill_when: Callable[[], bool] | None = None) -> AgentRun:
+              cwd: Path | None = None, kill_when: Callable[[], bool] | None = None, sandbox: Sandbox | None = None,
+              hidden: Sequence[Path] = (), readable: Sequence[Path] = ()) -> AgentRun:
     """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL).
 
     `cwd`: the agent's working folder (default: this process's; the engine passes the caller's folder), where
-    a relative program or script in `command` is looked up."""
+    a relative program or script in `command` is looked up. `sandbox` (default ``choose_sandbox()``): bubblewrap,
+    in which the contract's files are the agent's only writable places, `readable` (beside its intents) it may
+    read and `hidden` it never sees (``harness.sandbox.hidden_paths``)."""
     argv = argv_for(command)
+    sandbox = sandbox or choose_sandbox()
+    folder = Path(cwd or os.getcwd()).absolute()
     # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
     start, started_at = time.monotonic(), time.time()
-    with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch:
-        proc = subprocess.Popen([sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
-                                 "--", *argv], env=full_env, stdout=out, stderr=err, cwd=cwd,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                pass_fds=(watch.read_end, watch.status_write))
+    with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch, \
+            _agent_files(env, sandbox) as writable:
+        words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
+                 str(LATE_WINDOW_SECONDS)]
+        fds = [watch.read_end, watch.status_write]
+        if sandbox.confined:
+            files = AgentFiles(writable, (*_existing(env.get(INTENTS_ENV)), *readable), tuple(hidden), folder,
+                               command_paths(argv, folder) + (Path(sys.executable).absolute(),))
+            words = [*bwrap_argv(sandbox, files, info_fd=watch.info_write), *words, "--sandboxed"]
+            fds.append(watch.info_write)
+        proc = subprocess.Popen([*words, "--", *argv], env=full_env, stdout=out, stderr=err, cwd=folder,
+                                stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(fds))
         problem = watch.started()
         if problem:
             proc.wait()
             raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]})")
+        agent = _AgentProcesses(proc, watch.namespace() if sandbox.confined else None, env.get(AUDIT_LOG_ENV))
         timed_out = killed = False
         said_at = start
         try:
@@ -81,7 +105,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                     notices.say(f"retry-harness: the agent is still running ({said_at - start:.0f} s of its "
                                 f"{timeout:g} s limit; --agent-timeout sets it)\n")
                 if kill_when is not None and kill_when():
-                    _kill_group(proc, signal.SIGKILL)
+                    agent.kill()
                     killed = True
                     break
                 if time.monotonic() - start >= timeout:
@@ -89,50 +113,210 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                     break
         finally:
             if proc.poll() is None or timed_out:
-                _terminate(proc)
+                agent.terminate()
             else:
-                _kill_group(proc, signal.SIGKILL)  # children the agent left behind
-            _wait_group_gone(proc.pid)  # a planned crash restarts the agent only once nothing of it is left
-    return AgentRun(command, None if (timed_out or killed) else proc.returncode,
-                    timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env))
+                agent.kill()  # children the agent left behind
+            agent.wait_gone()  # a planned crash restarts the agent only once nothing of it is left
+            survivors = agent.survivors()
+        exit_status, exited_at, left, outlived = watch.ended()
+        if outlived:  # alive when the late window closed: killed then, before whatever it was waiting to do
+            survivors.insert(0, f"{outlived} process(es) still running {LATE_WINDOW_SECONDS:g} s after the agent "
+                                "exited, killed then")
+    return AgentRun(command, None if (timed_out or killed) else (proc.returncode if exit_status is None
+                                                                  else exit_status),
+                    timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env),
+                    sandbox=sandbox.description, exited_at=None if (timed_out or killed) else exited_at,
+                    left_running=left, survivors=survivors)
+
+
+def _existing(path: str | None) -> tuple[Path, ...]:
+    return (Path(path),) if path and os.path.exists(path) else ()
+
+
+@contextlib.contextmanager
+def _agent_files(env: Mapping[str, str], sandbox: Sandbox) -> Iterator[tuple[Path, ...]]:
+    """The contract's writable places of one run (log, trace, state dir), made first so that the sandbox can
+    lay them in (a file is bound, so it must exist); a file made here and still empty after the run is
+    removed again, so the folder reads as if the sandbox had not been there."""
+    made, places = [], []
+    for name in (AUDIT_LOG_ENV, TRACE_FILE_ENV, STATE_DIR_ENV):
+        value = env.get(name)
+        if not value or not sandbox.confined:
+            continue
+        path = Path(value)
+        if name != STATE_DIR_ENV and not path.exists() and path.parent.is_dir():
+            path.touch()
+            made.append(path)
+        if path.exists():
+            places.append(path)
+    try:
+        yield tuple(places)
+    finally:
+        for path in made:
+            try:
+                if path.stat().st_size == 0:
+                    path.unlink()
+            except OSError:
+                pass
+
+
+class _AgentProcesses:
+    """Every process of one agent run: its sandbox's PID namespace (``namespace``, found through /proc), or the
+    supervisor's process group; then whatever still carries the run's contract environment (``marker``:
+    its audit log's path), found by /proc, which is how a process that left the group is seen unsandboxed."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], namespace: str | None, marker: str | None) -> None:
+        self.proc, self.namespace = proc, namespace
+        self.marker = f"{AUDIT_LOG_ENV}={marker}".encode() + b"\0" if marker else None
+
+    def members(self) -> list[int]:
+        if self.namespace is None:
+            return []
+        # a zombie (dead, not yet reaped as the namespace ends) holds nothing and does nothing: not counted
+        return [pid for pid, stat in _processes()
+                if stat[stat.rindex(")") + 2] not in "ZX" and _link(pid, "ns/pid") == self.namespace]
+
+    def alive(self) -> bool:
+        return group_alive(self.proc.pid) or bool(self.members())
+
+    def signal(self, sig: int) -> None:
+        _kill_group(self.proc, sig)  # the supervisor's group, or bubblewrap's outer process
+        for pid in self.members():
+            _kill_pid(pid, sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        if self.namespace is None:
+            self.signal(signal.SIGTERM)
+        else:  # the agent's processes, not bubblewrap's outer one: its death would SIGKILL them without a grace
+            for pid in self.members():
+                _kill_pid(pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=KILL_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        self.proc.wait()
+
+    def wait_gone(self, timeout: float = GROUP_GONE_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            if time.monotonic() >= deadline:
+                raise AgentError(f"the agent's processes (group {self.proc.pid}) survived SIGKILL for {timeout:g} s")
+            self.kill()
+            time.sleep(0.01)
+        self.proc.poll()
+
+    def survivors(self) -> list[str]:
+        """The processes that still carry this run's contract environment once its group or sandbox is gone
+        (a double fork and ``setsid``): each said, then killed. Empty in a sandbox, whose kill takes them all."""
+        if self.marker is None:
+            return []
+        found = []
+        for pid, stat in _processes():
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            if self.marker in environ and stat[stat.rindex(")") + 2] not in "ZX":
+                name = stat[stat.index("(") + 1:stat.rindex(")")]
+                found.append(f"pid {pid} ({name}), outside the agent's process group")
+                _kill_pid(pid, signal.SIGKILL)
+        return found
+
+
+def _processes() -> Iterator[tuple[int, str]]:
+    """``(pid, its /proc stat line)`` of every process this one can see (none where there is no /proc)."""
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.isdigit():
+            try:
+                yield int(entry.name), (entry / "stat").read_text()
+            except OSError:
+                continue
+
+
+def _link(pid: int, name: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/{name}")
+    except OSError:
+        return None
+
+
+def _kill_pid(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class _OrphanWatch:
-    """The two pipes of ``agent_supervisor``: the watch pipe (only this process holds its write end,
-    so the supervisor reads end of file when the harness dies, however it dies) and the start-up
-    status pipe."""
+    """The pipes of ``agent_supervisor``: the watch pipe (only this process holds its write end, so the
+    supervisor reads end of file when the harness dies, however it dies), its status pipe (started, then how
+    the agent's own process ended) and bubblewrap's info pipe (its PID namespace)."""
 
     def __init__(self) -> None:
         self.read_end, self._write_end = os.pipe()  # non-inheritable: no other child holds the write end
         self._status_read, self.status_write = os.pipe()
+        self._info_read, self.info_write = os.pipe()
+        self._status = b""
 
     def started(self) -> str:
         """Wait for the supervisor to start the agent: "" when it runs, else why it could not start."""
-        os.close(self.status_write)
-        self.status_write = -1
-        chunks = []
-        while chunk := os.read(self._status_read, 4096):
-            chunks.append(chunk)
-        text = b"".join(chunks).decode(errors="replace").strip()
+        for fd in (self.status_write, self.info_write):
+            os.close(fd)
+        self.status_write = self.info_write = -1
+        while b"\n" not in self._status and (chunk := os.read(self._status_read, 4096)):
+            self._status += chunk
+        line, _, self._status = self._status.partition(b"\n")
+        text = line.decode(errors="replace").strip()
+        if text == "started":
+            return ""
+        if not text:  # bubblewrap itself failed before the supervisor ran: its stderr says why (agent.stderr)
+            return "the sandbox could not start it (agent.stderr says why; HARNESS_SANDBOX=off runs it unsandboxed)"
         return text.removeprefix("cannot start: ")
+
+    def namespace(self) -> str | None:
+        """The sandbox's PID namespace as /proc names it (``pid:[N]``), from bubblewrap's ``--info-fd``."""
+        data = b""
+        while chunk := os.read(self._info_read, 4096):
+            data += chunk
+        try:
+            return f"pid:[{json.loads(data)['pid-namespace']}]"
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def ended(self) -> tuple[int | None, float | None, int | None, int]:
+        """How the agent's own process ended, as the supervisor said: (status, wall clock, processes it left
+        running, of which still running when the late window closed); Nones when it never said (killed first)."""
+        os.set_blocking(self._status_read, False)
+        try:
+            while chunk := os.read(self._status_read, 4096):
+                self._status += chunk
+        except BlockingIOError:
+            pass
+        said = {line.split(" ", 1)[0]: line.split()[1:] for line in self._status.decode(errors="replace").splitlines()}
+        try:
+            exited, outlived = said.get("exited", []), said.get("outlived", ["0"])
+            if len(exited) == 3:
+                return int(exited[0]), float(exited[1]), int(exited[2]), int(outlived[0])
+        except (ValueError, IndexError):
+            pass
+        return None, None, None, 0
 
     def __enter__(self) -> _OrphanWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in (self.read_end, self._write_end, self._status_read, self.status_write):
+        for fd in (self.read_end, self._write_end, self._status_read, self.status_write, self._info_read,
+                   self.info_write):
             if fd >= 0:
                 os.close(fd)
-
-
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    _kill_group(proc, signal.SIGTERM)
-    try:
-        proc.wait(timeout=KILL_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(proc, signal.SIGKILL)
-    proc.wait()
 
 
 def group_alive(pgid: int) -> bool:
@@ -158,22 +342,6 @@ def group_alive(pgid: int) -> bool:
         if int(group) == pgid and state not in ("Z", "X"):
             return True
     return False
-
-
-def _wait_group_gone(pgid: int, timeout: float = GROUP_GONE_SECONDS) -> None:
-    deadline = time.monotonic() + timeout
-    while group_alive(pgid):
-        if time.monotonic() >= deadline:
-            raise AgentError(f"the agent's process group {pgid} survived SIGKILL for {timeout:g} s")
-        _kill_group_id(pgid, signal.SIGKILL)
-        time.sleep(0.01)
-
-
-def _kill_group_id(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -1,14 +1,19 @@
-"""The agent's orphan watch: ``python harness/agent_supervisor.py WATCH_FD STATUS_FD -- ARGV...``.
+"""The agent's orphan watch: ``python harness/agent_supervisor.py WATCH_FD STATUS_FD WINDOW [--sandboxed] -- ARGV...``.
 
-Started by ``harness.agent_process`` as the leader of a new process group; it runs the agent in that
-same group and waits for it. ``WATCH_FD`` is the read end of a pipe whose only write end the
+Started by ``harness.agent_process`` as the leader of a new process group (or, ``--sandboxed``, as the first
+process of the agent's bubblewrap sandbox, ``harness.sandbox``); it runs the agent in that same group and
+waits for it. ``WATCH_FD`` is the read end of a pipe whose only write end the
 harness holds and never writes: end of file on it means the harness is gone (SIGKILL, OOM, crash),
 and the supervisor then kills its whole group, so neither the agent nor its children outlive the
 harness. End of file is the robust signal: no polling of parent pids, no race with pid reuse.
 
-``STATUS_FD`` reports start-up: closed with nothing written once the agent runs, or one line
-``cannot start: REASON`` when it cannot be started. The agent's exit status is the supervisor's
-(an agent killed by a signal makes the supervisor die of the same signal).
+``STATUS_FD`` reports, one line each: ``started`` once the agent runs (or ``cannot start: REASON``), then
+``exited CODE TIME LEFT`` when the agent's own process ends (its status, negative for a signal; the wall
+clock; how many processes it left running), then ``outlived N``: how many of those still ran when the window
+closed. What it left gets ``WINDOW`` seconds (``harness.agent_process.LATE_WINDOW_SECONDS``) to finish before
+the supervisor exits (and its group is killed, or its sandbox with it): what they send meanwhile is on the
+wire after the agent exited, a finding (H062), not lost. The agent's exit status is the supervisor's (an agent
+killed by a signal makes the supervisor die of the same signal).
 
 Standard library only, and run as a file rather than a module, so that starting it costs an
 interpreter start and nothing more (``harness/__init__`` is not imported).
@@ -21,9 +26,33 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 
-def _kill_group_when_orphaned(watch_fd: int) -> None:
+def _others(sandboxed: bool) -> int:
+    """How many processes of the agent besides this one are still running (zombies excepted): in the sandbox,
+    every process its /proc shows but its init; else those of this process group."""
+    me, group = os.getpid(), os.getpgid(0)
+    count = 0
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) in (me, 1 if sandboxed else me):
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, pgid = stat[stat.rindex(")") + 2:].split()[:3]
+        if state not in ("Z", "X") and (sandboxed or int(pgid) == group):
+            count += 1
+    return count
+
+
+def _kill_group_when_orphaned(watch_fd: int, sandboxed: bool) -> None:
     while True:
         try:
             if not os.read(watch_fd, 4096):  # EOF: the harness's write end closed with the harness
@@ -32,13 +61,19 @@ def _kill_group_when_orphaned(watch_fd: int) -> None:
             continue
         except OSError:
             break
+    if sandboxed:  # every process of the sandbox but its init, which then ends with us and takes the rest
+        os.kill(-1, signal.SIGKILL)
+        os._exit(137)
     os.killpg(os.getpgid(0), signal.SIGKILL)  # the agent, its children, and this supervisor
 
 
 def main(argv: list[str]) -> int:
-    watch_fd, status_fd = int(argv[0]), int(argv[1])
-    command = argv[3:] if argv[2:3] == ["--"] else argv[2:]
-    threading.Thread(target=_kill_group_when_orphaned, args=(watch_fd,), daemon=True).start()
+    watch_fd, status_fd, window = int(argv[0]), int(argv[1]), float(argv[2])
+    rest = argv[3:]
+    sandboxed = rest[:1] == ["--sandboxed"]
+    rest = rest[1:] if sandboxed else rest
+    command = rest[1:] if rest[:1] == ["--"] else rest
+    threading.Thread(target=_kill_group_when_orphaned, args=(watch_fd, sandboxed), daemon=True).start()
     # The harness stops the agent with killpg(SIGTERM), which reaches us too: outlive the agent so its
     # exit status is reported. A handler (not SIG_IGN) so that the agent keeps the default action.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -47,13 +82,21 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         os.write(status_fd, f"cannot start: {exc.strerror or exc}\n".encode())
         return 127
-    os.close(status_fd)
+    os.write(status_fd, b"started\n")
     while True:
         try:
             code = agent.wait()
             break
         except InterruptedError:
             continue
+    exited_at, left = time.time(), _others(sandboxed)
+    os.write(status_fd, f"exited {code} {exited_at!r} {left}\n".encode())
+    deadline = time.monotonic() + window
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = _others(sandboxed)
+    os.write(status_fd, f"outlived {left}\n".encode())  # still running past the window: killed as we exit
+    os.close(status_fd)
     if code < 0:  # killed by a signal: die of it too, so the harness sees what the agent got
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

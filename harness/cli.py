@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent-timeout", type=_positive_float, default=None, metavar="SECONDS",
                      help="the agent's wall-clock limit (default: each scenario's agent_timeout_seconds); an agent "
                           "still running then is stopped, its evidence judged (X001 names the limit)")
+    run.add_argument("--no-sandbox", action="store_true",
+                     help="run the agent unsandboxed (as HARNESS_SANDBOX=off; default: in bubblewrap where it works); "
+                          "the verdict says so, and what that gives up")
     run.add_argument("--agent-log", choices=AGENT_LOGS, default=None,
                      help="what the agent writes, instead of the scenario's agent_log: otel for a trace-only agent "
                           f"(OpenTelemetry spans in ${TRACE_FILE_ENV}, judged by the same rules; docs/otel.md)")
@@ -434,6 +437,7 @@ def _run(args: argparse.Namespace) -> int:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
                               limits=dict(args.limit), agent_timeout=args.agent_timeout,
+                              sandbox="off" if args.no_sandbox else None,
                               writers=evidence_writers(text))
         if export is not None:
             export.export_result(result, args.otel_out)
@@ -685,14 +689,14 @@ def _check(args: argparse.Namespace) -> int:
 
     export = _otel_out(args.otel_out)
     evidence = load_evidence(args.folder, key_file=args.key_file, limits=dict(args.limit))
-    if evidence.incomplete:  # never judge what the harness lost as if it were whole
-        if args.format == "json":
-            print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": evidence.incomplete}, indent=2))
-        else:
-            print(paint_for(sys.stdout).lines(render_incomplete(evidence.incomplete)))
-        return EXIT_INCOMPLETE
     # None: as the run was judged; the wire's facts are the certification table's, not check's
     judged = judge(evidence, black_box=True if args.black_box else None, facts=False)
+    if judged.incomplete:  # lost evidence, or a process that outlived the agent: never judged as if whole
+        if args.format == "json":
+            print(json.dumps({"outcome": "incomplete", "passed": False, "incomplete": judged.incomplete}, indent=2))
+        else:
+            print(paint_for(sys.stdout).lines(render_incomplete(judged.incomplete)))
+        return EXIT_INCOMPLETE
     verdict, failures, passed = judged.verdict, judged.expectation_failures, judged.passed
     if export is not None:
         export.export_verdict(verdict, args.otel_out, scenario=evidence.scenario, agent=evidence.agent.get("command"),

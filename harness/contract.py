@@ -90,8 +90,11 @@ PROXY_PYTHON_ENV = "HARNESS_PROXY_PYTHON"
 PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
 # the operator's: an image with Python 3.11 to build the harness's images on, instead of the debootstrapped base
 BASE_IMAGE_ENV = "HARNESS_BASE_IMAGE"
+# the operator's: the agent's sandbox (auto | bwrap | off, harness.sandbox) and the bubblewrap binary it uses
+SANDBOX_ENV = "HARNESS_SANDBOX"
+BWRAP_ENV = "HARNESS_BWRAP"
 # the harness's own settings, removed from the environment the agent inherits
-OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV, BASE_IMAGE_ENV)
+OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV, BASE_IMAGE_ENV, SANDBOX_ENV, BWRAP_ENV)
 # every name above starts so: a variable a scenario sets for the agent (a container agent's ``env``, a
 # destination's ``agent_env``) may not, or it could hide the contract's value or the operator's
 HARNESS_ENV_PREFIX = INTENTS_ENV[:len("HARNESS_")]

@@ -50,6 +50,7 @@ from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import write_json_file
 from harness.results.scenario_result import AgentRun, ScenarioResult
+from harness.sandbox import Sandbox, choose_sandbox, hidden_paths
 from harness.scenario import ContainerAgent, Scenario, agent_label, chosen_agent
 
 if TYPE_CHECKING:
@@ -77,13 +78,15 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
                  black_box: bool = False, agent_log: str | None = None,
                  limits: Mapping[str, int] | None = None, agent_timeout: float | None = None,
-                 writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
+                 writers: Sequence[ResultWriter] | None = None, sandbox: str | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
     command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
     `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
     `limits`: evidence limits (harness.limits) over the scenario's own `limits`, e.g. `{"operations": 500}`.
     `agent_timeout`: the agent's wall-clock limit in seconds, over the scenario's `agent_timeout_seconds`.
+    `sandbox`: how a process agent is confined, one of ``harness.sandbox.SANDBOX_SETTINGS`` (default:
+    ``HARNESS_SANDBOX``, else ``auto``: bubblewrap where it works); each run's verdict says which it got.
 
     `keep_evidence`: "all" keeps every run's evidence folder, "failed" deletes it when the run passed.
     `writers`: what is written of the result into a kept folder (``harness.writers``; default
@@ -102,15 +105,17 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         if not agent_timeout > 0:
             raise HarnessError(f"the agent's time limit must be a number of seconds above 0, got {agent_timeout!r}")
         scenario = scenario.model_copy(update={"agent_timeout_seconds": float(agent_timeout)})
+    confined = choose_sandbox(sandbox)  # a setting that cannot be had is an error before anything starts
     with interrupt.handling():
         return _run_scenario(scenario, agent=agent, evidence_root=evidence_root, proxy=proxy, pool=pool,
                              keep_evidence=keep_evidence, black_box=black_box, agent_log=agent_log, limits=limits,
-                             writers=writers)
+                             writers=writers, sandbox=confined)
 
 
 def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evidence_root: Path, proxy: Any,
                   pool: Any, keep_evidence: str, black_box: bool, agent_log: str | None,
-                  limits: Mapping[str, int] | None, writers: Sequence[ResultWriter] | None) -> ScenarioResult:
+                  limits: Mapping[str, int] | None, writers: Sequence[ResultWriter] | None,
+                  sandbox: Sandbox) -> ScenarioResult:
     if agent_log is not None and agent_log != scenario.agent_log:
         if agent_log not in AGENT_LOGS:
             raise HarnessError(f"agent_log {agent_log!r} is not one of {', '.join(AGENT_LOGS)}")
@@ -163,12 +168,12 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
 
     with interrupt.when_signalled(mark_interrupted):
         return _run_and_save(scenario, chosen, label, workdir, layout, context, canaries, pool, proxy,
-                             keep_evidence, writers)
+                             keep_evidence, writers, sandbox)
 
 
 def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, workdir: Path,
                   layout: EvidenceLayout, context: dict[str, Any], canaries: dict[str, str], pool: Any, proxy: Any,
-                  keep_evidence: str, writers: Sequence[ResultWriter] | None) -> ScenarioResult:
+                  keep_evidence: str, writers: Sequence[ResultWriter] | None, sandbox: Sandbox) -> ScenarioResult:
     """Start the destinations and the proxy, run the agent, save every source (``_teardown``) and judge."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects
@@ -217,7 +222,8 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         agent_running = isinstance(chosen, ContainerAgent)  # a ContainerError from here on is the agent's container
         start_agent = _agent_runner(chosen, env, timeout=scenario.agent_timeout_seconds, cwd=workdir,
                                     stdout=layout.agent_stdout, stderr=layout.agent_stderr,
-                                    mounts=[evidence_dir, *([routes.ca_cert.parent] if routes.ca_cert else [])])
+                                    mounts=[evidence_dir, *([routes.ca_cert.parent] if routes.ca_cert else [])],
+                                    ca_cert=routes.ca_cert, sandbox=sandbox)
         with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects
@@ -361,15 +367,22 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
 
 
 def _agent_runner(agent: str | ContainerAgent, env: dict[str, str], *, timeout: float, cwd: Path, stdout: Path,
-                  stderr: Path, mounts: list[Path]) -> Callable[..., AgentRun]:
+                  stderr: Path, mounts: list[Path], ca_cert: Path | None = None,
+                  sandbox: Sandbox | None = None) -> Callable[..., AgentRun]:
     """``start_agent(kill_when=None) -> AgentRun``: one run of the agent, a process or a container (one path
-    for the engine either way)."""
+    for the engine either way). A process runs in ``sandbox`` (default ``choose_sandbox()``), where the
+    evidence root (this run's harness files, other runs'), the proxy's CA folder (its key) and the harness's
+    own places are out of sight (``harness.sandbox``)."""
     if isinstance(agent, ContainerAgent):
         from harness.containers.agent import run_container_agent
 
         return functools.partial(run_container_agent, agent, env, timeout=timeout, stdout=stdout, stderr=stderr,
                                  mounts=mounts)
-    return functools.partial(run_agent, agent, env, timeout=timeout, cwd=cwd, stdout=stdout, stderr=stderr)
+    evidence_root = stdout.parent.parent  # stdout is kept in the run's folder, whose parent holds every run's
+    hidden = hidden_paths(evidence_root, [ca_cert.parent] if ca_cert else [])
+    return functools.partial(run_agent, agent, env, timeout=timeout, cwd=cwd, stdout=stdout, stderr=stderr,
+                             sandbox=sandbox or choose_sandbox(), hidden=hidden,
+                             readable=[ca_cert] if ca_cert else [])
 
 
 def _destination_env(scenario: Scenario, urls: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:

@@ -350,6 +350,8 @@ def render_result(result: ScenarioResult, *, shown: int | None = None) -> str:
     findings: ``render_text``), the scenario's own expectations that failed, and where the evidence is."""
     lines = [render_headline(result)]
     lines += [_agent_run_text(run) for run in result.agent_runs]
+    if result.sandbox:  # what the verdict can vouch for: "unsandboxed: why; what that gives up" said as plainly
+        lines.append(f"  {'' if result.sandbox.startswith('unsandboxed') else 'sandbox: '}{result.sandbox}")
     if result.incomplete:
         lines.append(render_incomplete(result.incomplete))
     else:

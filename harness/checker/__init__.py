@@ -73,6 +73,7 @@ __all__ = [
     "judge_operation",
     "rule",
     "run_verdict",
+    "survivors_of",
 ]
 
 
@@ -274,10 +275,11 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     (X001, ``expectation_findings``: ``expect``, the agent's ``runs`` and the ledger's ``effects``, by default
     what the evidence folder holds; none when it holds no ``expect``) added to the verdict, and, with ``facts``,
     what the wire and the ledger show whatever the mode (``Attribution.facts``)."""
-    if evidence.incomplete:  # the harness lost evidence: say so, judge nothing
-        return Judgement(Verdict(mode=evidence.mode), incomplete=list(evidence.incomplete))
     if runs is None:
         runs = [AgentRun(**run) for run in evidence.agent.get(ContextKey.RUNS) or []]
+    gaps = list(evidence.incomplete) + survivors_of(runs)
+    if gaps:  # the harness lost evidence, or cannot vouch for it: say so, judge nothing
+        return Judgement(Verdict(mode=evidence.mode), incomplete=gaps)
     broken = agent_broken(evidence, runs) if not offline else None
     if broken is not None:  # nothing to judge but that: the rules would only restate it as missing work
         verdict = Verdict(mode=evidence.mode)
@@ -291,6 +293,16 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
     verdict.not_applicable = {str(k): str(v) for k, v in (evidence.not_applicable or {}).items()}
     return Judgement(verdict, [f.message for f in unmet], known)
+
+
+def survivors_of(runs: Sequence[AgentRun]) -> list[str]:
+    """What outlived a run of the agent (``AgentRun.survivors``: found after its group was killed, unsandboxed),
+    as evidence gaps: such a process could act on the destinations or the evidence after the harness stopped
+    watching, so the run is not the one the scenario set up and is not judged (INCOMPLETE), whatever it did."""
+    return [f"agent run {index}: a process of the agent outlived it ({survivor}; killed by the harness): what it "
+            "did after the run ended is not watched, so the run is not judged (a setsid or double-forked worker; "
+            "the sandbox, harness.sandbox, kills them all with the run)"
+            for index, run in enumerate(runs, 1) for survivor in run.survivors]
 
 
 def _run_checks(judged: list[OperationVerdict] | list[IntentVerdict], findings: list[Finding], offline: bool,

@@ -15,7 +15,7 @@ from typing import Any
 from harness.checker.attribution import IntentContext, WireAttempt, payload_prints, retry_after_seconds
 from harness.checker.context import effect_ref_row
 from harness.checker.registry import BLACK_BOX, RunRule, rule
-from harness.checker.rules import NoProxyBypass
+from harness.checker.rules import NoProxyBypass, NothingAfterExit
 from harness.checker.run_context import RunContext
 
 IntentFindings = Iterator[tuple[str, list[dict[str, Any]]]]
@@ -204,3 +204,8 @@ class WireEffectAttributed(RunRule):
 @rule("H046", "wire-no-proxy-bypass", scope="run", requires=(BLACK_BOX,))
 class WireNoProxyBypass(NoProxyBypass):
     """Every request a proxied destination received crossed the fault proxy (H061, judged without the log)."""
+
+
+@rule("H047", "wire-nothing-after-exit", scope="run", requires=(BLACK_BOX,))
+class WireNothingAfterExit(NothingAfterExit):
+    """Nothing reaches the wire after the agent exited (H062, judged without the log)."""

@@ -31,6 +31,7 @@ from harness.checker.readings import bare_path, crashed_between, ts_value
 from harness.checker.registry import RunRule, rule
 from harness.checker.run_context import RunContext
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
+from harness.contract import ContextKey
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
 from harness.results.verdict import Finding
@@ -1407,3 +1408,52 @@ class NoProxyBypass(RunRule):
                               f"(ledger request seq {row.get('seq')}, {row.get('outcome')}"
                               f"{', effect ' + str(row['effect_ref']) if row.get('effect_ref') else ''}) {how}: it "
                               f"bypassed the fault proxy"), [request_ref_row(row)])
+
+
+# --------------------------------------------------------------------------------------------- H062
+def late_requests(evidence: Evidence) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """``(what, evidence)`` for each request that reached the proxy (journal) or a destination (ledger, a
+    request no journal line accounts for: SSH, a bypass) after the agent's last run exited, with the effects
+    it committed. A destination committing late a request it received in time (a slow write) is not one."""
+    runs = evidence.agent.get(ContextKey.RUNS)
+    last = runs[-1] if isinstance(runs, list) and runs and isinstance(runs[-1], dict) else {}
+    exited = last.get("exited_at")
+    if not isinstance(exited, (int, float)) or isinstance(exited, bool):
+        return  # killed or timed out (nothing of it went on), or an older folder: nothing to hold the wire to
+    flows = set()
+    effects_of: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in evidence.effects:
+        effects_of[row.get("request_seq")].append(row)
+    rows_of_flow: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in evidence.requests:
+        rows_of_flow[row.get("flow_id")].append(row)
+    for entry in evidence.journal:
+        at = ts_value(entry.get("ts_request"))
+        if at > exited:
+            flows.add(entry.get("flow_id"))
+            rows = rows_of_flow.get(entry.get("flow_id"), []) if entry.get("flow_id") else []
+            effects = [effect_ref_row(e) for r in rows for e in effects_of.get(r.get("seq"), [])]
+            yield (f"{entry.get('method')} {entry.get('path')} reached the fault proxy {at - exited:.2f} s after the "
+                   f"agent exited (journal line {entry.get('_line')})"
+                   f"{', committing ' + str(len(effects)) + ' effect(s)' if effects else ''}",
+                   [wire_ref(entry), *effects])
+    for row in evidence.requests:
+        at = ts_value(row.get("received_at"))
+        if at > exited and (not row.get("flow_id") or row.get("flow_id") not in flows):
+            effects = [effect_ref_row(e) for e in effects_of.get(row.get("seq"), [])]
+            yield (f"destination {row.get('destination')} received {row.get('method')} {row.get('path')} "
+                   f"{at - exited:.2f} s after the agent exited (ledger request seq {row.get('seq')})"
+                   f"{', committing ' + str(len(effects)) + ' effect(s)' if effects else ''}",
+                   [request_ref_row(row), *effects])
+
+
+@rule("H062", "nothing-after-exit", scope="run", requires=("wire",))
+class NothingAfterExit(RunRule):
+    """Nothing reaches the wire after the agent exited: a request sent by a process it left running (a
+    background retry queue, a worker it did not wait for) is a retry no log of the run can account for, and
+    one the harness would have missed had it stopped looking at the agent's exit."""
+
+    def finish(self, run: RunContext | None) -> None:
+        for what, evidence in late_requests(self.evidence):
+            self.found(None, f"{what}: sent by a process the agent left running after it exited (a background "
+                             "retry or worker); an agent must finish its work before it exits", evidence)

@@ -30,7 +30,16 @@ class AgentRun:
     log_bytes_at_end: int | None = None
     # a container agent's container (its name), None for a process
     container: str | None = None
-
+    # how the run was confined (``harness.sandbox``): bubblewrap's words, a container's, or "unsandboxed: why;
+    # what that gives up"; None in an older folder
+    sandbox: str | None = None
+    # when the agent's own process exited (wall clock), and how many processes it left running then (they get a
+    # bounded moment before they are killed: what they send meanwhile is a finding, H062); None when killed
+    exited_at: float | None = None
+    left_running: int | None = None
+    # processes that carried this run's contract environment after its group or sandbox was gone (a setsid
+    # double fork, unsandboxed): said here and killed; the run is INCOMPLETE (``harness.checker.judge``)
+    survivors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -52,6 +61,13 @@ class ScenarioResult:
     # attempts, key behaviour, per intent; what a certification table shows (empty when evidence is incomplete)
     facts: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def sandbox(self) -> str | None:
+        """How the agent was confined (``AgentRun.sandbox``; its runs' one way, or each said in run order, ";"
+        between): what the verdict can vouch for. None when no run says (an older folder)."""
+        said = list(dict.fromkeys(run.sandbox for run in self.agent_runs if run.sandbox))
+        return "; ".join(said) if said else None
+
     def to_dict(self, *, streamed: bool = False) -> dict[str, Any]:
         """The result as JSON-able data: the evidence folder's verdict file, and what crosses pytest-xdist.
 
@@ -64,7 +80,7 @@ class ScenarioResult:
         return {"scenario": self.scenario, "agent": self.agent, "passed": self.passed,
                 "expectation_failures": list(self.expectation_failures), "timings": dict(self.timings),
                 "evidence_dir": str(self.evidence_dir), "evidence_kept": self.evidence_kept,
-                "incomplete": list(self.incomplete), "facts": dict(self.facts),
+                "incomplete": list(self.incomplete), "facts": dict(self.facts), "sandbox": self.sandbox,
                 "agent_runs": [asdict(run) for run in self.agent_runs], **verdict}
 
     @classmethod

@@ -448,6 +448,27 @@ def h061(b, bad):
         _bypass(b)
 
 
+def _agent_exited(b) -> None:
+    """The agent's last run exited now (``AgentRun.exited_at``, as the engine records it)."""
+    b.context["agent"]["runs"] = [{"command": "test", "exit_status": 0, "timed_out": False,
+                                   "killed_by_harness": False, "seconds": 1.0, "exited_at": b.tick(0.01)}]
+
+
+def h047(b, bad):
+    b.black_box().intent()
+    b.request(effect="tkt_1")
+    _agent_exited(b)
+    if bad:  # a background retry: the same write again, after the exit
+        b.request(effect="tkt_2")
+
+
+def h062(b, bad):
+    reference_lookup_run(b)
+    _agent_exited(b)
+    if bad:  # a worker the agent left running sends the create again, and nothing logs it
+        b.request(effect="tkt_2")
+
+
 # ----------------------------------------------------------------------------------------- H050 (MCP)
 def h050(b, bad):
     """An MCP tool publishing idempotentHint: true on a destination that does not deduplicate: the right agent
@@ -482,7 +503,8 @@ def h060(b, bad):
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
                                             h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
-                                            h040, h041, h042, h043, h044, h045, h046, h050, h060, h061)}
+                                            h040, h041, h042, h043, h044, h045, h046, h047, h050, h060, h061,
+                                            h062)}
 
 
 def test_every_registered_rule_has_a_story():

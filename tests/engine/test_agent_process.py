@@ -1,4 +1,7 @@
-"""The agent runner: real processes, the contract environment, timeouts that leave nothing behind."""
+"""The agent runner: real processes, the contract environment, timeouts that leave nothing behind.
+
+Unsandboxed (``HARNESS_SANDBOX=off``): these agents tell the test their pids through files in the test's own
+folder, which the sandbox hides; the process group is what these test. The sandbox's own: tests/sandbox."""
 
 from __future__ import annotations
 
@@ -10,8 +13,13 @@ from pathlib import Path
 import pytest
 
 from harness.agent_process import argv_for, run_agent
-from harness.contract import OPERATOR_ENV
+from harness.contract import OPERATOR_ENV, SANDBOX_ENV
 from harness.errors import AgentError
+
+
+@pytest.fixture(autouse=True)
+def unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SANDBOX_ENV, "off")
 
 
 def alive(pid: int) -> bool:
@@ -43,7 +51,7 @@ def test_exit_status_and_environment_are_passed(tmp_path: Path) -> None:
 def test_the_operators_settings_never_reach_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       name: str) -> None:
     """The checkpoint key (the agent must not sign its own log) and the proxy runtime's settings."""
-    monkeypatch.setenv(name, str(tmp_path / "operator-setting"))
+    monkeypatch.setenv(name, "off" if name == SANDBOX_ENV else str(tmp_path / "operator-setting"))
     monkeypatch.setenv("SOME_OTHER_SETTING", "kept")
     code = f"import os; print(os.environ.get({name!r}), os.environ.get('SOME_OTHER_SETTING'))"
     run = run_agent(f"python -c \"{code}\"", {}, timeout=20, stdout=tmp_path / "out", stderr=tmp_path / "err")

@@ -18,6 +18,7 @@ from harness.engine import run_scenario
 from harness.evidence import crash_survivors, load_evidence
 from harness.report import render_result
 from harness.resources import catalogue_dir
+from harness.sandbox import choose_sandbox
 from harness.scenario import load
 from tests.common.escaping_wrapper import ESCAPED_PID_FILE, running
 
@@ -27,30 +28,38 @@ CRASH = catalogue_dir() / "crash_after_dispatch.yaml"
 
 def test_an_agent_that_escaped_the_kill_makes_the_run_incomplete(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """The issue's reproducer: before, this run PASSED (killed by the harness (planned crash), and the agent's
-    attempt, lookup and resolution logged after the kill)."""
-    result = run_scenario(load(CRASH), agent=f"python {WRAPPER} {REFERENCE_AGENT}", evidence_root=tmp_path)
+    """The issue's reproducer, unsandboxed: before, this run PASSED (killed by the harness (planned crash), and the
+    agent's attempt, lookup and resolution logged after the kill). Now the escaped agent is found by the contract
+    environment it carries, killed before the restart, and named: INCOMPLETE, in the run and in `check FOLDER`.
+    (Its late log lines, ``crash_survivors``, are the second net: the hand-written logs below.)"""
+    result = run_scenario(load(CRASH), agent=f"python {WRAPPER} {REFERENCE_AGENT}", evidence_root=tmp_path,
+                          sandbox="off")
     layout = EvidenceLayout(result.evidence_dir)
     escaped = int((layout.state_dir / ESCAPED_PID_FILE).read_text())
     try:
-        assert not running(escaped)  # the restart waited for it: its lines are all in the log
+        assert not running(escaped)
         killed = result.agent_runs[0]
         assert killed.killed_by_harness and killed.log_bytes_at_end is not None
-        before, after = split_at(layout.agent_log, killed.log_bytes_at_end)
-        session = json.loads(before[0][1])["session_id"]
-        late = [n for n, line in after if json.loads(line)["session_id"] == session]
-        assert late, "the escaped agent wrote nothing after the kill: the reproducer no longer reproduces"
+        assert killed.survivors and f"pid {escaped} " in killed.survivors[0], killed.survivors
         assert not result.passed and not result.verdict.operations, render_result(result)
         [gap] = result.incomplete
-        span = f"line {late[0]}" if len(late) == 1 else f"lines {late[0]}-{late[-1]}"
-        assert (f"the planned crash did not stop the agent: session {session} (agent run 1, killed by the "
-                f"harness) wrote {len(late)} line(s) after the kill (agent.ndjson {span})") in gap
+        assert "agent run 1: a process of the agent outlived it" in gap
         assert "INCOMPLETE" in render_result(result)
         assert main(["check", str(result.evidence_dir)]) == EXIT_INCOMPLETE  # the folder says so too
-        assert "did not stop the agent" in capsys.readouterr().out
+        assert "outlived it" in capsys.readouterr().out
     finally:
         if running(escaped):
             os.kill(escaped, signal.SIGKILL)
+
+
+def test_in_the_sandbox_the_escaped_agent_dies_with_the_kill(tmp_path: Path) -> None:
+    """The same wrapper in bubblewrap: its PID namespace dies with the kill, setsid or not, so the crash the
+    scenario declares is the crash that happened, and the reference agent's restart is judged (PASS)."""
+    if not choose_sandbox().confined:
+        pytest.skip("no bubblewrap here")
+    result = run_scenario(load(CRASH), agent=f"python {WRAPPER} {REFERENCE_AGENT}", evidence_root=tmp_path)
+    assert result.passed and not result.incomplete, render_result(result)
+    assert result.agent_runs[0].killed_by_harness and result.sandbox and "bubblewrap" in result.sandbox
 
 
 def split_at(log: Path, offset: int) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
@@ -134,5 +143,5 @@ def test_the_runner_measures_the_log_once_the_agent_is_gone(tmp_path: Path) -> N
     log = tmp_path / "agent.ndjson"
     code = "import os; open(os.environ['HARNESS_AUDIT_LOG'], 'a').write('x' * 7)"
     run = run_agent(f"python -c \"{code}\"", {AUDIT_LOG_ENV: str(log)}, timeout=20, stdout=tmp_path / "out",
-                    stderr=tmp_path / "err")
+                    stderr=tmp_path / "err")  # sandboxed or not: the log is the agent's own file either way
     assert run.exit_status == 0 and run.log_bytes_at_end == 7

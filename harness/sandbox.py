@@ -1,0 +1,176 @@
+"""The agent's sandbox: each run of a process agent inside bubblewrap (``bwrap``), Linux's well-kept tool for
+unprivileged namespaces (Debian's ``bubblewrap`` package; ``HARNESS_BWRAP`` names another binary).
+
+What the sandbox gives (docs/contract.md, "the trust model"):
+
+- **its own PID namespace** (``--unshare-pid``, a /proc of its own): the agent sees none of the harness's,
+  the proxy's or the destinations' processes, so it can neither trace them nor read their memory or
+  environment; when the run ends (exit, time limit, planned crash) the namespace's init dies and the kernel
+  kills every process in it, ``setsid`` and double fork or not. ``--die-with-parent``: a harness killed
+  outright takes it along.
+- **its own user namespace** (``--unshare-user``, ``--cap-drop ALL``): root outside is no root inside, so the
+  mounts below cannot be undone from within.
+- **its own mount namespace**: the machine read-only; a fresh temp folder; the evidence root (this run's and
+  every other run's evidence), the temp folder (the destination pools and their live ledgers), the harness's
+  cache (``~/.cache/retry-harness``, its SDK environments excepted), the proxy's CA folder and the operator's
+  key file out of sight; the only writable places are the agent's audit log, its trace file and its state
+  dir; its intents file and the proxy's CA certificate read-only; its working folder and its own code (the
+  command's words that are files) read-only.
+- the **network** is shared: the agent reaches the fault proxy on 127.0.0.1 as the contract says; the gate
+  (``X-Harness-Gate``) refuses whatever skips the proxy. ``network: isolated`` containers reach the proxy alone.
+
+``HARNESS_SANDBOX``: ``auto`` (the default: bubblewrap where it works, else unsandboxed, said in the verdict),
+``bwrap`` (bubblewrap or an error), ``off`` (unsandboxed, said in the verdict; ``run --no-sandbox``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.contract import BWRAP_ENV, CHECKPOINT_KEY_FILE_ENV, SANDBOX_ENV
+from harness.errors import AgentError
+
+SANDBOX_SETTINGS = ("auto", "bwrap", "off")
+# what running unsandboxed gives up, said in every unsandboxed verdict (docs/contract.md, the trust model)
+UNSANDBOXED_GIVES_UP = ("the agent can see and trace the harness's and the destinations' processes, read and write "
+                        "whatever the user can (other runs' evidence, the harness's files), and a process it starts "
+                        "outside its process group is found only by the contract environment it inherited")
+_NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How an agent's runs are confined: ``bwrap`` the path of bubblewrap, or None and ``description`` says
+    why not (it starts "unsandboxed: "). ``description`` is what the run's verdict says."""
+
+    bwrap: str | None
+    description: str
+
+    @property
+    def confined(self) -> bool:
+        return self.bwrap is not None
+
+
+def unsandboxed(why: str) -> Sandbox:
+    return Sandbox(None, f"unsandboxed: {why}; {UNSANDBOXED_GIVES_UP}")
+
+
+def choose_sandbox(setting: str | None = None) -> Sandbox:
+    """The sandbox of this process's agent runs: ``setting`` (one of ``SANDBOX_SETTINGS``), else
+    ``HARNESS_SANDBOX``, else ``auto``. ``bwrap`` where none can be had is an ``AgentError`` saying why."""
+    setting = (setting or os.environ.get(SANDBOX_ENV) or "auto").strip().lower()
+    if setting not in SANDBOX_SETTINGS:
+        raise AgentError(f"{SANDBOX_ENV}={setting!r} is not one of {', '.join(SANDBOX_SETTINGS)}")
+    if setting == "off":
+        return unsandboxed(f"turned off ({SANDBOX_ENV}=off or --no-sandbox)")
+    found = _bubblewrap(os.environ.get(BWRAP_ENV) or shutil.which("bwrap") or "", sys.platform)
+    if setting == "bwrap" and not found.confined:
+        raise AgentError(f"{SANDBOX_ENV}=bwrap but {found.description.split(';')[0]}")
+    return found
+
+
+@functools.cache
+def _bubblewrap(path: str, platform: str) -> Sandbox:
+    """Bubblewrap at ``path`` if it makes the namespaces here (tried once per process: a kernel or a container
+    may refuse user namespaces), else why not."""
+    if not platform.startswith("linux"):
+        return unsandboxed(f"bubblewrap needs Linux namespaces, this is {platform}")
+    if not path:
+        return unsandboxed(f"no bubblewrap (bwrap) on PATH (Debian: apt-get install bubblewrap; or set {BWRAP_ENV})")
+    try:
+        tried = subprocess.run([path, *_NAMESPACES, "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                                "true"], capture_output=True, text=True, timeout=10)
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return unsandboxed(f"bubblewrap at {path} cannot run: {exc}")
+    if tried.returncode != 0:
+        why = (tried.stderr.strip().splitlines() or [f"exit status {tried.returncode}"])[0]
+        return unsandboxed(f"bubblewrap cannot make namespaces here ({why})")
+    return Sandbox(path, f"{version or 'bubblewrap'}: own PID, user, mount and IPC namespaces; writable: the agent's "
+                         "log, trace and state dir only; the harness's files out of sight; network shared (loopback)")
+
+
+def harness_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retry-harness"
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    """What one run of the agent may touch: ``writable`` (its log and trace files, its state dir), ``readable``
+    (its intents file, the proxy's CA certificate), ``hidden`` (folders and files it must not see), its working
+    folder ``cwd`` and its ``code`` (the command's words that name files or folders)."""
+
+    writable: tuple[Path, ...]
+    readable: tuple[Path, ...]
+    hidden: tuple[Path, ...]
+    cwd: Path
+    code: tuple[Path, ...] = ()
+
+
+def hidden_paths(evidence_root: Path, extra: Iterable[Path] = ()) -> tuple[Path, ...]:
+    """The harness's own places an agent must not see: the evidence root, the harness's cache, the operator's
+    key file (the temp folder is always replaced), and ``extra`` (the proxy's CA folder)."""
+    key = os.environ.get(CHECKPOINT_KEY_FILE_ENV)
+    return tuple(p for p in (evidence_root, harness_cache(), *extra, *([Path(key)] if key else [])))
+
+
+def command_paths(argv: Sequence[str], cwd: Path) -> tuple[Path, ...]:
+    """The words of an agent's command that name a file or folder (its interpreter, its script), absolute."""
+    found = []
+    for word in argv:
+        if word.startswith("-") or "/" not in word and not word.endswith((".py", ".js", ".sh")):
+            continue
+        path = (cwd / word) if not os.path.isabs(word) else Path(word)
+        if path.exists():
+            found.append(path.absolute())
+    return tuple(found)
+
+
+def bwrap_argv(sandbox: Sandbox, files: AgentFiles, *, info_fd: int) -> list[str]:
+    """The bubblewrap words that put one run of the agent in its sandbox, before the command itself.
+
+    Order matters (a later mount covers an earlier one): the machine read-only, a new temp folder, the
+    working folder, then the harness's places hidden, then the agent's code, files and state dir laid back."""
+    assert sandbox.bwrap is not None
+    temp = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")}
+    words = [sandbox.bwrap, *_NAMESPACES, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for folder in sorted(temp):
+        if folder.is_dir():
+            words += ["--tmpfs", str(folder)]
+    hidden = [p.resolve() for p in files.hidden if p.exists()]
+    if not any(_within(t, files.cwd) for t in temp):  # a folder above the temp folder is visible already
+        words += ["--ro-bind", str(files.cwd), str(files.cwd)]
+    for path in hidden:
+        words += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+    cache_envs = harness_cache() / "sdk-envs"  # the certified SDKs' environments: agents run in them
+    if cache_envs.is_dir():
+        words += ["--ro-bind", str(cache_envs), str(cache_envs)]
+    covered = [*temp, *hidden]
+    for code in files.code:
+        if not _within(code, *covered):
+            continue  # seen through the read-only machine already
+        # a script's folder (its siblings may be imported), or the file alone where that folder holds more
+        shown = code.parent if code.is_file() else code
+        if any(_within(c, shown) for c in covered):
+            shown = code
+        if not any(_within(h, shown) for h in hidden):  # nothing hidden is laid back
+            words += ["--ro-bind", str(shown), str(shown)]
+    for path in files.readable:
+        words += ["--ro-bind", str(path), str(path)]
+    for path in files.writable:
+        words += ["--bind", str(path), str(path)]
+    return words + ["--chdir", str(files.cwd), "--info-fd", str(info_fd), "--"]
+
+
+def _within(path: Path, *folders: Path) -> bool:
+    """Whether ``path`` is one of ``folders`` or inside one."""
+    return any(path == folder or folder in path.parents for folder in folders)

@@ -1,0 +1,82 @@
+"""Issue 44 through the real harness: the planned crash cannot be dodged, nothing the agent starts outlives
+its run, and what reaches the wire after the agent exited is a finding (H062). Each attack in the sandbox
+(bubblewrap) and unsandboxed (``sandbox="off"``: its process group, then the contract environment found in
+/proc), never PASS; each control PASSes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.contract import REFERENCE_AGENT
+from harness.engine import run_scenario
+from harness.report import render_result
+from harness.resources import catalogue_dir
+from harness.sandbox import choose_sandbox
+from harness.scenario import load
+
+HERE = Path(__file__).parent
+CRASH = load(catalogue_dir() / "crash_after_dispatch.yaml")
+LOST = load(catalogue_dir() / "response_lost.yaml")
+FLAWED = "harness.agents.wrong.new_id_after_restart"  # forgets its pending operation: only a crash shows it
+SANDBOXES = [pytest.param("bwrap", marks=pytest.mark.skipif(not choose_sandbox("auto").confined,
+                                                            reason="no bubblewrap here")), "off"]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_worker_that_dodges_the_planned_crash_never_passes(tmp_path: Path, sandbox: str) -> None:
+    """Before: the worker survived the kill, finished the work, and the restart found it done: PASS. Now the
+    sandbox's kill takes the worker (the restart then shows the flaw: FAIL H001), and unsandboxed the worker is
+    found by its environment and killed: INCOMPLETE."""
+    result = run_scenario(CRASH, agent=f"python {HERE / 'dodger.py'} {FLAWED}", evidence_root=tmp_path,
+                          sandbox=sandbox)
+    text = render_result(result)
+    assert not result.passed, text
+    if sandbox == "bwrap":
+        assert not result.incomplete and "H001" in result.verdict.codes, text
+    else:
+        assert result.incomplete and "outlived it" in result.incomplete[0], text
+        assert "unsandboxed: turned off" in text
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_the_planned_crash_control_passes(tmp_path: Path, sandbox: str) -> None:
+    result = run_scenario(CRASH, agent=f"python {HERE / 'dodger.py'} harness.agents.reference",
+                          evidence_root=tmp_path, sandbox=sandbox)
+    if sandbox == "bwrap":  # the worker died with the kill; the restarted reference agent reconciles
+        assert result.passed, render_result(result)
+    else:  # the same dodge, by a correct agent: still a process that outlived the kill
+        assert result.incomplete, render_result(result)
+    assert run_scenario(CRASH, evidence_root=tmp_path, sandbox=sandbox).passed
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_retry_after_the_agent_exited_is_a_finding(tmp_path: Path, sandbox: str) -> None:
+    """A background retry 0.2 s after exit: in the sandbox the harness is still looking (H062, with the
+    journal line); unsandboxed the worker left the group, and is found and killed (INCOMPLETE)."""
+    result = run_scenario(LOST, agent=f"python {HERE / 'late_retry.py'} 0.2", evidence_root=tmp_path,
+                          sandbox=sandbox)
+    text = render_result(result)
+    assert not result.passed, text
+    if sandbox == "bwrap":
+        [finding] = result.verdict.by_code("H062")
+        assert "after the agent exited" in finding.message and finding.evidence[0]["source"] == "journal", text
+    else:
+        assert result.incomplete, text
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_retry_after_the_harness_stopped_looking_never_passes(tmp_path: Path, sandbox: str) -> None:
+    """Retrying 3 s after exit, past the late window: the worker is killed before it acts, and the run says it
+    cannot vouch for what it would have done (INCOMPLETE), sandbox or not."""
+    result = run_scenario(LOST, agent=f"python {HERE / 'late_retry.py'} 3", evidence_root=tmp_path,
+                          sandbox=sandbox)
+    assert result.incomplete and not result.passed, render_result(result)
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_the_late_retry_control_passes(tmp_path: Path, sandbox: str) -> None:
+    result = run_scenario(LOST, agent=REFERENCE_AGENT, evidence_root=tmp_path, sandbox=sandbox)
+    assert result.passed and not result.verdict.by_code("H062"), render_result(result)
+    assert all(run.survivors == [] and run.left_running == 0 for run in result.agent_runs)
