@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS requests (
     received_at REAL NOT NULL,
     kind TEXT,                           -- the operation kind the request's route serves (null: a read, or no route)
     params TEXT,                         -- JSON: the request's parameters as the destination parsed them
+    sender TEXT,                         -- refused at the gate: agent | other | null (fake_destinations.peer)
     mac TEXT                             -- "writer:hex": the row's signature (module docstring)
 );
 CREATE TABLE IF NOT EXISTS effects (
@@ -194,13 +195,13 @@ class Ledger:
             cur = self.db.execute(
                 "INSERT INTO requests (destination, method, path, query, idempotency_key,"
                 " client_reference, payload_fingerprint, flow_id, traceparent, status, outcome,"
-                " effect_ref, received_at, kind, params) VALUES (:destination, :method, :path, :query,"
+                " effect_ref, received_at, kind, params, sender) VALUES (:destination, :method, :path, :query,"
                 " :idempotency_key, :client_reference, :payload_fingerprint, :flow_id, :traceparent,"
-                " :status, :outcome, :effect_ref, :received_at, :kind, :params)",
+                " :status, :outcome, :effect_ref, :received_at, :kind, :params, :sender)",
                 {**{k: request.get(k) for k in ("destination", "method", "path", "query", "idempotency_key",
                                                 "client_reference", "payload_fingerprint", "flow_id",
                                                 "traceparent", "status", "outcome", "effect_ref",
-                                                "received_at", "kind")},
+                                                "received_at", "kind", "sender")},
                  "params": json.dumps(request["params"], sort_keys=True, default=str)
                  if request.get("params") is not None else None})
             seq = cur.lastrowid

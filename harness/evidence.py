@@ -301,6 +301,19 @@ def context_seal_gaps(layout: EvidenceLayout, key_file: Path | None = None) -> l
     return []
 
 
+def verdict_doubt(layout: EvidenceLayout, key_file: Path | None = None) -> str | None:
+    """Why verdict.json cannot be shown as the run's own judgement, or None when its seal verifies (the run's key,
+    or the operator's): ``harness report`` then judges the evidence again instead of printing it."""
+    sealed = layout.verdict_checkpoint
+    if not (sealed.exists() or sealed.is_symlink()):
+        return f"{sealed.name} is missing"
+    try:
+        unchanged, message = verify_checkpoint_file(layout.verdict_json, sealed, key_file, folder=True)
+    except EvidenceError as exc:
+        return f"its seal cannot be checked: {exc}"
+    return None if unchanged else f"not the {layout.verdict_json.name} the run wrote: {message}"
+
+
 def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]],
                   ledger_recovered_by: Any = None, key_file: Path | None = None,
                   log_bound: int = HARNESS_FILE_BYTES) -> list[str]:
