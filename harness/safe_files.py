@@ -54,10 +54,11 @@ def _kind(mode: int) -> str:
 
 
 @contextlib.contextmanager
-def folder_fd(folder: str | os.PathLike[str]) -> Iterator[int]:
-    """The folder as a directory fd, the folder itself not followed if it is a symlink."""
+def folder_fd(folder: str | os.PathLike[str], *, follow: bool = False) -> Iterator[int]:
+    """The folder as a directory fd, the folder itself not followed if it is a symlink (unless ``follow``: a
+    folder the user named, not an evidence folder)."""
     try:
-        fd = os.open(folder, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY | (0 if follow else _NOFOLLOW) | _CLOEXEC)
     except OSError as exc:
         raise UnsafeFile(f"{folder}: cannot open the folder ({exc.strerror or exc}); a symlink in its place is "
                          "refused") from None
@@ -81,14 +82,16 @@ def _write_at(fd: int, name: str, parts: Iterable[bytes], mode: int) -> None:
         raise
 
 
-def write_file(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes], *, mode: int = 0o644) -> None:
+def write_file(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes], *, mode: int = 0o644,
+               follow_folder: bool = False) -> None:
     """``data`` into ``path``, whole or not at all, as a file the harness made: written to a new file of an
     unpredictable name in the same folder, then renamed over ``path`` (whatever was there, a symlink included,
-    is replaced). A folder at ``path`` is an ``UnsafeFile``."""
+    is replaced). A folder at ``path`` is an ``UnsafeFile``. ``follow_folder``: ``path``'s folder is one the user
+    named (``--html PATH``), which may be a symlink; an evidence folder never is."""
     path = Path(path)
     parts: Iterable[bytes] = [data.encode("utf-8")] if isinstance(data, str) else \
         [data] if isinstance(data, bytes) else data
-    with folder_fd(path.parent) as fd:
+    with folder_fd(path.parent, follow=follow_folder) as fd:
         try:
             _write_at(fd, path.name, parts, mode)
         except IsADirectoryError:

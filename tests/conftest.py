@@ -8,7 +8,6 @@ import tempfile
 
 from harness.contract import KEY_STORE_ENV
 
-
 if KEY_STORE_ENV not in os.environ:  # made here, so removed here (a worker or a subprocess inherits it)
     import atexit
     import shutil
