@@ -99,17 +99,28 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes]
                              "harness's, so nothing was written") from None
 
 
-def create_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
-    """A new file at ``path`` to append to (the proxy's journal and traffic files): created here, never
-    opened through a symlink nor over a file already there."""
+def create_new_fd(path: str | os.PathLike[str], *, append: bool = True, mode: int = 0o644) -> int:
+    """A new, empty file at ``path`` to write to as it goes (the proxy's journal and traffic files), as an fd:
+    made under an unpredictable name and renamed over ``path``, so whatever stood there (a symlink, a FIFO, an
+    older file) is replaced, never opened. ``append``: ``O_APPEND`` (not for a writer that writes at offsets)."""
     path = Path(path)
     with folder_fd(path.parent) as fd:
+        tmp = f".{path.name}.{secrets.token_hex(8)}.tmp"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | (os.O_APPEND if append else 0) | _NOFOLLOW
+                      | _CLOEXEC, mode, dir_fd=fd)
         try:
-            out = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _NOFOLLOW | _CLOEXEC,
-                          mode, dir_fd=fd)
-        except FileExistsError:
-            raise UnsafeFile(f"{path}: already exists; the harness writes only files it creates") from None
-    return os.fdopen(out, "ab")
+            os.replace(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            os.close(out)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+    return out
+
+
+def create_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
+    """``create_new_fd`` as a binary file to append to."""
+    return os.fdopen(create_new_fd(path, mode=mode), "ab")
 
 
 def open_regular(path: str | os.PathLike[str], limit: int, *, what: str | None = None) -> BinaryIO:
