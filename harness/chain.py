@@ -359,6 +359,11 @@ def keep_run_key(folder: str | Path, key: bytes, kind: str) -> None:
         write_file(run_key_path(folder), key, mode=0o600)
 
 
+def forget_run_key(folder: str | Path) -> None:
+    """Remove a run's key store entry, its folder being deleted (a passed run not kept)."""
+    run_key_path(folder).unlink(missing_ok=True)
+
+
 def harness_run(folder: str | Path) -> bool:
     """Whether ``folder`` was made by a run of the harness on this machine, as this user (its key store entry)."""
     return run_key_path(folder).exists()

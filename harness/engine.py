@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import interrupt
 from harness.agent_process import run_agent
-from harness.chain import keep_run_key, new_run_key, write_checkpoint, write_checkpoints
+from harness.chain import forget_run_key, keep_run_key, new_run_key, write_checkpoint, write_checkpoints
 from harness.contract import (
     AGENT_LOGS,
     BLACK_BOX_MODE,
@@ -396,6 +396,7 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
     passed = result.passed
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
+        forget_run_key(evidence_dir)
         result.evidence_kept = False
     else:
         if writers is None:

@@ -260,8 +260,9 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
             raise EvidenceError(f"{context}: key {ContextKey.MODE!r} is {mode!r}; valid: {', '.join(JUDGING_MODES)}")
         evidence.mode = mode
         _check_contracts(context, evidence.destinations)
-        evidence.incomplete = [] if unsealed else evidence_gaps(layout, data, evidence.journal, recovered_by, key_file,
-                                                                read_limits.agent_log_bytes)
+        # an unsealed context is never believed, but what it says was lost is said too (more reasons, never fewer)
+        evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file,
+                                            read_limits.agent_log_bytes)
     # whatever the folder: a log not read is never judged
     evidence.incomplete = unsealed + evidence.incomplete + over_limit
     return evidence
