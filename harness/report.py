@@ -593,7 +593,8 @@ def _paint_outcome(text: str, paint: Paint) -> str:
     return _OUTCOME_WORDS.sub(lambda m: paint(m.group(0), _OUTCOME_ROLES[m.group(1) or m.group(2)]), text)
 
 
-@_shown_text
+# not through printable: it paints its own escape codes, and its words are the operator's (scenario and agent
+# names, outcomes), never the evidence's
 def render_cells(matrix: Matrix, paint: Paint = PLAIN) -> str:
     """The certification table as aligned text: one row per cell, with its black-box facts."""
     headers, rows = _cell_rows(matrix)
@@ -611,7 +612,6 @@ def render_cells(matrix: Matrix, paint: Paint = PLAIN) -> str:
     return "\n".join(lines)
 
 
-@_shown_text
 def render_matrix(matrix: Matrix, paint: Paint = PLAIN) -> str:
     """Agents (rows) x scenarios (columns), the legend, the catch rate and false alarms, then each
     miss and false alarm with what was found and where its evidence is. ``paint``: the terminal's colours
