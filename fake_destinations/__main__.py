@@ -36,7 +36,7 @@ from typing import Any
 from aiohttp import web
 
 from fake_destinations.ledger import Ledger, save_run_ledger
-from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime
+from fake_destinations.runtime import READY_PREFIX, Clock, DestinationRuntime, hold_live_lock
 from fake_destinations.services import API_SERVICE, MCP_SERVICE
 from harness.contract import LEDGER_DUMP_FILE
 
@@ -251,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = json.loads(Path(args.config).read_text())
         run["evidence_folder"] = config.get("evidence_folder")
+        if config.get("owned_dir"):  # while this process lives, no other harness removes its folder and ledger
+            hold_live_lock(config["owned_dir"])
         key = read_ledger_key()
         orphaned = asyncio.run(serve(config, run, key))
     except BrokenPipeError:  # the READY line: the harness died while we started (its fds close before

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_destinations.ledger import read_effects, read_requests
-from fake_destinations.runtime import READY_PREFIX
+from fake_destinations.runtime import LIVE_LOCK, READY_PREFIX
 from fake_destinations.spec import DestinationSpec, load_destination
 from harness.contract import LEDGER_DB_FILE
 
@@ -277,10 +277,28 @@ class DestinationHost:
 POOL_PREFIX = "destination-pool-"
 
 
+def _in_use(folder: Path) -> bool:
+    """Whether a live destination process holds a lock anywhere in ``folder``."""
+    import fcntl
+
+    for lock in folder.rglob(LIVE_LOCK):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
+
+
 def remove_dead_pools(tmp: Path) -> None:
-    """Remove pool folders whose harness (the pid in the name) is dead. Its destination processes
-    remove their own folders when they notice they are orphaned; this covers a harness killed
-    between creating a folder and starting the process that would have cleaned it."""
+    """Remove pool folders whose harness (the pid in the name) is dead and whose destination processes are all
+    gone (``LIVE_LOCK``). Its destination processes remove their own folders when they notice they are orphaned;
+    this covers a harness killed between creating a folder and starting the process that would have cleaned it."""
     for folder in tmp.glob(f"{POOL_PREFIX}*-*"):
         pid = folder.name[len(POOL_PREFIX):].split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -288,7 +306,8 @@ def remove_dead_pools(tmp: Path) -> None:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
+            if not _in_use(folder):  # an orphan still serving, or saving its run's ledger: its own to remove
+                shutil.rmtree(folder, ignore_errors=True)
         except PermissionError:  # another user's live harness
             pass
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from fake_destinations.ledger import Ledger
+from fake_destinations.peer import sender
 from fake_destinations.runtime import (
     UNGATED_BODY,
     UNGATED_STATUS,
@@ -77,7 +78,12 @@ class HttpDestination(DestinationRuntime):
         }
         effects: list[dict[str, Any]] = []
         headers: dict[str, str] = {}
-        if not self.past_the_gate(request.headers.get(GATE_HEADER)):  # past the proxy: recorded, nothing done
+        gated = self.past_the_gate(request.headers.get(GATE_HEADER))
+        if not gated or row["flow_id"] is None:  # not the proxy's: who sent it decides whether it is the agent's
+            transport = request.transport
+            row["sender"] = sender(transport.get_extra_info("peername"), transport.get_extra_info("sockname")) \
+                if transport is not None else None
+        if not gated:  # past the proxy: recorded, nothing done
             row["status"], row["outcome"] = UNGATED_STATUS, "rejected"
             self.ledger.record(row)
             return self.respond(UNGATED_STATUS, UNGATED_BODY, headers)

@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS requests (
     received_at REAL NOT NULL,
     kind TEXT,                           -- the operation kind the request's route serves (null: a read, or no route)
     params TEXT,                         -- JSON: the request's parameters as the destination parsed them
+    sender TEXT,                         -- refused at the gate: agent | other | null (fake_destinations.peer)
     mac TEXT                             -- "writer:hex": the row's signature (module docstring)
 );
 CREATE TABLE IF NOT EXISTS effects (
@@ -194,13 +195,13 @@ class Ledger:
             cur = self.db.execute(
                 "INSERT INTO requests (destination, method, path, query, idempotency_key,"
                 " client_reference, payload_fingerprint, flow_id, traceparent, status, outcome,"
-                " effect_ref, received_at, kind, params) VALUES (:destination, :method, :path, :query,"
+                " effect_ref, received_at, kind, params, sender) VALUES (:destination, :method, :path, :query,"
                 " :idempotency_key, :client_reference, :payload_fingerprint, :flow_id, :traceparent,"
-                " :status, :outcome, :effect_ref, :received_at, :kind, :params)",
+                " :status, :outcome, :effect_ref, :received_at, :kind, :params, :sender)",
                 {**{k: request.get(k) for k in ("destination", "method", "path", "query", "idempotency_key",
                                                 "client_reference", "payload_fingerprint", "flow_id",
                                                 "traceparent", "status", "outcome", "effect_ref",
-                                                "received_at", "kind")},
+                                                "received_at", "kind", "sender")},
                  "params": json.dumps(request["params"], sort_keys=True, default=str)
                  if request.get("params") is not None else None})
             seq = cur.lastrowid
@@ -366,12 +367,15 @@ def _read(path: str | os.PathLike[str], table: str) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"effect ledger {p} does not exist (did the destinations start?)")
     db = sqlite3.connect(p, timeout=5.0)
     try:
-        db.row_factory = sqlite3.Row
-        # the signatures are the ledger's own defence (verify_ledger), not evidence the checker reads
-        return [{k: row[k] for k in row.keys() if k != "mac"}
-                for row in db.execute(f"SELECT * FROM {table} ORDER BY seq")]
+        return _rows(db, table)
     finally:
         db.close()
+
+
+def _rows(db: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
+    db.row_factory = sqlite3.Row
+    # the signatures are the ledger's own defence (verify_ledger), not evidence the checker reads
+    return [{k: row[k] for k in row.keys() if k != "mac"} for row in db.execute(f"SELECT * FROM {table} ORDER BY seq")]
 
 
 def read_effects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -402,17 +406,25 @@ def count_effects(path: str | os.PathLike[str]) -> int:
         db.close()
 
 
-def copy_ledger(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """A consistent copy of a live ledger (the destination process may still hold it open)."""
+def copy_ledger(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+    """A consistent copy of a live ledger (the destination process may still hold it open), written as a new
+    file renamed over ``target`` (``harness.safe_files``: nothing left at that name is written through); returns
+    the copy's ``effects`` and ``requests`` rows, read from memory, never back from the folder."""
+    from harness.safe_files import write_file
+
     src = sqlite3.connect(f"file:{Path(source)}?mode=ro", uri=True, timeout=5.0)
     try:
-        dst = sqlite3.connect(Path(target))
+        copy = sqlite3.connect(":memory:")
         try:
-            src.backup(dst)
+            src.backup(copy)
+            data = copy.serialize()
+            rows = {table: _rows(copy, table) for table in ("effects", "requests")}
         finally:
-            dst.close()
+            copy.close()
     finally:
         src.close()
+    write_file(target, data)
+    return rows
 
 
 def save_run_ledger(source: str | os.PathLike[str], folder: str | os.PathLike[str], *,
@@ -420,14 +432,14 @@ def save_run_ledger(source: str | os.PathLike[str], folder: str | os.PathLike[st
     """Put a run's ledger into its evidence ``folder``: a consistent copy of the live SQLite file and
     its rows as JSON (the checker reads those), written last and atomically. ``recovered`` says who
     saved it when the harness could not (kept in the JSON, so the evidence says so). Returns the effects."""
+    from harness.safe_files import write_file
+
     folder = Path(folder)
-    copy_ledger(source, folder / LEDGER_DB_FILE)
-    effects = read_effects(folder / LEDGER_DB_FILE)
-    dump: dict[str, Any] = {"effects": effects, "requests": read_requests(folder / LEDGER_DB_FILE)}
+    # the rows of the copy as it was made, not read back from the folder: the agent can write there too
+    rows = copy_ledger(source, folder / LEDGER_DB_FILE)
+    effects = rows["effects"]
+    dump: dict[str, Any] = {"effects": effects, "requests": rows["requests"]}
     if recovered:
         dump["recovered_by"] = recovered
-    target = folder / LEDGER_DUMP_FILE
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(dump, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    write_file(folder / LEDGER_DUMP_FILE, json.dumps(dump, indent=2, default=str) + "\n")
     return effects

@@ -33,6 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from fake_destinations.ledger import Ledger
+from fake_destinations.peer import sender
 from fake_destinations.runtime import (
     UNGATED_BODY,
     UNGATED_STATUS,
@@ -150,8 +151,9 @@ class McpDestination(DestinationRuntime):
         received_at = self.clock.wall()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
         if not self.past_the_gate(headers.get(GATE_HEADER.lower())):  # past the proxy: recorded, nothing done
-            self.ledger.record(self._row(scope["method"], scope["path"], headers, received_at,
-                                         status=UNGATED_STATUS, outcome="rejected"))
+            self.ledger.record({**self._row(scope["method"], scope["path"], headers, received_at,
+                                            status=UNGATED_STATUS, outcome="rejected"),
+                                "sender": sender(scope.get("client"), scope.get("server"))})
             await send({"type": "http.response.start", "status": UNGATED_STATUS,
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": json.dumps(UNGATED_BODY).encode()})

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import os
 import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from fake_destinations.ledger import Ledger
@@ -155,3 +157,19 @@ class DestinationRuntime:
             self.in_flight[busy] -= 1
             if not self.in_flight[busy]:
                 del self.in_flight[busy]
+
+
+# each destination process holds an exclusive lock on this file of its own folder for as long as it lives: a folder
+# whose harness is dead may still hold a live ledger (an orphan finishing a slow write, then saving the ledger
+# into its run's evidence folder), which no other harness may delete
+LIVE_LOCK = ".live"
+
+
+def hold_live_lock(folder: str | os.PathLike[str]) -> int:
+    """Take ``folder``'s live lock for the life of this process (the fd is never closed: the kernel drops the
+    lock when the process ends, however it ends); returns the fd."""
+    import fcntl
+
+    fd = os.open(Path(folder) / LIVE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd

@@ -22,10 +22,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, RUN_KEY_FILE
+from harness.contract import CHECKPOINT_FILE, CHECKPOINT_KEY_FILE_ENV, KEY_STORE_ENV, harness_cache
 from harness.errors import EvidenceError
 from harness.fingerprint import canonical_json
 from harness.ndjson import decode, numbered_lines
+from harness.safe_files import SMALL_FILE_BYTES, open_regular, read_regular, regular_size, write_file
 
 GENESIS = "sha256:" + "0" * 64
 
@@ -153,7 +154,7 @@ def _utf8_lines(handle: Any) -> Iterator[str]:
 
 def _open(path: Path) -> Any:
     try:
-        return path.open("rb")
+        return open_regular(path, _NO_BOUND)
     except OSError as exc:
         raise EvidenceError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -174,12 +175,15 @@ def verify_file(path: Path, *, head: str | None = None, final: bool = False) -> 
 
 # Signed checkpoints: what the harness saw at the end of a run, with an HMAC the agent cannot make.
 _FIELDS = ("log", "bytes", "sha256", "head", "key")
+KEY_KINDS = ("operator", "run")  # the operator's key file (CHECKPOINT_KEY_FILE_ENV), or the run's (``key_store``)
+EMPTY_SHA = "sha256:" + hashlib.sha256(b"").hexdigest()
+_NO_BOUND = 1 << 62  # a file only digested block by block, or only measured
 
 
 def load_key(path: str | Path) -> bytes:
     """The key in a key file (its bytes, surrounding whitespace stripped); at least 16 bytes."""
     try:
-        key = Path(path).read_bytes().strip()
+        key = read_regular(path, SMALL_FILE_BYTES, what=f"the key file {path}").strip()
     except OSError as exc:
         raise EvidenceError(f"cannot read the key file {path}: {exc.strerror or exc}") from None
     if len(key) < 16:
@@ -187,38 +191,59 @@ def load_key(path: str | Path) -> bytes:
     return key
 
 
-def _digest(path: Path, limit: int | None = None) -> tuple[int, str]:
-    """``(size, sha256:hex)`` of the file (of its first ``limit`` bytes), read in blocks."""
+def _digest(path: Path, limit: int | None = None) -> tuple[int, str, int]:
+    """``(bytes read, sha256:hex, file size)`` of the file (of its first ``limit`` bytes), read in blocks. A
+    missing file is empty; one that is no regular file is an ``UnsafeFile``."""
     digest = hashlib.sha256()
     size = 0
-    with _open(path) as handle:
+    try:
+        handle = open_regular(path, _NO_BOUND)
+    except FileNotFoundError:
+        return 0, EMPTY_SHA, 0
+    with handle:
+        total = os.fstat(handle.fileno()).st_size
         while limit is None or size < limit:
             block = handle.read(1 << 20 if limit is None else min(1 << 20, limit - size))
             if not block:
                 break
             digest.update(block)
             size += len(block)
-    return size, "sha256:" + digest.hexdigest()
+    return size, "sha256:" + digest.hexdigest(), total
 
 
 def _mac(body: dict[str, Any], key: bytes) -> str:
     return hmac.new(key, canonical_json({k: body.get(k) for k in _FIELDS}), hashlib.sha256).hexdigest()
 
 
-def checkpoint(log_path: str | Path, key: bytes, *, key_kind: str = "operator") -> dict[str, Any]:
-    """The log as it stands now: its size, the SHA-256 of its bytes, its chain head (``seq:hash``, None
-    when it holds no intact chain) and an HMAC-SHA256 of these under ``key``, which the agent must not hold.
-    The engine records one at the end of a run; ``verify_checkpoint`` later proves the log unchanged."""
-    path = Path(log_path)
-    size, sha = _digest(path) if path.exists() else (0, "sha256:" + hashlib.sha256(b"").hexdigest())
-    head = None
-    if size:
-        with _open(path) as handle:
-            intact, _, count, last = verify_lines(_utf8_lines(handle))
-        head = last if intact and count else None
-    body: dict[str, Any] = {"log": path.name, "bytes": size, "sha256": sha, "head": head, "key": key_kind}
+def seal(name: str, size: int, sha256: str | None, head: str | None, key: bytes, key_kind: str) -> dict[str, Any]:
+    """A checkpoint of what a writer knows it wrote (the fault proxy seals its journal from its own running
+    digest, not from the file, which the agent could have changed meanwhile) or of a file as it stands:
+    ``sha256`` None when the harness did not read it (over its bound, or no regular file)."""
+    body: dict[str, Any] = {"log": name, "bytes": size, "sha256": sha256, "head": head, "key": key_kind}
     body["hmac"] = _mac(body, key)
     return body
+
+
+def checkpoint(log_path: str | Path, key: bytes, *, key_kind: str = "operator",
+               limit: int | None = None) -> dict[str, Any]:
+    """The log as it stands now: its size, the SHA-256 of its bytes, its chain head (``seq:hash``, None
+    when it holds no intact chain) and an HMAC-SHA256 of these under ``key``, which the agent must not hold.
+    The engine records one at the end of a run; ``verify_checkpoint`` later proves the log unchanged. A file over
+    ``limit`` bytes, or no regular file, is measured, not read: its digest is None (never judged, so never
+    shown unchanged either)."""
+    path = Path(log_path)
+    size = regular_size(path)
+    if size is None and (path.exists() or path.is_symlink()):
+        return seal(path.name, 0, None, None, key, key_kind)
+    if size is not None and limit is not None and size > limit:
+        return seal(path.name, size, None, None, key, key_kind)
+    size, sha, _ = _digest(path)
+    head = None
+    if size:
+        with open_regular(path, _NO_BOUND) as handle:
+            intact, _, count, last = verify_lines(_utf8_lines(handle))
+        head = last if intact and count else None
+    return seal(path.name, size, sha, head, key, key_kind)
 
 
 def verify_checkpoint(log_path: str | Path, recorded: Any, key: bytes) -> tuple[bool, str]:
@@ -233,8 +258,10 @@ def verify_checkpoint(log_path: str | Path, recorded: Any, key: bytes) -> tuple[
         return False, ("the checkpoint's HMAC does not match: the checkpoint was forged or edited, "
                        "or this is not the key it was made with")
     want = recorded["bytes"]
-    size, sha = _digest(path, want) if path.exists() else (0, "sha256:" + hashlib.sha256(b"").hexdigest())
-    total = path.stat().st_size if path.exists() else 0
+    if recorded.get("sha256") is None:
+        return False, (f"the harness did not read it at the end of the run ({want:,} bytes, over its bound, or no "
+                       "regular file): it cannot be shown unchanged")
+    size, sha, total = _digest(path, want)
     if size < want:
         return False, (f"the log holds {total} of the {want} bytes checkpointed: it was cut"
                        + (" or emptied" if total == 0 else " or rewritten shorter"))
@@ -242,37 +269,45 @@ def verify_checkpoint(log_path: str | Path, recorded: Any, key: bytes) -> tuple[
         return False, ("the log's first " + f"{want} bytes differ from the checkpointed ones: it was edited or "
                        f"rewritten{_first_bad_line(path)}")
     if total > want:
-        with _open(path) as handle:
+        with open_regular(path, _NO_BOUND) as handle:
             handle.seek(want)
-            lines = sum(1 for raw in handle if raw.strip())
-        return False, (f"{total - want} bytes ({lines} line(s)) after the checkpointed {want}: appended after "
-                       f"the checkpoint was made, not covered by it")
+            lines = handle.read(1 << 20).count(b"\n")
+        return False, (f"{total - want} bytes ({lines or 'part of a'} line(s)) after the checkpointed {want}: "
+                       "appended after the checkpoint was made, not covered by it")
     head = recorded.get("head")
     return True, (f"log unchanged since its checkpoint: {want} bytes, {recorded['sha256']}"
                   + (f", chain head {head}" if head else ", no intact chain in it") + " (HMAC-SHA256 verified)")
+
+
+def read_checkpoint(checkpoint: Path) -> Any:
+    """A checkpoint file's JSON (bounded, a regular file); ``EvidenceError`` when it cannot be read."""
+    try:
+        return json.loads(read_regular(checkpoint, SMALL_FILE_BYTES))
+    except (OSError, ValueError) as exc:
+        raise EvidenceError(f"cannot read the checkpoint {checkpoint}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
 
 
 def verify_checkpoint_file(log_path: Path, checkpoint: Path, key_file: Path | None = None, *,
                            folder: bool) -> tuple[bool, str]:
     """``verify_checkpoint`` of a checkpoint file, with its key: ``key_file``, else the operator's
     (``CHECKPOINT_KEY_FILE_ENV``) for an operator checkpoint, else (``folder``: the checkpoint is an
-    evidence folder's) the per-run key beside it. Raises ``EvidenceError`` when it cannot be checked."""
-    try:
-        recorded = json.loads(checkpoint.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvidenceError(f"cannot read the checkpoint {checkpoint}: {getattr(exc, 'strerror', None) or exc}") \
-            from None
-    operator = isinstance(recorded, dict) and recorded.get("key") == "operator"
-    if key_file is None and operator and os.environ.get(CHECKPOINT_KEY_FILE_ENV):
-        key_file = Path(os.environ[CHECKPOINT_KEY_FILE_ENV])
-    if key_file is None and folder and not operator:
-        key_file = checkpoint.parent / RUN_KEY_FILE
-    if key_file is None:
+    evidence folder's) the run's key in ``key_store``. Raises ``EvidenceError`` when it cannot be checked."""
+    recorded = read_checkpoint(checkpoint)
+    kind = recorded.get("key") if isinstance(recorded, dict) else None
+    if key_file is not None:
+        key = load_key(key_file)
+    elif folder:
+        key = folder_key(checkpoint.parent, kind)
+    elif kind == "operator" and os.environ.get(CHECKPOINT_KEY_FILE_ENV):
+        key = load_key(os.environ[CHECKPOINT_KEY_FILE_ENV])
+    else:
         raise EvidenceError(f"verifying {checkpoint} needs its key: give --key-file (or set {CHECKPOINT_KEY_FILE_ENV})")
-    intact, message = verify_checkpoint(log_path, recorded, load_key(key_file))
-    if intact and isinstance(recorded, dict) and recorded.get("key") == "run":
-        message += ("; a per-run key kept in the evidence folder: this proves the log is the one the harness "
-                    "saw at the end of the run against the agent, not against whoever can write the folder")
+    intact, message = verify_checkpoint(log_path, recorded, key)
+    if intact and key_file is None and kind == "run":
+        message += (f"; under the run's own key, kept outside the folder in this user's key store ({key_store()}): "
+                    "this proves it against the agent and whoever can write the folder but not read the store, on "
+                    "this machine only")
     return intact, message
 
 
@@ -286,35 +321,96 @@ def _first_bad_line(path: Path) -> str:
     return "" if intact else f"; the chain says: {message}"
 
 
-def checkpoint_key(folder: str | Path) -> tuple[bytes, str]:
-    """The key a run's checkpoints are signed with and its kind: the operator's (``CHECKPOINT_KEY_FILE_ENV``),
-    else a new per-run key written into the folder's ``RUN_KEY_FILE`` (over whatever the agent may have put
-    there: the engine asks for it once the agent has exited, so the agent never sees a per-run key)."""
+# A run's key, when the operator gave none: made when the run starts and held in memory (the fault proxy gets it
+# over its pipe), written only once the agent has exited, outside the evidence folder, in the user's key store
+# (0700 folder, 0600 file), under a name derived from the folder's real path. The store's entry is reserved
+# empty when the run starts, so a folder of a run made here is known as one, and refused whole when it is no
+# longer sealed, whatever its context.json says.
+def key_store() -> Path:
+    """Where the harness keeps its runs' keys: ``KEY_STORE_ENV``, else ``$XDG_CACHE_HOME/retry-harness/keys``
+    (``~/.cache/retry-harness/keys``)."""
+    if os.environ.get(KEY_STORE_ENV):
+        return Path(os.environ[KEY_STORE_ENV])
+    return harness_cache() / "keys"
+
+
+def run_key_path(folder: str | Path) -> Path:
+    """The key store's entry of the evidence folder ``folder`` (its real path's SHA-256)."""
+    real = os.path.realpath(folder)
+    return key_store() / (hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".key")
+
+
+def new_run_key(folder: str | Path) -> tuple[bytes, str]:
+    """The key a run's evidence is sealed with, and its kind: the operator's (``CHECKPOINT_KEY_FILE_ENV``), else a
+    new one, kept in memory until ``keep_run_key`` (its store entry reserved empty now)."""
     key_file = os.environ.get(CHECKPOINT_KEY_FILE_ENV)
     if key_file:
         return load_key(key_file), "operator"
-    key = secrets.token_hex(32).encode()
-    run_key = Path(folder) / RUN_KEY_FILE
-    run_key.unlink(missing_ok=True)  # a file planted there is not ours to write through
-    run_key.write_bytes(key)
-    run_key.chmod(0o600)
-    return key, "run"
+    store = key_store()
+    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_file(run_key_path(folder), b"", mode=0o600)
+    return secrets.token_hex(32).encode(), "run"
 
 
-def write_checkpoints(folder: str | Path, key: bytes, kind: str, files: Mapping[str, str]) -> dict[str, str]:
-    """Sign each file of ``files`` (its name -> its checkpoint's name) as it stands now; returns ``files``."""
+def keep_run_key(folder: str | Path, key: bytes, kind: str) -> None:
+    """Write a run's key into its store entry (nothing for the operator's): called once the agent has exited."""
+    if kind == "run":
+        write_file(run_key_path(folder), key, mode=0o600)
+
+
+def forget_run_key(folder: str | Path) -> None:
+    """Remove a run's key store entry, its folder being deleted (a passed run not kept)."""
+    run_key_path(folder).unlink(missing_ok=True)
+
+
+def harness_run(folder: str | Path) -> bool:
+    """Whether ``folder`` was made by a run of the harness on this machine, as this user (its key store entry)."""
+    return run_key_path(folder).exists()
+
+
+def folder_key(folder: str | Path, kind: Any) -> bytes:
+    """The key of an evidence folder's checkpoints of ``kind``; ``EvidenceError`` saying why there is none."""
+    if kind == "operator":
+        if not os.environ.get(CHECKPOINT_KEY_FILE_ENV):
+            raise EvidenceError(f"its checkpoints are under the operator's key: give --key-file (or set "
+                                f"{CHECKPOINT_KEY_FILE_ENV})")
+        return load_key(os.environ[CHECKPOINT_KEY_FILE_ENV])
+    if kind != "run":
+        raise EvidenceError(f"the checkpoint names no key this harness knows ({_short(kind)}; valid: "
+                            f"{', '.join(KEY_KINDS)})")
+    entry = run_key_path(folder)
+    try:
+        key = read_regular(entry, SMALL_FILE_BYTES).strip()
+    except FileNotFoundError:
+        raise EvidenceError("its run's key is not on this machine (the run was made elsewhere, as another user, or "
+                            "the folder was moved): only the machine that ran it can vouch for it, or run under "
+                            f"the operator's key ({CHECKPOINT_KEY_FILE_ENV}) to check it anywhere") from None
+    if not key:
+        raise EvidenceError("its run never sealed it: the harness stopped before the end of its teardown")
+    return key
+
+
+def write_checkpoints(folder: str | Path, key: bytes, kind: str, files: Mapping[str, str], *,
+                      limits: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Sign each file of ``files`` (its name -> its checkpoint's name) as it stands now; returns ``files``.
+    ``limits``: a file's bound (its name -> bytes): over it, it is measured, not read."""
     folder = Path(folder)
     for name, checkpoint_name in files.items():
-        (folder / checkpoint_name).write_text(json.dumps(checkpoint(folder / name, key, key_kind=kind), indent=2)
-                                              + "\n", encoding="utf-8")
+        write_checkpoint(folder / checkpoint_name,
+                         checkpoint(folder / name, key, key_kind=kind, limit=(limits or {}).get(name)))
     return dict(files)
+
+
+def write_checkpoint(path: Path, body: Mapping[str, Any]) -> None:
+    write_file(path, json.dumps(body, indent=2) + "\n")
 
 
 def record_checkpoint(folder: str | Path, log_name: str = "agent.ndjson",
                       also: Mapping[str, str] | None = None) -> Path:
-    """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with ``checkpoint_key``'s key; returns
-    the checkpoint's path. ``also``: other files the agent wrote (its trace) -> their checkpoint file names,
-    signed with the same key."""
-    key, kind = checkpoint_key(folder)
+    """Write ``CHECKPOINT_FILE`` for the agent log of an evidence folder, with a new run key (kept in the store)
+    or the operator's; returns the checkpoint's path. ``also``: other files the agent wrote (its trace) -> their
+    checkpoint file names, signed with the same key."""
+    key, kind = new_run_key(folder)
     write_checkpoints(folder, key, kind, {**(also or {}), log_name: CHECKPOINT_FILE})
+    keep_run_key(folder, key, kind)
     return Path(folder) / CHECKPOINT_FILE

@@ -582,10 +582,11 @@ def _writable(target: Path) -> None:
 def _report(args: argparse.Namespace) -> int:
     from harness.colour import paint_for
     from harness.contract import EvidenceLayout
-    from harness.evidence import load_evidence
+    from harness.evidence import load_evidence, verdict_doubt
     from harness.html_report import RunInfo, write_html_report, write_result_report
-    from harness.report import render_incomplete, render_result, render_text
+    from harness.report import render_incomplete, render_result, render_text, render_untrusted
     from harness.results.scenario_result import ScenarioResult
+    from harness.safe_files import read_regular
 
     folder = args.folder
     layout = EvidenceLayout(folder)
@@ -595,9 +596,13 @@ def _report(args: argparse.Namespace) -> int:
     if args.html is not None:
         _writable(args.html)
     evidence = load_evidence(folder)
-    if layout.verdict_json.exists():  # the run's own verdict, as it was judged
+    # the run's own verdict is shown only when its seal holds and its evidence is still whole; else judged again
+    doubt = verdict_doubt(layout) if layout.verdict_json.exists() else None
+    if doubt is not None:
+        print(render_untrusted(layout.verdict_json.name, doubt))
+    elif layout.verdict_json.exists() and not evidence.incomplete:
         try:
-            result = ScenarioResult.from_dict(json.loads(layout.verdict_json.read_text(encoding="utf-8")))
+            result = ScenarioResult.from_dict(json.loads(read_regular(layout.verdict_json)))
         except (ValueError, KeyError, TypeError) as exc:
             raise EvidenceError(f"{layout.verdict_json}: not a verdict file this harness reads ({exc})") from None
         if args.html is not None:

@@ -17,6 +17,7 @@ this module, and their start-up is on every scenario's critical path.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -85,16 +86,25 @@ DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL 
 SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
 # The operator's checkpoint key file (harness.chain): read by the harness, never given to the agent
 CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
+# where the harness keeps each run's key when the operator gave none (harness.chain.key_store): never the agent's
+KEY_STORE_ENV = "HARNESS_KEY_STORE"
 # the operator's, never the agent's: the fault proxy's interpreter, or where its private venv lives
 PROXY_PYTHON_ENV = "HARNESS_PROXY_PYTHON"
 PROXY_VENV_ENV = "HARNESS_PROXY_VENV"
 # the operator's: an image with Python 3.11 to build the harness's images on, instead of the debootstrapped base
 BASE_IMAGE_ENV = "HARNESS_BASE_IMAGE"
+def harness_cache() -> Path:
+    """The harness's own folder of the user's cache (the proxy's runtime, the images' lock, the runs' keys, the
+    SDK environments): one place, which the agent's sandbox hides."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retry-harness"
+
+
 # the operator's: the agent's sandbox (auto | bwrap | off, harness.sandbox) and the bubblewrap binary it uses
 SANDBOX_ENV = "HARNESS_SANDBOX"
 BWRAP_ENV = "HARNESS_BWRAP"
 # the harness's own settings, removed from the environment the agent inherits
-OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV, BASE_IMAGE_ENV, SANDBOX_ENV, BWRAP_ENV)
+OPERATOR_ENV = (CHECKPOINT_KEY_FILE_ENV, KEY_STORE_ENV, PROXY_PYTHON_ENV, PROXY_VENV_ENV, BASE_IMAGE_ENV, SANDBOX_ENV,
+                BWRAP_ENV)
 # every name above starts so: a variable a scenario sets for the agent (a container agent's ``env``, a
 # destination's ``agent_env``) may not, or it could hide the contract's value or the operator's
 HARNESS_ENV_PREFIX = INTENTS_ENV[:len("HARNESS_")]
@@ -139,6 +149,9 @@ COMPLETENESS_KEY = "evidence"
 CHECKPOINTS_KEY = "checkpoints"
 LEDGER_SEAL_KEY = "ledger_tampering"
 INTERRUPTED_KEY = "interrupted"
+# and what the teardown could not do (a proxy that did not answer, a journal it could not read, a write refused):
+# a list of sentences, each a reason the run is INCOMPLETE
+TEARDOWN_PROBLEMS_KEY = "teardown_problems"
 # and the mark's {destination: why} of the container services whose ledger probe failed at the end: their ground
 # truth is unknown, so the run is INCOMPLETE
 PROBE_FAILURES_KEY = "ledger_probe_failures"
@@ -156,8 +169,10 @@ CHECKPOINT_FILE = "agent.checkpoint.json"  # the agent log's signed checkpoint (
 TRACE_FILE = "agent.trace.jsonl"  # the agent's spans, OTLP JSON lines (TRACE_FILE_ENV; agent_log: otel)
 TRACE_CHECKPOINT_FILE = "agent.trace.checkpoint.json"  # the trace's signed checkpoint, as the log's
 TRACE_EVENTS_FILE = "agent.trace.events.ndjson"  # the events the harness read from the trace, as it judged them
-RUN_KEY_FILE = "checkpoint.key"  # the per-run checkpoint key, when the operator gave none
 LEDGER_CHECKPOINT_FILE = "ledger.checkpoint.json"  # the saved ledger's signed checkpoint, as the agent log's
+JOURNAL_CHECKPOINT_FILE = "journal.checkpoint.json"  # the proxy journal as the proxy wrote it, signed by the proxy
+CONTEXT_CHECKPOINT_FILE = "context.checkpoint.json"  # context.json as the teardown wrote it last
+VERDICT_CHECKPOINT_FILE = "verdict.checkpoint.json"  # verdict.json as the run's judgement wrote it
 # the run's traffic as the client saw it, written by the fault proxy as flows end (docs/proxy.md, "Traffic files")
 TRAFFIC_HAR_FILE = "traffic.har"  # HAR 1.2, one entry per journal line, `_harness` facts per entry
 # mitmproxy's own flow format, appended per flow (`python -m harness proxy mitmweb -r traffic.mitm` opens it)
@@ -286,6 +301,21 @@ class EvidenceLayout:
     def ledger_checkpoint(self) -> Path:
         """The saved ledger's signed checkpoint (``ledger.json`` as the harness wrote it)."""
         return self.folder / LEDGER_CHECKPOINT_FILE
+
+    @property
+    def journal_checkpoint(self) -> Path:
+        """The journal's signed checkpoint, made by the fault proxy from what it wrote (``harness.journal``)."""
+        return self.folder / JOURNAL_CHECKPOINT_FILE
+
+    @property
+    def context_checkpoint(self) -> Path:
+        """context.json's signed checkpoint, made after the teardown's last write of it."""
+        return self.folder / CONTEXT_CHECKPOINT_FILE
+
+    @property
+    def verdict_checkpoint(self) -> Path:
+        """verdict.json's signed checkpoint, made once the run's writers wrote it."""
+        return self.folder / VERDICT_CHECKPOINT_FILE
 
     @property
     def trace_events(self) -> Path:

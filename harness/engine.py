@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import interrupt
 from harness.agent_process import run_agent
-from harness.chain import checkpoint_key, write_checkpoints
+from harness.chain import forget_run_key, keep_run_key, new_run_key, write_checkpoint, write_checkpoints
 from harness.contract import (
     AGENT_LOGS,
     BLACK_BOX_MODE,
@@ -40,6 +40,8 @@ from harness.contract import (
     PROBE_FAILURES_KEY,
     PROBE_KEY,
     REFERENCE_AGENT,
+    TEARDOWN_PROBLEMS_KEY,
+    VERDICT_JSON_FILE,
     ContextKey,
     EvidenceLayout,
     agent_env,
@@ -161,6 +163,8 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
     write_json_file(layout.context, context)
     write_json_file(layout.intents, {"intents": intents, "destinations": contracts})
     layout.state_dir.mkdir()
+    # the key the run's evidence is sealed with: in memory (and the proxy's, over its pipe) while the agent runs
+    seal = new_run_key(evidence_dir)
 
     def mark_interrupted(signal_name: str) -> None:  # in the signal handler: the folder says why, whatever follows
         write_json_file(layout.context, {**context, COMPLETENESS_KEY: {
@@ -168,12 +172,13 @@ def _run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None, evi
 
     with interrupt.when_signalled(mark_interrupted):
         return _run_and_save(scenario, chosen, label, workdir, layout, context, canaries, pool, proxy,
-                             keep_evidence, writers, sandbox)
+                             keep_evidence, writers, sandbox, seal)
 
 
 def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, workdir: Path,
                   layout: EvidenceLayout, context: dict[str, Any], canaries: dict[str, str], pool: Any, proxy: Any,
-                  keep_evidence: str, writers: Sequence[ResultWriter] | None, sandbox: Sandbox) -> ScenarioResult:
+                  keep_evidence: str, writers: Sequence[ResultWriter] | None, sandbox: Sandbox,
+                  seal: tuple[bytes, str]) -> ScenarioResult:
     """Start the destinations and the proxy, run the agent, save every source (``_teardown``) and judge."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import count_effects
@@ -212,7 +217,8 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         http_routes = {n: u for n, u in host.urls.items() if u.startswith("http")}
         routes = proxy.configure(http_routes, scenario.faults, layout.journal,
                                  secrets=canaries, mode=scenario.proxy.mode, seed=scenario.proxy.seed,
-                                 har_path=layout.traffic_har, flows_path=layout.traffic_flows, gate=gate)
+                                 har_path=layout.traffic_har, flows_path=layout.traffic_flows, gate=gate,
+                                 seal=seal)
         urls = {**host.urls, **routes.urls}
         # the scenario's own names first: the contract's and the proxy mode's win (HARNESS_* are refused at load)
         env = {**_destination_env(scenario, urls, canaries), **agent_env(layout, urls, canaries), **routes.env}
@@ -251,12 +257,12 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
     finally:
         t2 = time.perf_counter()
         with interrupt.deferred():  # a first signal now waits for the evidence to be saved
-            effects = _teardown(scenario, host, proxy, layout, context, runs, stopped_by)
+            effects = _teardown(scenario, host, proxy, layout, context, runs, stopped_by, seal)
         timings["teardown"] = time.perf_counter() - t2
 
     result = judge_run(evidence_dir, scenario=scenario.name, label=label, expect=context[ContextKey.EXPECT], runs=runs,
                        effects=effects, timings=timings, keep_evidence=keep_evidence, agent_log=scenario.agent_log,
-                       writers=writers)
+                       writers=writers, seal=seal)
     if start_failed is not None:  # the folder has its verdict; the front end says why nothing ran (exit 2)
         raise AgentError(f"{start_failed}\nevidence: {evidence_dir}") from None
     return result
@@ -269,76 +275,117 @@ def _interrupted(exc: KeyboardInterrupt, evidence_dir: Path) -> interrupt.Interr
 
 
 def _teardown(scenario: Scenario, host: Any, proxy: Any, layout: EvidenceLayout, context: dict[str, Any],
-              runs: list[AgentRun], stopped_by: str | None) -> list[dict[str, Any]]:
+              runs: list[AgentRun], stopped_by: str | None, seal: tuple[bytes, str]) -> list[dict[str, Any]]:
     """Close every source and save it into the folder, the agent having exited (or been stopped): the journal,
-    the checkpoints, the ledger held to its writers' account; returns the ledger's effects. The folder is
-    marked complete last, and only if the run was not stopped (``stopped_by``)."""
+    the checkpoints, the ledger held to its writers' account; returns the ledger's effects. Each step that fails
+    is said in the completeness mark (``TEARDOWN_PROBLEMS_KEY``) and the next still runs: the ledger is saved
+    whatever came before it. The folder is marked complete last, and only if nothing stopped the run
+    (``stopped_by``, a signal meanwhile) and every step held; then context.json is sealed and the run's key kept
+    (``seal``: never in the folder)."""
     from fake_destinations.host import DestinationError
     from fake_destinations.ledger import save_run_ledger, verify_ledger
     from harness.containers.service import final_probe, release_destinations, seal_destinations
     from harness.journal import read_journal
 
     evidence_dir = layout.folder
+    key, kind = seal
+    problems: list[str] = []  # what the teardown could not do: each a reason the run is INCOMPLETE
     effects: list[dict[str, Any]] = []
-    try:
-        proxy.finish()
-    finally:
+
+    def attempt(what: str, step: Callable[[], Any], default: Any = None) -> Any:
         try:
-            last = runs[-1] if runs else None
-            context[ContextKey.AGENT].update({ContextKey.EXIT_STATUS: last.exit_status if last else None,
-                                              ContextKey.TIMED_OUT: any(r.timed_out for r in runs),
-                                              ContextKey.RUNS: [r.__dict__ for r in runs]})
-            write_json_file(layout.context, context)
-            # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
-            # may still be committing a write the agent gave up on: wait for it, as long as one write takes
-            busy = _writes_in_progress(host, within=_longest_write(scenario))
-            # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete
-            key, kind = checkpoint_key(evidence_dir)
-            made = write_checkpoints(evidence_dir, key, kind, {layout.agent_log.name: CHECKPOINT_FILE,
-                                                               layout.trace.name: layout.trace_checkpoint.name})
-            # a team's services: their probes' last listing into the live ledger, flow ids from the closed journal
-            probe_failures, probes = final_probe(host, read_journal(layout.journal))
-            if probes:
-                context[PROBE_KEY] = probes
-            # each writer's own account of the rows it wrote, then the copy held to it: an agent that edited,
-            # cut or cleared the ledger file is found here, and the run is not judged (fake_destinations.ledger)
-            tampering: list[str] = []
-            try:
-                written: dict[str, dict[str, int]] | None = seal_destinations(host)
-            except DestinationError as exc:
-                written, tampering = None, [f"the destinations could not say what they wrote: {exc}".splitlines()[0]]
-            # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
-            effects = save_run_ledger(host.ledger_path, evidence_dir)
-            if written is not None:
-                tampering = list(host.seal_problems) + verify_ledger(layout.ledger_db, host.ledger_key, written)
-            made |= write_checkpoints(evidence_dir, key, kind, {LEDGER_DUMP_FILE: LEDGER_CHECKPOINT_FILE})
-            if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
-                host.stop()
-            # a team's containers and their network, never pooled (the reaper takes what cannot go now)
-            left = release_destinations(host, evidence_dir)
-            if left:
-                context[ContextKey.CONTAINERS_LEFT] = left
-            # the very last write: every source (log, journal, ledger, context) is closed and on disk
-            context[COMPLETENESS_KEY] = {
-                ContextKey.COMPLETE: stopped_by is None, ContextKey.SAVED: True, ContextKey.WRITES_IN_PROGRESS: busy,
-                CHECKPOINTS_KEY: made,
-                LEDGER_SEAL_KEY: tampering, **({INTERRUPTED_KEY: stopped_by} if stopped_by else {}),
-                **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
-            write_json_file(layout.context, context)
-        finally:
-            release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
+            return step()
+        except Exception as exc:  # noqa: BLE001 - said in the folder, never a lost ledger
+            problems.append(f"{what}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            return default
+
+    try:
+        if attempt("proxy journal: the fault proxy did not finish (its journal is not sealed)",
+                   lambda: proxy.finish(timeout=PROXY_FINISH_SECONDS), default=False) is False:
+            abandon = getattr(proxy, "abandon", None)  # a stopped or dead proxy: the next run gets a new one
+            if abandon is not None:
+                attempt("fault proxy", abandon)
+        journal_seal = getattr(proxy, "journal_seal", None)
+        last = runs[-1] if runs else None
+        context[ContextKey.AGENT].update({ContextKey.EXIT_STATUS: last.exit_status if last else None,
+                                          ContextKey.TIMED_OUT: any(r.timed_out for r in runs),
+                                          ContextKey.RUNS: [r.__dict__ for r in runs]})
+        attempt("context", lambda: write_json_file(layout.context, context))
+        # before the copy: what the ledger cannot hold yet. A slow destination (processing_delay_seconds)
+        # may still be committing a write the agent gave up on: wait for it, as long as one write takes
+        busy = _writes_in_progress(host, within=_longest_write(scenario))
+        # the agent has exited: its log (and its trace, which it may write whatever agent_log says) is complete;
+        # one over the log's bound is measured, not read (it is not judged either)
+        bound = run_limits(scenario).agent_log_bytes
+        made = attempt("agent log: its checkpoint", lambda: write_checkpoints(
+            evidence_dir, key, kind, {layout.agent_log.name: CHECKPOINT_FILE,
+                                      layout.trace.name: layout.trace_checkpoint.name},
+            limits={layout.agent_log.name: bound, layout.trace.name: bound}), default={})
+        if journal_seal is not None:
+            attempt("proxy journal: its checkpoint", lambda: write_checkpoint(layout.journal_checkpoint, journal_seal))
+            made[layout.journal.name] = layout.journal_checkpoint.name
+        elif getattr(proxy, "journal_seal", False) is None:
+            problems.append("proxy journal: the fault proxy signed none of it, so it cannot be shown to be what the "
+                            "proxy wrote")
+        # a team's services: their probes' last listing into the live ledger, flow ids from the closed journal
+        probe_failures, probes = attempt("proxy journal: unreadable for the services' probes",
+                                         lambda: final_probe(host, read_journal(layout.journal)), default=({}, {}))
+        if probes:
+            context[PROBE_KEY] = probes
+        # each writer's own account of the rows it wrote, then the copy held to it: an agent that edited,
+        # cut or cleared the ledger file is found here, and the run is not judged (fake_destinations.ledger)
+        tampering: list[str] = []
+        try:
+            written: dict[str, dict[str, int]] | None = seal_destinations(host)
+        except DestinationError as exc:
+            written, tampering = None, [f"the destinations could not say what they wrote: {exc}".splitlines()[0]]
+        # the pooled process keeps serving other scenarios: keep a copy of this run's ledger
+        effects = attempt("effect ledger: not saved", lambda: save_run_ledger(host.ledger_path, evidence_dir),
+                          default=[])
+        if written is not None:
+            tampering = list(host.seal_problems) + attempt(
+                "effect ledger: not verified", lambda: verify_ledger(layout.ledger_db, host.ledger_key, written),
+                default=[])
+        made |= attempt("effect ledger: its checkpoint", lambda: write_checkpoints(
+            evidence_dir, key, kind, {LEDGER_DUMP_FILE: LEDGER_CHECKPOINT_FILE}), default={})
+        if busy:  # its late commits must not land in the next scenario's ledger: the pool starts a fresh one
+            host.stop()
+        # a team's containers and their network, never pooled (the reaper takes what cannot go now)
+        left = release_destinations(host, evidence_dir)
+        if left:
+            context[ContextKey.CONTAINERS_LEFT] = left
+        # a signal while saving is held until here (interrupt.deferred): the run did not end as it should
+        stopped_by = stopped_by or (interrupt.describe_signal(signal_name) if (signal_name := interrupt.pending())
+                                    else None)
+        # the very last write: every source (log, journal, ledger, context) is closed and on disk
+        context[COMPLETENESS_KEY] = {
+            ContextKey.COMPLETE: stopped_by is None and not problems, ContextKey.SAVED: True,
+            ContextKey.WRITES_IN_PROGRESS: busy, CHECKPOINTS_KEY: made,
+            LEDGER_SEAL_KEY: tampering, **({INTERRUPTED_KEY: stopped_by} if stopped_by else {}),
+            **({TEARDOWN_PROBLEMS_KEY: problems} if problems else {}),
+            **({PROBE_FAILURES_KEY: probe_failures} if probe_failures else {})}
+        write_json_file(layout.context, context)
+        write_checkpoints(evidence_dir, key, kind, {layout.context.name: layout.context_checkpoint.name})
+        keep_run_key(evidence_dir, key, kind)  # only now, the agent long gone: a later `check` verifies with it
+    finally:
+        release_destinations(host, evidence_dir)  # after a failure too (once released, nothing to do)
     return effects
+
+
+PROXY_FINISH_SECONDS = 10.0  # how long the proxy waits for flows still in flight once the agent has exited
 
 
 @collector_paused()  # judged and written: a large run's verdict is millions of objects
 def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[str, Any], runs: list[AgentRun],
               effects: list[dict[str, Any]], timings: dict[str, float] | None = None, keep_evidence: str = "all",
-              agent_log: str | None = None, writers: Sequence[ResultWriter] | None = None) -> ScenarioResult:
+              agent_log: str | None = None, writers: Sequence[ResultWriter] | None = None,
+              seal: tuple[bytes, str] | None = None) -> ScenarioResult:
     """What the engine does once the agent has exited and every source is on disk: read the evidence folder,
     judge it by the rules and the scenario's expectations (``expect``, with the agent's ``runs`` and the ledger's
     ``effects``), and hand the result to ``writers`` (default ``harness.writers.evidence_writers()``: verdict.json,
     a failed run's investigation page, verdict.txt), unless its folder is not kept. A run whose evidence is
-    incomplete is not judged."""
+    incomplete is not judged. ``seal``: the run's key, which signs the verdict.json written (``harness report``
+    prints it only if it verifies)."""
     from harness.checker import judge
     from harness.evidence import load_evidence
 
@@ -355,6 +402,7 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
     passed = result.passed
     if passed and keep_evidence == "failed":
         shutil.rmtree(evidence_dir, ignore_errors=True)
+        forget_run_key(evidence_dir)
         result.evidence_kept = False
     else:
         if writers is None:
@@ -363,6 +411,8 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
             writers = evidence_writers()
         for write in writers:
             write(result, evidence)
+        if seal is not None and layout.verdict_json.exists():
+            write_checkpoints(evidence_dir, *seal, {VERDICT_JSON_FILE: layout.verdict_checkpoint.name})
     return result
 
 

@@ -11,6 +11,7 @@ ledger rows keep their ``seq``. A malformed log line does not stop loading: it b
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable, Generator, Mapping
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.chain import verify_checkpoint_file
+from harness.chain import harness_run, verify_checkpoint_file
 from harness.contract import (
     AGENT_LOG_FILE,
     CHECKPOINT_FILE,
@@ -27,6 +28,8 @@ from harness.contract import (
     COMPLETENESS_KEY,
     EVENTS_MODE,
     INTERRUPTED_KEY,
+    JOURNAL_CHECKPOINT_FILE,
+    JOURNAL_FILE,
     JUDGING_MODES,
     LEDGER_CHECKPOINT_FILE,
     LEDGER_DUMP_FILE,
@@ -34,6 +37,7 @@ from harness.contract import (
     LIMITS_KEY,
     OTEL_AGENT_LOG,
     PROBE_FAILURES_KEY,
+    TEARDOWN_PROBLEMS_KEY,
     TRACE_CHECKPOINT_FILE,
     TRACE_EVENTS_FILE,
     TRACE_FILE,
@@ -46,7 +50,8 @@ from harness.errors import EvidenceError
 from harness.events import parse_line
 from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
 from harness.limits import EvidenceLimits, collector_paused
-from harness.ndjson import numbered_lines, open_text, share_strings
+from harness.ndjson import numbered_lines, share_strings
+from harness.safe_files import HARNESS_FILE_BYTES, UnsafeFile, open_regular, open_regular_text, read_regular
 
 
 @dataclass
@@ -84,10 +89,13 @@ class Evidence:
     def log_lines(self) -> Generator[tuple[int, str], None, None]:
         """``(line number, text)`` of each line of the log that is not blank, in order, as it was read."""
         if self.log_file is not None:
-            with open_text(self.log_file) as handle:
+            with open_regular_text(self.log_file, UNBOUNDED) as handle:  # bounded when first read (load_events)
                 yield from numbered_lines(handle)
         else:
             yield from ((number, text) for number, text in enumerate(self.raw_log, 1) if text)
+
+
+UNBOUNDED = 1 << 62  # the agent log's bound is its limit (``EvidenceLimits.agent_log_bytes``), said as a LimitHit
 
 
 class LimitHit(Exception):
@@ -103,14 +111,15 @@ def load_events(path: Path, evidence: Evidence,
     ``limits``: a log over ``agent_log_bytes`` is not read; reading stops at a line over ``line_bytes`` or
     at the first event of an operation past ``operations``. Either way ``LimitHit`` says which, and
     ``evidence`` holds nothing of the log (none of it is judged)."""
-    if limits is not None:
-        size = path.stat().st_size
-        if size > limits.agent_log_bytes:
-            raise LimitHit(limits.hit("agent_log_bytes", path.name, size))
+    raw = open_regular(path, UNBOUNDED)  # a FIFO, a device, a symlink: an UnsafeFile, nothing read
+    size = os.fstat(raw.fileno()).st_size
+    if limits is not None and size > limits.agent_log_bytes:  # from its size, before a byte is read
+        raw.close()
+        raise LimitHit(limits.hit("agent_log_bytes", path.name, size))
     operations: set[Any] = set()
     evidence.log_file = path
     try:
-        with open_text(path) as handle:
+        with io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape") as handle:
             for number, text in numbered_lines(handle):
                 if limits is not None and len(text) > limits.line_bytes // 4:  # at most 4 UTF-8 bytes a character
                     size = len(text.encode("utf-8", "surrogateescape"))
@@ -166,7 +175,7 @@ def _wire_trace_flags(events: list[dict[str, Any]], journal: list[dict[str, Any]
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_regular(path, HARNESS_FILE_BYTES))
     except ValueError as exc:
         raise EvidenceError(f"{path}: not valid JSON ({exc}); the harness writes this file, so the run "
                             f"that produced it did not finish writing it") from exc
@@ -188,7 +197,9 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
     evidence = Evidence(folder=folder)
     layout = EvidenceLayout(folder)
     strings: dict[str, str] = {}  # every source's ids, keys and fingerprints held once (share_strings)
-    context_data = share_strings(_load_json(layout.context), strings) if layout.context.exists() else None
+    unsealed = context_seal_gaps(layout, key_file)  # before a word of context.json is believed
+    context_data = share_strings(_load_json(layout.context), strings) \
+        if layout.context.exists() or layout.context.is_symlink() else None
     try:
         kept = EvidenceLimits.from_dict(context_data.get(LIMITS_KEY) if isinstance(context_data, dict) else None)
     except ValueError as exc:
@@ -201,19 +212,20 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
     try:
         if isinstance(context_data, dict) and context_data.get(ContextKey.AGENT_LOG) == OTEL_AGENT_LOG:
             evidence.log_name = TRACE_EVENTS_FILE  # the agent's word is its spans (agent_log: otel)
-            if layout.trace.exists():
-                size = layout.trace.stat().st_size
+            if layout.trace.exists() or layout.trace.is_symlink():
+                with open_regular(layout.trace, UNBOUNDED) as trace:
+                    size = os.fstat(trace.fileno()).st_size
                 if size > read_limits.agent_log_bytes:
                     raise LimitHit(read_limits.hit("agent_log_bytes", layout.trace.name, size))
                 load_trace(layout.trace, evidence)
-        elif layout.agent_log.exists():
+        elif layout.agent_log.exists() or layout.agent_log.is_symlink():
             load_events(layout.agent_log, evidence, limits=read_limits, strings=strings)
-    except LimitHit as exc:
+    except (LimitHit, UnsafeFile) as exc:
         over_limit.append(f"agent log: {exc}")
     try:
         evidence.journal = read_journal(layout.journal, strings)
-    except JournalError as exc:
-        raise EvidenceError(str(exc)) from None
+    except (JournalError, UnsafeFile) as exc:  # the proxy writes no such line: not the journal it wrote
+        over_limit.append(f"proxy journal: {exc}; it is not the journal the fault proxy wrote, so nothing was judged")
     if evidence.log_name == TRACE_EVENTS_FILE:
         _wire_trace_flags(evidence.events, evidence.journal)
     ledger = layout.ledger_dump
@@ -248,28 +260,71 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
             raise EvidenceError(f"{context}: key {ContextKey.MODE!r} is {mode!r}; valid: {', '.join(JUDGING_MODES)}")
         evidence.mode = mode
         _check_contracts(context, evidence.destinations)
-        evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file)
-    evidence.incomplete += over_limit  # whatever the folder: a log not read is never judged
+        # an unsealed context is never believed, but what it says was lost is said too (more reasons, never fewer)
+        evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file,
+                                            read_limits.agent_log_bytes)
+    # whatever the folder: a log not read is never judged
+    evidence.incomplete = unsealed + evidence.incomplete + over_limit
     return evidence
 
 
 # what a run signs at its end (harness.engine): the file -> its checkpoint, and what a gap calls it
 _CHECKPOINTED = {AGENT_LOG_FILE: CHECKPOINT_FILE, TRACE_FILE: TRACE_CHECKPOINT_FILE,
-                 LEDGER_DUMP_FILE: LEDGER_CHECKPOINT_FILE}
+                 LEDGER_DUMP_FILE: LEDGER_CHECKPOINT_FILE, JOURNAL_FILE: JOURNAL_CHECKPOINT_FILE}
 _CHECKPOINT_NAMES = {CHECKPOINT_FILE: ("agent log", "the log the harness checkpointed when the agent exited"),
                      TRACE_CHECKPOINT_FILE: ("agent trace", "the trace the harness checkpointed when the agent exited"),
                      LEDGER_CHECKPOINT_FILE: ("effect ledger", f"the {LEDGER_DUMP_FILE} the harness saved at the end "
-                                                               "of the run")}
+                                                               "of the run"),
+                     JOURNAL_CHECKPOINT_FILE: ("proxy journal", "the journal the fault proxy wrote (it signed every "
+                                                                "byte it wrote)")}
+
+
+def context_seal_gaps(layout: EvidenceLayout, key_file: Path | None = None) -> list[str]:
+    """Why context.json cannot be believed, or []: a folder a run of the harness made on this machine (its key
+    store entry, ``harness.chain.harness_run``), or any folder checked under the operator's key, must hold the
+    context.json its teardown sealed, unchanged. Any other folder (hand-built, from another machine or user with a
+    run's key) is judged as it is: nothing vouches for it, and ``check`` says so only through what it lacks."""
+    operator = key_file is not None or bool(os.environ.get(CHECKPOINT_KEY_FILE_ENV))
+    if not (operator or harness_run(layout.folder)):
+        return []
+    sealed = layout.context_checkpoint
+    if not (sealed.exists() or sealed.is_symlink()):
+        return [f"context: {sealed.name} is missing, so {layout.context.name} (what the run was, and whether its "
+                "evidence is complete) cannot be shown to be what the run's teardown wrote: the folder is refused "
+                "whole" + (" (under the operator's key every folder must be sealed)" if operator else "")]
+    try:
+        unchanged, message = verify_checkpoint_file(layout.context, sealed, key_file, folder=True)
+    except EvidenceError as exc:
+        return [f"context: its seal cannot be checked: {exc}; the folder is refused whole"]
+    if not unchanged:
+        return [f"context: not the {layout.context.name} the run's teardown wrote: {message}; the folder is refused "
+                "whole"]
+    return []
+
+
+def verdict_doubt(layout: EvidenceLayout, key_file: Path | None = None) -> str | None:
+    """Why verdict.json cannot be shown as the run's own judgement, or None when its seal verifies (the run's key,
+    or the operator's): ``harness report`` then judges the evidence again instead of printing it."""
+    sealed = layout.verdict_checkpoint
+    if not (sealed.exists() or sealed.is_symlink()):
+        return f"{sealed.name} is missing"
+    try:
+        unchanged, message = verify_checkpoint_file(layout.verdict_json, sealed, key_file, folder=True)
+    except EvidenceError as exc:
+        return f"its seal cannot be checked: {exc}"
+    return None if unchanged else f"not the {layout.verdict_json.name} the run wrote: {message}"
 
 
 def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]],
-                  ledger_recovered_by: Any = None, key_file: Path | None = None) -> list[str]:
+                  ledger_recovered_by: Any = None, key_file: Path | None = None,
+                  log_bound: int = HARNESS_FILE_BYTES) -> list[str]:
     """What the harness lost of one run, each as "which source: why"; empty when the evidence is whole.
     An agent log that is no longer the one checkpointed at the end of the run is lost too: judging it
     would judge whoever changed it, not the agent.
 
     A folder whose context has no completeness mark at all was not written by a run of the harness
-    (hand-built, or older): it is judged as it is."""
+    (hand-built, or older): it is judged as it is, unless the operator's key is in use (then it is refused:
+    ``context_seal_gaps`` said so first)."""
     mark = context.get(COMPLETENESS_KEY)
     if mark is None:
         return []
@@ -325,7 +380,9 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
         else:
             if not unchanged:
                 gaps.append(f"{what}: not {which}: {message}")
-    gaps += crash_survivors(layout.agent_log, context.get(ContextKey.AGENT))
+    gaps += crash_survivors(layout.agent_log, context.get(ContextKey.AGENT), log_bound)
+    for problem in (mark.get(TEARDOWN_PROBLEMS_KEY) if isinstance(mark, dict) else None) or ():
+        gaps.append(f"the run's teardown: {problem}")
     for entry in journal:
         if entry.get("client_outcome") == IN_FLIGHT_AT_END and entry.get("forwarded") \
                 and entry.get("upstream_status") is None:
@@ -335,7 +392,7 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     return gaps
 
 
-def crash_survivors(log: Path, agent: Any) -> list[str]:
+def crash_survivors(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> list[str]:
     """The planned crash, verified: each run the harness killed (``runs[*].killed_by_harness``) ended with
     the audit log ``log_bytes_at_end`` bytes long, once nothing of it was left running. A line past that
     carrying a ``session_id`` that run had written is proof the kill did not stop it (an agent that escaped
@@ -357,7 +414,10 @@ def crash_survivors(log: Path, agent: Any) -> list[str]:
         ends.append((size, run.get("killed_by_harness") is True))
     if not any(killed for _, killed in ends) or not log.is_file():
         return []
-    lines = _sessions_by_offset(log)
+    try:
+        lines = _sessions_by_offset(log, bound)
+    except (OSError, UnsafeFile):  # a log not read is already a gap of its own (load_events)
+        return []
     gaps, owner = [], {}  # session -> the run whose stretch it first appears in
     start = 0
     for index, (end, killed) in enumerate(ends):
@@ -380,13 +440,14 @@ def crash_survivors(log: Path, agent: Any) -> list[str]:
     return gaps
 
 
-def _sessions_by_offset(log: Path) -> list[tuple[int, int, str]]:
+def _sessions_by_offset(log: Path, bound: int) -> list[tuple[int, int, str]]:
     """``(byte offset, line number, session_id)`` of each line of ``log`` that names a session, numbered as
     ``load_events`` numbers them."""
     out = []
     offset = 0
     # newline="": lines split as the reader splits them (\n, \r\n, \r), their breaks kept to count bytes
-    with open(log, encoding="utf-8", errors="surrogateescape", newline="") as handle:
+    with io.TextIOWrapper(open_regular(log, bound), encoding="utf-8", errors="surrogateescape",
+                          newline="") as handle:
         for number, raw in enumerate(handle, start=1):
             text = raw.strip()
             if text.startswith("{") and '"session_id"' in text:

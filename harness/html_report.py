@@ -68,6 +68,7 @@ import markupsafe
 from harness.checker.readings import ts_value
 from harness.limits import collector_paused
 from harness.results.verdict import EFFECTS_SAID
+from harness.safe_files import write_file
 
 if TYPE_CHECKING:
     import jinja2
@@ -1102,7 +1103,7 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
             **common, index_rows=index_rows, index_pages=[], ops_pages=[], filtered=filtered,
             sections=sections(items, None), sections_first=subjects <= SECTIONS_FIRST_LIMIT,
             run_findings=run_findings, run_rows=run_rows)
-        path.write_text(html, encoding="utf-8")
+        write_file(path, html, follow_folder=True)
         return written
     index_pages = _pages(index_rows, INDEX_PAGE_SIZE)
     index_names = [f"{stem}-index-{k:04d}.html" for k in range(1, len(index_pages) + 1)]
@@ -1111,7 +1112,7 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
     main = env.get_template("main.html.j2").render(
         **common, index_rows=index_pages[0], index_pages=index_names, ops_pages=ops_names, filtered=[],
         sections=iter(()), sections_first=False, run_findings=run_findings, run_rows=run_rows)
-    path.write_text(main, encoding="utf-8")
+    write_file(path, main, follow_folder=True)
     page_template = env.get_template("index_page.html.j2")
 
     def write_index(kind: str, value: str | None, rows: list[dict[str, Any]]) -> None:
@@ -1120,9 +1121,9 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
                  for k in range(1, len(pages) + 1)]
         for k, (name, page) in enumerate(zip(names, pages, strict=True)):
             target = path.with_name(name)
-            target.write_text(page_template.render(
+            write_file(target, page_template.render(
                 **common, heading=(f"operations with {kind} {value}" if value else "every operation"),
-                index_rows=page, page=k + 1, names=names), encoding="utf-8")
+                index_rows=page, page=k + 1, names=names), follow_folder=True)
             written.append(target)
 
     write_index("index", None, index_rows)
@@ -1133,8 +1134,8 @@ def write_html_report(path: Path, verdict: Verdict, *, run: RunInfo | None = Non
     ops_template = env.get_template("ops_page.html.j2")
     for k, chunk in enumerate(_pages(items, PAGE_SIZE), start=1):
         target = path.with_name(ops_names[k - 1])
-        target.write_text(ops_template.render(**common, page=k, names=ops_names, sections=sections(chunk, k)),
-                          encoding="utf-8")
+        write_file(target, ops_template.render(**common, page=k, names=ops_names, sections=sections(chunk, k)),
+                   follow_folder=True)
         written.append(target)
     return written
 

@@ -96,6 +96,12 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(name)
 
 
+def pending() -> str | None:
+    """The first signal that came inside the ``deferred`` block under way (held until its end), or None: the
+    teardown asks before it marks a folder complete, so a run stopped while it saved is never marked whole."""
+    return _STATE.pending
+
+
 @contextlib.contextmanager
 def when_signalled(callback: Callable[[str], None]) -> Iterator[None]:
     """Within the block, ``callback(signal_name)`` runs as soon as a first signal comes (in the handler)."""

@@ -61,14 +61,25 @@ def redact_headers(headers: Iterable[tuple[str, str]], secrets: Iterable[str] = 
 
 
 class JournalWriter:
-    """Appends journal entries to one NDJSON file; thread-safe, flushed per line."""
+    """Appends journal entries to one NDJSON file it creates (never one already there, never through a symlink:
+    ``harness.safe_files.create_new``); thread-safe, flushed per line.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``seal_key``: the run's key (``harness.chain``), handed to the proxy over its pipe. The writer keeps the
+    digest of every byte it wrote, so ``seal()`` signs what it wrote, not what the file holds by then: a line the
+    agent edits, adds or cuts while the run goes on no longer matches."""
+
+    def __init__(self, path: str | os.PathLike[str], *, seal_key: bytes | None = None,
+                 seal_kind: str = "run") -> None:
+        from harness.safe_files import create_new
+
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = create_new(self.path)
         self._lock = threading.Lock()
         self._seq = 0
+        self._seal_key, self._seal_kind = seal_key, seal_kind
+        self._digest = hashlib.sha256()
+        self._bytes = 0
 
     def write(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Write one flow; ``seq`` is assigned here. Unknown keys are an error (the contract is fixed)."""
@@ -86,9 +97,23 @@ class JournalWriter:
             record["seq"] = self._seq
             if record["forward_count"] is None:
                 record["forward_count"] = 1 if record.get("forwarded") else 0
-            self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+            line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+            self._file.write(line)
             self._file.flush()
+            self._digest.update(line)
+            self._bytes += len(line)
             return record
+
+    def seal(self) -> dict[str, Any] | None:
+        """The journal's signed checkpoint (``harness.chain.seal``) of every line written so far; None without a
+        key."""
+        if self._seal_key is None:
+            return None
+        from harness.chain import seal
+
+        with self._lock:
+            return seal(self.path.name, self._bytes, "sha256:" + self._digest.hexdigest(), None, self._seal_key,
+                        self._seal_kind)
 
     @property
     def closed(self) -> bool:

@@ -80,23 +80,23 @@ def _document_parts(value: dict[str, Any]) -> Iterator[bytes]:
 
 
 def write_json_file(path: Path, value: Any) -> None:
-    """``value`` as ``json_document`` into ``path``, whole or not at all: written beside it, then renamed over it
-    (a reader, or a run killed meanwhile, never sees half a context.json or verdict.json). A top-level object's
-    ``Items`` are written as arrays, an item at a time."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """``value`` as ``json_document`` into ``path``, whole or not at all (``harness.safe_files.write_file``: a new
+    file of an unpredictable name renamed over it, so a reader, or a run killed meanwhile, never sees half a
+    context.json or verdict.json, and nothing the agent left at the name is written through). A top-level
+    object's ``Items`` are written as arrays, an item at a time."""
+    from harness.safe_files import write_file
+
     streamed = isinstance(value, dict) and any(isinstance(member, Items) for member in value.values())
     if streamed and all(type(key) is str for key in value):
         import orjson
 
         try:
-            with open(tmp, "wb") as out:
-                for part in _document_parts(value):
-                    out.write(part)
+            write_file(path, _document_parts(value))
+            return
         except (TypeError, orjson.JSONEncodeError):  # what orjson refuses: the whole document through json
-            tmp.write_bytes(json_document(_made(value)))
-    else:  # a key that is not a string is written as orjson writes it, which only the whole document says
-        tmp.write_bytes(json_document(_made(value) if streamed else value))
-    tmp.replace(path)
+            pass
+    # a key that is not a string is written as orjson writes it, which only the whole document says
+    write_file(path, json_document(_made(value) if streamed else value))
 
 
 def _made(value: dict[Any, Any]) -> dict[Any, Any]:
@@ -218,11 +218,14 @@ def read_objects(path: str | os.PathLike[str], *, what: str,
     line means a run that did not finish writing it, and the error says where. ``strings``: shared with the
     rest of what is read (``share_strings``).
     """
+    from harness.safe_files import HARNESS_FILE_BYTES, open_regular_text
+
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return []
     records = []
-    with open_text(path) as handle:
+    # a file the harness wrote: a regular file within its bound, or an UnsafeFile saying what stands there
+    with open_regular_text(path, HARNESS_FILE_BYTES, what=f"{path} ({what})") as handle:
         for number, text in numbered_lines(handle):
             value, error = decode(text)
             if error is None and not isinstance(value, dict):

@@ -5,10 +5,11 @@ plugin, CLI) call these.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from harness.colour import PLAIN, Paint
 from harness.limits import BLOCKS_SHOWN, FINDINGS_SHOWN
@@ -23,6 +24,8 @@ from harness.results.verdict import (
     Verdict,
 )
 
+P = ParamSpec("P")
+
 if TYPE_CHECKING:
     from harness.results.audit import AuditSummary
     from harness.results.exploration import Exploration
@@ -31,7 +34,39 @@ if TYPE_CHECKING:
     from harness.scenario import Scenario
 
 
+# what a terminal acts on instead of showing: C0 but the line break and tab, DEL, C1 (ESC's 8-bit CSI among them),
+# the bidirectional overrides and isolates (text shown in another order than it is), the Unicode line separators
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_BREAK = re.compile(_CONTROL.pattern[:-1] + "\n\t]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, *, lines: bool = True) -> str:
+    """``text`` with every control character that came from evidence shown as its escape (``\\x1b``), never
+    sent raw to a terminal: an agent's log field holding ESC sequences or a carriage return could otherwise
+    draw a fake ``verdict: PASSED`` line over the real one. ``lines``: the text's own line breaks kept (a whole
+    report); else they are escaped too (one field, which must stay on its line)."""
+    return (_CONTROL if lines else _CONTROL_OR_BREAK).sub(_escaped, text)
+
+
+def _shown_text(render: Callable[P, str]) -> Callable[P, str]:
+    """A text renderer's output through ``printable``: the one gate between evidence and a terminal."""
+    @functools.wraps(render)
+    def rendered(*args: P.args, **kwargs: P.kwargs) -> str:
+        return printable(render(*args, **kwargs))
+
+    return rendered
+
+
 def _evidence_line(ref: dict[str, Any]) -> str:
+    return printable(_evidence_text(ref), lines=False)
+
+
+def _evidence_text(ref: dict[str, Any]) -> str:
     source = ref.get("source", "?")
     if source == "log":
         extra = " ".join(f"{k}={ref[k]}" for k in ("event", "attempt_id", "observation_id", "dispatch_state", "state")
@@ -55,7 +90,7 @@ def _evidence_line(ref: dict[str, Any]) -> str:
 
 
 def _finding_lines(finding: Finding, indent: str) -> list[str]:
-    lines = [f"{indent}FAIL {finding.code} {finding.rule}: {finding.message}"]
+    lines = [f"{indent}FAIL {finding.code} {finding.rule}: {printable(finding.message, lines=False)}"]
     lines += [f"{indent}     - {_evidence_line(ref)}" for ref in finding.evidence[:8]]
     if len(finding.evidence) > 8:
         lines.append(f"{indent}     - ... {len(finding.evidence) - 8} more")
@@ -124,7 +159,7 @@ def render_operation(op: OperationVerdict, *, offline: bool = False) -> list[str
         lines.append(f"  held: all {len(op.held)} checks its history exercised{idle}")
     elif op.held:
         lines.append(f"  held: {', '.join(op.held)}{idle}")
-    return lines
+    return [printable(line, lines=False) for line in lines]  # each one line, whatever its ids hold
 
 
 def _wire_attempt_text(index: int, attempt: dict[str, Any]) -> str:
@@ -165,7 +200,7 @@ def render_intent(intent: IntentVerdict) -> list[str]:
         lines.append(f"  held: all {len(intent.held)} black-box checks its writes exercised{idle}")
     elif intent.held:
         lines.append(f"  held: {', '.join(intent.held)}{idle}")
-    return lines
+    return [printable(line, lines=False) for line in lines]  # each one line, whatever its ids hold
 
 
 def _unattributed_text(item: dict[str, Any]) -> str:
@@ -231,6 +266,7 @@ def _chosen(findings: list[Finding], limit: int) -> set[tuple[Any, ...]]:
     return set(chosen)
 
 
+@_shown_text
 def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = None) -> str:
     """Per operation: intent, attempts with dispatch states and what the wire/destination saw, effects,
     the checks that held and the ones that failed with their evidence; then run-wide findings. A black-box
@@ -300,6 +336,7 @@ def render_text(verdict: Verdict, *, offline: bool = False, shown: int | None = 
     return "\n".join(lines) + "\n"
 
 
+@_shown_text
 def render_checks_line(verdict: Verdict) -> str:
     """Each check's word on the run, counted: 'PASS: 9 checks exercised and held; 27 not exercised by this
     scenario (retry path: see request_lost, ...)'; a failed run counts its failed checks first."""
@@ -316,19 +353,28 @@ def _agent_run_text(run: Any) -> str:
     return f"  agent run: {how} after {run.seconds:.2f} s"
 
 
+@_shown_text
 def render_headline(result: ScenarioResult) -> str:
     outcome = "INCOMPLETE" if result.incomplete else "PASS" if result.passed else "FAIL"
     mode = " (black-box)" if result.verdict.black_box else ""
     return f"scenario {result.scenario} with agent {result.agent!r}{mode}: {outcome}"
 
 
+@_shown_text
 def render_incomplete(gaps: list[str]) -> str:
     """Evidence the harness lost: no verdict is given, the agent is neither passed nor blamed."""
     lines = ["INCOMPLETE: the harness lost evidence, so the agent was not judged:"]
-    lines += [f"  - {gap}" for gap in gaps]
+    lines += [f"  - {printable(gap, lines=False)}" for gap in gaps]
     return "\n".join(lines) + "\n"
 
 
+@_shown_text
+def render_untrusted(name: str, why: str) -> str:
+    """A verdict file not shown: ``harness report`` judges the evidence again instead."""
+    return f"{name}: not shown, untrusted ({why}); the evidence judged again:"
+
+
+@_shown_text
 def render_check(verdict: Verdict, expectation_failures: list[str], *, shown: int | None = None) -> str:
     """``python -m harness check``: the verdict, the scenario's own expectations among its findings (X001,
     under their operation or run-wide), then a line counting them."""
@@ -340,11 +386,13 @@ def render_check(verdict: Verdict, expectation_failures: list[str], *, shown: in
     return "\n".join(lines)
 
 
+@_shown_text
 def render_evidence_line(result: ScenarioResult) -> str:
     return (f"evidence: {result.evidence_dir}" if result.evidence_kept
             else "evidence: not kept (the run passed; --keep-evidence all keeps it)")
 
 
+@_shown_text
 def render_result(result: ScenarioResult, *, shown: int | None = None) -> str:
     """One scenario run: the headline, how each agent run ended, the verdict (summarised past ``shown``
     findings: ``render_text``), the scenario's own expectations that failed, and where the evidence is."""
@@ -371,6 +419,7 @@ def html_report_path(result: ScenarioResult) -> Path | None:
     return path if result.evidence_kept and not result.passed and path.is_file() else None
 
 
+@_shown_text
 def render_failure_pointer(result: ScenarioResult) -> str:
     """A failed run in the session summary: its whole verdict is already in the failure report."""
     page = html_report_path(result)
@@ -378,6 +427,7 @@ def render_failure_pointer(result: ScenarioResult) -> str:
     return f"{render_headline(result)} (verdict above) {render_evidence_line(result)}{report}"
 
 
+@_shown_text
 def render_failure_line(result: ScenarioResult, *, shown: int | None = None) -> str:
     """A failed run in one line (pytest's short summary, JUnit's ``message``): the rule codes per
     operation, the scenario's own expectations that failed, or why the evidence is incomplete. Past ``shown``
@@ -400,6 +450,7 @@ def render_failure_line(result: ScenarioResult, *, shown: int | None = None) -> 
     return "; ".join(parts) or render_headline(result)
 
 
+@_shown_text
 def render_pass_line(result: ScenarioResult) -> str:
     """A passed run in one line: the headline, how much was checked, and where the evidence is."""
     verdict = result.verdict
@@ -489,6 +540,7 @@ def _rates(matrix: Matrix) -> list[str]:
     return lines
 
 
+@_shown_text
 def render_matrix_markdown(matrix: Matrix) -> str:
     """The certification table as a Markdown file a team can publish: the rates where they apply, one row per
     agent x scenario (verdict, effects committed, attempts on the wire, key behaviour), then each agent's
@@ -533,6 +585,7 @@ def matrix_html_data(matrix: Matrix) -> dict[str, Any]:
             "modes": _modes_said(matrix), "catch_rate": data["catch_rate"], "false_alarms": data["false_alarms"]}
 
 
+@_shown_text
 def render_matrix_html(matrix: Matrix) -> str:
     """The certification matrix as one self-contained HTML page (inline CSS, no script, nothing fetched):
     agents x scenarios, each cell its verdict with the rule codes, effects, attempts and key behaviour; the
@@ -555,6 +608,8 @@ def _paint_outcome(text: str, paint: Paint) -> str:
     return _OUTCOME_WORDS.sub(lambda m: paint(m.group(0), _OUTCOME_ROLES[m.group(1) or m.group(2)]), text)
 
 
+# not through printable: it paints its own escape codes, and its words are the operator's (scenario and agent
+# names, outcomes), never the evidence's
 def render_cells(matrix: Matrix, paint: Paint = PLAIN) -> str:
     """The certification table as aligned text: one row per cell, with its black-box facts."""
     headers, rows = _cell_rows(matrix)
@@ -606,6 +661,7 @@ def render_matrix(matrix: Matrix, paint: Paint = PLAIN) -> str:
     return "\n".join(lines)
 
 
+@_shown_text
 def render_catalogue(scenarios: Iterable[Scenario], not_applicable: Mapping[str, str] | None = None) -> str:
     """One line per scenario: its name and the first sentence of its description (placed on a project's
     destination: where); then each of ``not_applicable`` (a project's destinations cannot take it) with why."""
@@ -618,6 +674,7 @@ def render_catalogue(scenarios: Iterable[Scenario], not_applicable: Mapping[str,
     return "\n".join(lines)
 
 
+@_shown_text
 def render_audit_summary(summary: AuditSummary) -> str:
     """The text audit's last lines: the run-wide findings, then one line of counts."""
     lines = [line for finding in summary.run_findings for line in _finding_lines(finding, "")]
@@ -638,6 +695,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+@_shown_text
 def render_exploration(state: Exploration) -> str:
     """What an exploration found: each shrunk failure with its schedule and reproducer, flakes, counts."""
     rate = state.runs / state.seconds if state.seconds else 0.0
@@ -696,6 +754,7 @@ def exploration_dict(state: Exploration) -> dict[str, Any]:
             "incomplete": [str(r.evidence_dir) for r in state.incomplete]}
 
 
+@_shown_text
 def render_images(rows: Iterable[dict[str, Any]]) -> str:
     """``images list``: one line per image of ours, kind, tags, size, age as the engine says it."""
     lines = [f"{row['kind'] or '?':8} {', '.join(row['tags']) or '<untagged> ' + row['id']:45} "
@@ -703,6 +762,7 @@ def render_images(rows: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines) if lines else "no images of ours (python -m harness images build makes them)"
 
 
+@_shown_text
 def render_containers(listing: dict[str, list[dict[str, str]]]) -> str:
     """``containers list``: our containers, networks and volumes with role, owner and run."""
     lines = []
@@ -714,6 +774,7 @@ def render_containers(listing: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines) if lines else "no containers, networks or volumes of ours"
 
 
+@_shown_text
 def render_removed(removed: dict[str, list[str]]) -> str:
     """``containers clean``: what it removed, by kind."""
     lines = [f"removed {len(names)} {kind}: {', '.join(names)}" for kind, names in removed.items() if names]

@@ -35,7 +35,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import BWRAP_ENV, CHECKPOINT_KEY_FILE_ENV, SANDBOX_ENV
+from harness.chain import key_store
+from harness.contract import BWRAP_ENV, CHECKPOINT_KEY_FILE_ENV, SANDBOX_ENV, harness_cache
 from harness.errors import AgentError
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
@@ -98,10 +99,6 @@ def _bubblewrap(path: str, platform: str) -> Sandbox:
                          "log, trace and state dir only; the harness's files out of sight; network shared (loopback)")
 
 
-def harness_cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retry-harness"
-
-
 @dataclass(frozen=True)
 class AgentFiles:
     """What one run of the agent may touch: ``writable`` (its log and trace files, its state dir), ``readable``
@@ -116,10 +113,11 @@ class AgentFiles:
 
 
 def hidden_paths(evidence_root: Path, extra: Iterable[Path] = ()) -> tuple[Path, ...]:
-    """The harness's own places an agent must not see: the evidence root, the harness's cache, the operator's
-    key file (the temp folder is always replaced), and ``extra`` (the proxy's CA folder)."""
+    """The harness's own places an agent must not see: the evidence root, the harness's cache, the runs' key store
+    (wherever HARNESS_KEY_STORE puts it), the operator's key file (the temp folder is always replaced), and
+    ``extra`` (the proxy's CA folder)."""
     key = os.environ.get(CHECKPOINT_KEY_FILE_ENV)
-    return tuple(p for p in (evidence_root, harness_cache(), *extra, *([Path(key)] if key else [])))
+    return tuple(p for p in (evidence_root, harness_cache(), key_store(), *extra, *([Path(key)] if key else [])))
 
 
 def command_paths(argv: Sequence[str], cwd: Path) -> tuple[Path, ...]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from harness.contract import EvidenceLayout
 from harness.limits import FINDINGS_SHOWN
 from harness.ndjson import write_json_file
+from harness.safe_files import write_file
 
 if TYPE_CHECKING:
     from harness.results.scenario_result import ScenarioResult
@@ -39,7 +40,7 @@ def write_investigation_page(result: ScenarioResult, evidence: Any) -> None:
     except Exception:  # noqa: BLE001 - the page is a view of the verdict, never a reason to lose it
         import traceback
 
-        (result.evidence_dir / REPORT_ERROR_FILE).write_text(traceback.format_exc(), encoding="utf-8")
+        write_file(result.evidence_dir / REPORT_ERROR_FILE, traceback.format_exc())
 
 
 class VerdictText:
@@ -55,7 +56,7 @@ class VerdictText:
         from harness.report import render_result
 
         self.text, self.result = render_result(result), result
-        EvidenceLayout(result.evidence_dir).verdict_text.write_text(self.text + "\n", encoding="utf-8")
+        write_file(EvidenceLayout(result.evidence_dir).verdict_text, self.text + "\n")
 
     def text_for(self, result: ScenarioResult, shown: int | None = None) -> str:
         """The text report of ``result`` with ``shown`` findings in full: the one written, when it says as much

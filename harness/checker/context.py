@@ -69,13 +69,30 @@ def request_ref_row(row: dict[str, Any]) -> dict[str, Any]:
 def bypassed(evidence: Evidence) -> list[dict[str, Any]]:
     """The ledger's requests that reached a destination the fault proxy fronts without crossing it: no flow
     the proxy stamped (it stamps every request it forwards, over whatever the client sent), or one its
-    journal never saw (a stamp forged by the client). SSH hosts are not proxied: their rows are the wire."""
+    journal never saw (a stamp forged by the client). SSH hosts are not proxied: their rows are the wire.
+
+    A request that did not come through the proxy (refused at the gate, or with no flow) is the agent's only when
+    the destination could tell the agent sent it (its ``sender``, ``fake_destinations.peer``): one from another
+    process of the machine (a neighbour probing ports), or from a process it could not tell, is not attributable,
+    so no finding against the agent. A ledger from before ``sender`` (no such key) is read as it was then."""
     flows = {e.get("flow_id") for e in evidence.journal if e.get("flow_id")}
     unproxied = {name for name, entry in evidence.destinations.items()
                  if isinstance(entry, dict) and isinstance(entry.get("spec"), dict)
                  and entry["spec"].get("service") == "ssh"}
     return [row for row in evidence.requests if row.get("destination") not in unproxied
-            and str(row.get("method") or "").upper() != "EXEC" and row.get("flow_id") not in flows]
+            and str(row.get("method") or "").upper() != "EXEC" and row.get("flow_id") not in flows
+            and _agents(row)]
+
+
+def _agents(row: dict[str, Any]) -> bool:
+    """Whether a request that did not cross the proxy can be laid at the agent's door (``bypassed``)."""
+    if "sender" not in row:  # a ledger from before sender
+        return True
+    if row["sender"] is not None:
+        return bool(row["sender"] == "agent")
+    # not told: a request that passed the gate with a flow is the proxy's own (a line its journal lost); any
+    # other is not attributable
+    return row.get("flow_id") is not None and row.get("outcome") != "rejected"
 
 
 def wire_summary(entry: dict[str, Any]) -> dict[str, Any]:

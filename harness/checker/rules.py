@@ -1398,7 +1398,8 @@ def history_fits_model(op: OperationContext) -> OpFindings:
 class NoProxyBypass(RunRule):
     """Every request a proxied destination received crossed the fault proxy: one that reached it another way
     (straight to its port, with no flow the proxy stamped or with a forged one) escaped the faults and the
-    journal, so the run no longer tests what the scenario says."""
+    journal, so the run no longer tests what the scenario says. Only a request the agent's own processes sent
+    counts (the ledger row's sender): a neighbour's is not the agent's."""
 
     def finish(self, run: RunContext | None) -> None:
         for row in bypassed(self.evidence):

@@ -48,7 +48,7 @@ from harness.containers.docker_client import (
     ensure_image,
     image_present,
 )
-from harness.contract import BASE_IMAGE_ENV
+from harness.contract import BASE_IMAGE_ENV, harness_cache
 from harness.errors import ContainerError
 
 BASE_IMAGE = "retry-harness/base:bookworm"
@@ -84,8 +84,7 @@ _lock_depth = 0
 
 
 def lock_path() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "retry-harness" / "images.lock"
+    return harness_cache() / "images.lock"
 
 
 @contextmanager

@@ -16,6 +16,7 @@ The proxy stops when the pipe closes, so a harness killed with SIGKILL leaves no
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import selectors
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
     from harness.proxy.rules import FaultRule
 
 START_TIMEOUT = 30.0  # the proxy process imports mitmproxy (about 1 s; more on a loaded machine)
-CALL_MARGIN = 30.0  # beyond a call's own timeout: a configure opens listeners, a finish drains flows
+CALL_MARGIN = 30.0  # beyond a call's own timeout: a configure opens listeners
+FINISH_MARGIN = 5.0  # beyond a finish's own wait for flows in flight: closing the journal and signing it
 
 
 class ProxyHostError(RuntimeError):
@@ -136,6 +138,7 @@ class ProxyHost:
         self._lock = threading.Lock()  # one call at a time on the pipe
         self._folder: Path | None = None
         self._configured = False
+        self.journal_seal: dict[str, Any] | None = None  # the last scenario's journal, signed by the proxy
 
     @classmethod
     def shared(cls) -> ProxyHost:
@@ -203,6 +206,14 @@ class ProxyHost:
             except ProxyHostError:
                 pass
         self._kill(timeout)
+
+    def abandon(self) -> None:
+        """Kill the proxy process now (it did not answer: stopped, or hung); the next ``shared()`` starts another."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # SIGKILL ends a SIGSTOPped process too
+        self._configured = False
+        self._kill(1.0)
 
     def _kill(self, timeout: float = 5.0) -> None:
         for fd in (self._to_proxy, self._from_proxy):
@@ -276,12 +287,15 @@ class ProxyHost:
         har_path: str | Path | None = None,
         flows_path: str | Path | None = None,
         gate: str | None = None,
+        seal: tuple[bytes, str] | None = None,
     ) -> ProxyRoutes:
         """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
 
         ``har_path`` / ``flows_path``: where the proxy writes the run's traffic as a HAR file and a mitmproxy
         flow dump (docs/proxy.md, "Traffic files"); neither is written when not given. ``gate``: the run's
         ``contract.GATE_HEADER`` value, added to every request forwarded (the destinations refuse any without it).
+        ``seal``: the run's key and its kind (``harness.chain``), sent down the pipe (never in a file or the
+        environment): the proxy signs what it wrote of the journal at ``finish`` (``journal_seal``).
         Rules, routes and mode are checked here, so a bad one is a ValueError before the proxy sees it."""
         _, parsed, _ = checked_scenario(routes, rules, mode)
         reply = self._request({"op": "configure", "routes": dict(routes),
@@ -290,8 +304,10 @@ class ProxyHost:
                                "mode": mode, "seed": seed,
                                "har": str(Path(har_path).resolve()) if har_path else None,
                                "flows": str(Path(flows_path).resolve()) if flows_path else None,
-                               "gate": gate}, CALL_MARGIN)
+                               "gate": gate, "seal_key": seal[0].hex() if seal else None,
+                               "seal_kind": seal[1] if seal else None}, CALL_MARGIN)
         self._configured = True
+        self.journal_seal = None
         return ProxyRoutes.from_dict(reply["routes"])
 
     def finish(self, timeout: float = 10.0) -> int:
@@ -303,4 +319,7 @@ class ProxyHost:
         if not self.running or not self._configured:
             return 0
         self._configured = False
-        return int(self._request({"op": "finish", "timeout": timeout}, timeout + CALL_MARGIN)["in_flight"])
+        # the proxy answers once its wait is over: a stopped or dead one is known a few seconds later, not 30
+        reply = self._request({"op": "finish", "timeout": timeout}, timeout + FINISH_MARGIN)
+        self.journal_seal = reply.get("journal_seal")
+        return int(reply["in_flight"])

@@ -31,10 +31,11 @@ async def handle(server: Any, message: dict[str, Any]) -> dict[str, Any]:
             routes = await server.configure_async(
                 message["routes"], [FaultRule.model_validate(r) for r in message["rules"]], message["journal"],
                 secrets=message["secrets"], mode=message["mode"], seed=message["seed"],
-                har_path=message.get("har"), flows_path=message.get("flows"), gate=message.get("gate"))
+                har_path=message.get("har"), flows_path=message.get("flows"), gate=message.get("gate"),
+                seal=(bytes.fromhex(message["seal_key"]), message["seal_kind"]) if message.get("seal_key") else None)
             reply = {"routes": routes.to_dict()}
         elif op in ("finish", "stop"):
-            reply = {"in_flight": await server.finish_async(message["timeout"])}
+            reply = {"in_flight": await server.finish_async(message["timeout"]), "journal_seal": server.journal_seal}
         else:
             raise ValueError(f"unknown command {op!r}")
     except Exception as exc:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from harness import notices
-from harness.contract import MITMPROXY_TOOLS
+from harness.contract import MITMPROXY_TOOLS, harness_cache
 from harness.contract import PROXY_PYTHON_ENV as PYTHON_ENV
 from harness.contract import PROXY_VENV_ENV as VENV_ENV
 
@@ -71,8 +71,7 @@ def tool_command(tool: str, args: list[str]) -> tuple[list[str], dict[str, str]]
 
 
 def default_venv() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "retry-harness" / f"proxy-py{sys.version_info.major}.{sys.version_info.minor}"
+    return harness_cache() / f"proxy-py{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def _venv_python(venv: Path) -> Path:

@@ -92,6 +92,7 @@ class ProxyServer:
         self._thread: threading.Thread | None = None
         self._master: Any = None
         self._injector: Any = None
+        self.journal_seal: dict[str, Any] | None = None  # the last scenario's journal, signed at its finish
         self._listen_ports: dict[str, int] = {}  # mode spec without port -> port, so listeners are reused
         self._forward_port: int | None = None
         self._start_error: BaseException | None = None
@@ -198,24 +199,28 @@ class ProxyServer:
         har_path: str | Path | None = None,
         flows_path: str | Path | None = None,
         gate: str | None = None,
+        seal: tuple[bytes, str] | None = None,
     ) -> ProxyRoutes:
         """Start a scenario: fresh rules, counters, seeded streams and journal; listeners as needed.
 
         ``har_path`` / ``flows_path``: where to write the run's traffic (``harness.proxy.traffic``), if anywhere.
-        ``gate``: the value of ``contract.GATE_HEADER`` added to every request forwarded."""
+        ``gate``: the value of ``contract.GATE_HEADER`` added to every request forwarded. ``seal``: the run's key
+        and its kind, which sign the journal at ``finish`` (``journal_seal``)."""
         return self.call(self.configure_async(routes, rules, journal_path, secrets=secrets, mode=mode, seed=seed,
-                                              har_path=har_path, flows_path=flows_path, gate=gate), 60)
+                                              har_path=har_path, flows_path=flows_path, gate=gate, seal=seal), 60)
 
     async def configure_async(self, routes: Mapping[str, str], rules: Sequence[FaultRule | Mapping[str, Any]],
                               journal_path: str | Path, *, secrets: Mapping[str, str] = {}, mode: str = "reverse",
                               seed: int | str = 0, har_path: str | Path | None = None,
-                              flows_path: str | Path | None = None, gate: str | None = None) -> ProxyRoutes:
+                              flows_path: str | Path | None = None, gate: str | None = None,
+                              seal: tuple[bytes, str] | None = None) -> ProxyRoutes:
         """``configure``, on the proxy's own event loop (``harness.proxy.process`` reads its commands there)."""
         from harness.proxy.traffic import TrafficWriter
 
         upstreams, parsed, refused = checked_scenario(routes, rules, mode)
         await self.finish_async()
-        journal = JournalWriter(journal_path)
+        self.journal_seal = None
+        journal = JournalWriter(journal_path, seal_key=seal[0] if seal else None, seal_kind=seal[1] if seal else "run")
         traffic = None
         try:
             if har_path or flows_path:
@@ -348,6 +353,7 @@ class ProxyServer:
             pass
         left = state.in_flight
         self._injector.journal_in_flight(state)  # their lines, so no request the destination saw is missing
+        self.journal_seal = state.journal.seal()  # what it wrote, signed: read back later by the harness
         state.journal.close()
         if state.traffic is not None:
             state.traffic.close()

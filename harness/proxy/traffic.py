@@ -38,6 +38,7 @@ from mitmproxy.flow import Error
 
 from harness.contract import FLOW_HEADER, GATE_HEADER
 from harness.journal import IN_FLIGHT_AT_END, redact_headers, redaction
+from harness.safe_files import create_new, create_new_fd
 
 # what the client saw instead of an answer, in the words browsers' devtools write in a HAR's ``_error``
 OUTCOME_ERRORS = {
@@ -77,7 +78,8 @@ class HarWriter:
                                                           "version": version.VERSION, "comment": ""},
                            "pages": []})
         opening = ('{"log": ' + head[:-1] + ', "entries": [').encode()
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        # a file the proxy creates (harness.safe_files): whatever the agent left at the name is replaced, not opened
+        self._fd: int | None = create_new_fd(self.path, append=False)  # written at offsets: no O_APPEND
         os.write(self._fd, opening + self.CLOSE)
         self._end = len(opening)  # where the closing brackets start
         self.count = 0
@@ -107,7 +109,7 @@ class TrafficWriter:
         self._flows_file = None
         if flows_path:
             Path(flows_path).parent.mkdir(parents=True, exist_ok=True)
-            self._flows_file = open(flows_path, "ab")  # noqa: SIM115 - kept open for the scenario, closed by close()
+            self._flows_file = create_new(flows_path)  # kept open for the scenario, closed by close()
         self._flows = io.FlowWriter(self._flows_file) if self._flows_file else None
         self._exporter = SaveHar()
         self._servers_seen: set[Server] = set()

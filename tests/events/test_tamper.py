@@ -136,7 +136,7 @@ def test_an_evidence_folder_verifies_against_its_checkpoint(tmp_path, monkeypatc
     chained_log(tmp_path / "agent.ndjson")
     record_checkpoint(tmp_path)
     status, out = run(str(tmp_path))
-    assert status == 0 and "log unchanged since its checkpoint" in out and "per-run key" in out
+    assert status == 0 and "log unchanged since its checkpoint" in out and "the run's own key" in out
     key_file = tmp_path.parent / f"{tmp_path.name}.key"
     key_file.write_bytes(KEY)
     monkeypatch.setenv("HARNESS_CHECKPOINT_KEY_FILE", str(key_file))

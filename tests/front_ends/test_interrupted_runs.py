@@ -138,7 +138,7 @@ def finished_run(tmp_path: Path, env: dict[str, str] | None = None) -> EvidenceL
     assert run.returncode == 0, run.stdout + run.stderr
     layout = EvidenceLayout(evidence_folder(run))
     assert set(json.loads(layout.context.read_text())[COMPLETENESS_KEY][CHECKPOINTS_KEY].values()) == {
-        "agent.checkpoint.json", "agent.trace.checkpoint.json", "ledger.checkpoint.json"}
+        "agent.checkpoint.json", "agent.trace.checkpoint.json", "ledger.checkpoint.json", "journal.checkpoint.json"}
     return layout
 
 
