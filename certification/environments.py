@@ -15,7 +15,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -28,7 +27,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-ENVS_ENV = "HARNESS_SDK_ENVS"
+from harness.contract import SDK_ENVS_ENV, sdk_envs_root
+
+ENVS_ENV = SDK_ENVS_ENV
 SOURCE = Path(__file__).resolve().parents[1]  # the checkout: its pyproject.toml and the harness's sources
 # the HTTP clients connectors use bare, at the versions the matrix was measured with (unless one is the SDK asked)
 BARE_CLIENTS = {"requests": "2.34.2", "urllib3": "2.8.0", "httpx": "0.28.1"}
@@ -52,10 +53,7 @@ class Environment:
 
 
 def default_root() -> Path:
-    if os.environ.get(ENVS_ENV):
-        return Path(os.environ[ENVS_ENV])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "retry-harness" / "sdk-envs"
+    return sdk_envs_root()
 
 
 def uv() -> str:

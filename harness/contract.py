@@ -99,6 +99,16 @@ def harness_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retry-harness"
 
 
+# the operator's: where the certification makes one environment per certified SDK release (default: in the cache)
+SDK_ENVS_ENV = "HARNESS_SDK_ENVS"
+
+
+def sdk_envs_root() -> Path:
+    """The certified SDKs' environments (certification.environments makes them; agents run in them, so the
+    sandbox shows them read-only)."""
+    return Path(os.environ[SDK_ENVS_ENV]) if os.environ.get(SDK_ENVS_ENV) else harness_cache() / "sdk-envs"
+
+
 # the operator's: the agent's sandbox (auto | bwrap | off, harness.sandbox) and the bubblewrap binary it uses
 SANDBOX_ENV = "HARNESS_SANDBOX"
 BWRAP_ENV = "HARNESS_BWRAP"

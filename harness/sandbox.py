@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.chain import key_store
-from harness.contract import BWRAP_ENV, CHECKPOINT_KEY_FILE_ENV, SANDBOX_ENV, harness_cache
+from harness.contract import BWRAP_ENV, CHECKPOINT_KEY_FILE_ENV, SANDBOX_ENV, harness_cache, sdk_envs_root
 from harness.errors import AgentError
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
@@ -149,7 +149,7 @@ def bwrap_argv(sandbox: Sandbox, files: AgentFiles, *, info_fd: int) -> list[str
         words += ["--ro-bind", str(files.cwd), str(files.cwd)]
     for path in hidden:
         words += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
-    cache_envs = harness_cache() / "sdk-envs"  # the certified SDKs' environments: agents run in them
+    cache_envs = sdk_envs_root()  # the certified SDKs' environments: agents run in them
     if cache_envs.is_dir():
         words += ["--ro-bind", str(cache_envs), str(cache_envs)]
     covered = [*temp, *hidden]
