@@ -1231,6 +1231,16 @@ def observation_read_on_wire(op: OperationContext) -> OpFindings:
                [log_ref(obs)])
 
 
+def _key_unread(op: OperationContext, attempt: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(its flow, the ledger row of the destination acting on it) when the attempt logged a key the destination did
+    not read there; None when it read it, or nothing says."""
+    key, entry = attempt.get("idempotency_key"), op.wire.get(attempt["attempt_id"])
+    if not key or entry is None:
+        return None
+    acted = [r for r in op.ledger_requests.get(entry.get("flow_id") or "", []) if r.get("outcome") in EFFECT_OUTCOMES]
+    return (entry, acted[0]) if acted and acted[0].get("idempotency_key") != key else None
+
+
 @rule("H073", "key-read-by-destination", requires=("wire",), exercised=("sent",))
 def key_read_by_destination(op: OperationContext) -> OpFindings:
     """The idempotency key an attempt logs is the key the destination read: one sent where the destination never
@@ -1239,15 +1249,11 @@ def key_read_by_destination(op: OperationContext) -> OpFindings:
     if not op.takes_keys():
         return
     for attempt in op.attempts:
-        key, entry = attempt.get("idempotency_key"), op.wire.get(attempt["attempt_id"])
-        if not key or entry is None:
+        unread = _key_unread(op, attempt)
+        if unread is None:
             continue
-        acted = [r for r in op.ledger_requests.get(entry.get("flow_id") or "", [])
-                 if r.get("outcome") in EFFECT_OUTCOMES]
-        if not acted or acted[0].get("idempotency_key") == key:
-            continue
-        row = acted[0]
-        carried = entry.get("idempotency_key")
+        entry, row = unread
+        key, carried = attempt["idempotency_key"], entry.get("idempotency_key")
         sent = f"the proxy saw it sent ({carried})" if carried == key else f"the proxy saw {carried!r}"
         yield (f"attempt {attempt['attempt_id']} of {op.operation_id} logged key {key} and {sent}, but "
                f"{op.destination} read {row.get('idempotency_key')!r} (ledger request seq {row.get('seq')}, "
@@ -1622,6 +1628,8 @@ def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
             continue
         if _arguments(op, parent) != _arguments(op, attempt):
             continue  # other arguments (a fresh key, say): the hint speaks of the same ones; H002/H012 name that
+        if op.takes_keys() and _key_unread(op, attempt) is not None:
+            continue  # the key it trusted went where the tool never reads it (params._meta): H073's, not the hint's
         why = "an error result" if errored else "a lost result"
         said = attempt.get("retry_justification")
         because = f" (it gave retry_justification {said!r})" if said else ""

@@ -122,3 +122,23 @@ def test_h020_a_restarted_owner_closing_again_is_one_decider_a_worker_and_its_ow
     b.events[1]["session_id"] = b.events[-2]["session_id"] = "ses_w"
     b.events[1]["worker"] = "wrk_1"  # the worker attempted and closed; the owner closed too
     assert "H020" in codes(b.check())
+
+
+def test_h073_a_key_in_mcp_meta_is_the_flaw_and_the_annotation_is_not_blamed(b):
+    """The key went in params._meta (the proxy reads it there, the tool reads only its key argument): the retry
+    left a second order. H073 names the key; H050 does not blame the tool's idempotentHint for it."""
+    from tests.checker.mcp_evidence import ARGS, MCPStory
+
+    s = MCPStory(b, "argument", annotations={"idempotentHint": True})
+    bare = {**ARGS, "client_reference": s.op}  # no key argument
+    s.connect()
+    s.call("att_1", "sent_no_response", effect="ord_1", lost=True, arguments=bare, attempt_budget_remaining=2)
+    s.connect()
+    s.call("att_2", "response_received", effect="ord_2", arguments=bare, retry_of_attempt_id="att_1",
+           retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+    for entry in b.journal:
+        if (entry.get("rpc") or {}).get("tool") == "create_order":
+            entry["idempotency_key"] = s.key  # what the proxy read from params._meta
+    s.resolve("succeeded", ["ord_2"], ["att_2"])
+    found = codes(b.check())
+    assert "H073" in found and "H050" not in found, found
