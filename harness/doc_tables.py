@@ -1,6 +1,7 @@
 """The tables the documentation shows, made from the registries so that they cannot drift: the scenario
-catalogue (each scenario's ``summary``), the rules (``harness.checker.registry``) and the fault actions
-(``harness.proxy.rules``). Each sits in a page between ``<!-- NAME:start ... -->`` and ``<!-- NAME:end -->``.
+catalogue (each scenario's ``summary``), the rules (``harness.checker.registry``), the claims table
+(``harness.checker.claims``) and the fault actions (``harness.proxy.rules``). Each sits in a page between
+``<!-- NAME:start ... -->`` and ``<!-- NAME:end -->``.
 
     python -m harness.doc_tables           # which blocks differ from the registries (exit 1 if any)
     python -m harness.doc_tables --write   # rewrite them
@@ -56,11 +57,20 @@ def fault_table() -> str:
     return actions_markdown().strip("\n")
 
 
+def claims_table() -> str:
+    """The claims table (``harness.checker.claims``): what the log claims, what observes it, the tolerance, the rules
+    and each mode's word."""
+    from harness.checker import claims
+
+    return claims.claims_markdown()
+
+
 # block name -> (page, what goes between its markers)
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "catalogue": ("scenarios.md", catalogue_table),
     "rule-count": ("checking.md", rule_count),
     "rules": ("checker.md", rules_table),
+    "claims": ("contract.md", claims_table),
     "fault-actions": ("destinations-and-faults.md", fault_table),
 }
 

@@ -19,6 +19,7 @@ from harness.checker import black_box_rules as _black_box_rules  # noqa: F401  (
 from harness.checker import rules as _rules  # noqa: F401  (registers the rules)
 from harness.checker.attribution import Attribution, IntentContext, attribute
 from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_tags
+from harness.checker.claims import unjudged_labels
 from harness.checker.context import OperationContext, wire_summary
 from harness.checker.correlation import Correlation
 from harness.checker.expectations import agent_broken, expectation_findings, stderr_tail
@@ -309,7 +310,8 @@ def _run_checks(judged: list[OperationVerdict] | list[IntentVerdict], findings: 
                 black_box: bool = False) -> dict[str, str]:
     """Each applicable rule's word on the run: failed where it found something, held where some operation's
     history (an intent's writes, black-box) exercised it (or it needs nothing to be exercised), else not
-    exercised."""
+    exercised; and the rules of the claims table this mode cannot apply (no wire offline, no log in black-box
+    mode): not exercised, never held (``harness.checker.claims``)."""
     failed = {f.code for f in findings}
     held = {label for one in judged for label in one.held}
     checks: dict[str, str] = {}
@@ -318,4 +320,6 @@ def _run_checks(judged: list[OperationVerdict] | list[IntentVerdict], findings: 
             continue
         checks[r.label] = (FAILED if r.code in failed else
                            HELD if r.label in held or (not r.exercised and r.scope == "run") else NOT_EXERCISED)
+    for label in unjudged_labels(offline=offline, black_box=black_box):
+        checks.setdefault(label, NOT_EXERCISED)
     return checks

@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.checker.attribution import row_params
+from harness.checker.claims import (
+    CLOCK_SKEW_SECONDS,
+    CONCURRENT_FIELD,
+    DECLARATION_SLACK_SECONDS,
+    GAVE_UP_AFTER_SECONDS,
+    HOLDING_FAULTS,
+    OVERLAP_SLACK_SECONDS,
+)
 from harness.checker.context import (
+    EFFECT_OUTCOMES,
     SAFE_METHODS,
     SENT_STATES,
     OperationContext,
@@ -744,12 +753,14 @@ class NoSecretInLog(RunRule):
 # --------------------------------------------------------------------------------------------- H020
 @rule("H020", "single-owner", exercised=("hand_off", "retry_after_doubt"))
 def single_owner(op: OperationContext) -> OpFindings:
-    """Delegation keeps one owner per operation; workers carry the owner's operation id; no concurrent
-    retries of one unknown write."""
+    """Delegation keeps one owner per operation; workers carry the owner's operation id; one process closes it
+    (owner or worker, never both); no concurrent retries of one unknown write."""
     owners: list[str] = list(dict.fromkeys(o["owner"] for o in op.operations if o.get("owner")))
     if len(owners) > 1:
         yield f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
             log_ref(o) for o in op.operations]
+    if len(op.resolutions) > 1:
+        yield from _two_deciders(op)
     parent_id = (op.operation or {}).get("parent_operation_id")
     parent = op.peers.get(parent_id or "")
     if parent is not None and parent.intent_id and parent.intent_id == op.intent_id:
@@ -780,6 +791,20 @@ def single_owner(op: OperationContext) -> OpFindings:
                    f"{op.operation_id} were on the wire at the same time: one owner retries, never two"), [
                 log_ref(first), wire_ref(op.wire[first["attempt_id"]]), log_ref(second),
                 wire_ref(op.wire[second["attempt_id"]])]
+
+
+def _two_deciders(op: OperationContext) -> OpFindings:
+    """Resolutions of one operation written by a worker and by another process (the owner, or a second worker):
+    two deciders. A worker is a session whose attempts carry ``worker``; a restarted owner is still the owner."""
+    workers = {str(a.get("session_id")): str(a["worker"]) for a in op.attempts if a.get("worker")}
+    deciders = list(dict.fromkeys(str(r.get("session_id")) for r in op.resolutions))
+    if len(deciders) < 2 or not workers.keys() & set(deciders):
+        return
+    who = ", ".join(f"worker {workers[s]} (session {s})" if s in workers else f"session {s}" for s in deciders)
+    states = ", ".join(f"{r.get('state')} (line {r.get('_line')})" for r in op.resolutions)
+    yield (f"{op.operation_id} was closed by {len(deciders)} processes ({who}): {states}; one process decides an "
+           f"operation's outcome, the worker it was handed to or its owner, never both",
+           [log_ref(r) for r in op.resolutions])
 
 
 # --------------------------------------------------------------------------------------------- H021
@@ -882,8 +907,8 @@ def _attempt_proves_success(op: OperationContext, attempt: dict[str, Any]) -> tu
              if entry and entry.get("client_outcome") == "response" else "")
     if tool_error(op, attempt):
         return False, f"{attempt['attempt_id']} got an MCP error result{where}: the call failed, whatever it did"
-    if status is None:  # no HTTP status: an SSH command's exit status is the answer
-        exit_status = attempt.get("exit_status")
+    if status is None:  # no HTTP status: an SSH command's exit status is the answer, the host's where it says
+        exit_status = _host_exit(entry) if _host_exit(entry) is not None else attempt.get("exit_status")
         converged = exit_status is not None and exit_status == op.convergence_exit_status()
         return exit_status in (0, None) or converged, f"{attempt['attempt_id']} exited {exit_status}"
     if status == 202:
@@ -1010,10 +1035,14 @@ def negative_lookup_contradicted(op: OperationContext) -> OpFindings:
 
 
 def _gave_up_before_the_answer(attempt: dict[str, Any], entry: dict[str, Any]) -> bool:
-    """The attempt was logged (its client had timed out) before the proxy sent the answer: the proxy wrote it to
-    a socket nobody read any more, so the client did not receive it (a destination as slow as the timeout)."""
-    logged, answered = attempt.get("ts"), entry.get("ts_done")
-    return logged is not None and answered is not None and ts_value(logged) <= ts_value(answered)
+    """The client may have given up before the proxy sent the answer, which it then wrote to a socket nobody read
+    any more: the attempt was logged no later than the answer went out, and that was ``GAVE_UP_AFTER_SECONDS`` or
+    more after the request reached the proxy (an answer held past the timeout, a destination as slow as it). An
+    answer sent sooner reached a client still waiting, whenever its attempt says it was sent."""
+    logged, answered, asked = attempt.get("ts"), entry.get("ts_done"), entry.get("ts_request")
+    if logged is None or answered is None or asked is None:
+        return False
+    return ts_value(logged) <= ts_value(answered) and ts_value(answered) - ts_value(asked) >= GAVE_UP_AFTER_SECONDS
 
 
 @rule("H028", "logged-outcome-matches-wire", requires=("wire",), exercised=("sent", "observe", "observe_inconclusive"))
@@ -1064,6 +1093,235 @@ def logged_outcome_matches_wire(op: OperationContext) -> OpFindings:
             yield (f"observation {obs['observation_id']} of {op.operation_id} claims it found {', '.join(strangers)}, "
                    f"but the ledger holds {', '.join(held) or 'no effect'} for this operation",
                    [log_ref(obs)] + [effect_ref_row(r) for r in op.ledger_effects])
+
+
+# ===================================================================================== H070-H075: the claims table
+# Each checks one row of harness.checker.claims that no rule above held: the log's clock, the order of attempts on
+# the wire, a lookup's read, the key the destination read, an SSH exit the host ran, a supersede's payload.
+
+def _runs_window(evidence: Evidence) -> tuple[float, float] | None:
+    """The wall-clock span of the agent's runs (first start .. last end), None when the context does not say."""
+    runs = evidence.agent.get(ContextKey.RUNS)
+    if not isinstance(runs, list):
+        return None
+    starts = [r["started_at"] for r in runs if isinstance(r, dict) and _number(r.get("started_at"))]
+    ends = [r[k] for r in runs if isinstance(r, dict) for k in ("ended_at", "exited_at") if _number(r.get(k))]
+    return (float(min(starts)), float(max(ends))) if starts and ends else None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _at(ts: float) -> str:
+    return f"{ts:.3f}"
+
+
+@rule("H070", "log-clock-matches-wire", scope="run", requires=("wire", "events"))
+class LogClockMatchesWire(RunRule):
+    """The log's clock is the wire's: every ts lies within the agent's runs (a restarted agent's too), an attempt
+    is not stamped before its request reached the proxy, and an operation is declared before its first request
+    left (its ts no later than the journal's ts_request of it), within the claims table's bounds."""
+
+    def finish(self, run: RunContext | None) -> None:
+        assert run is not None  # a wire rule: never offline
+        window = _runs_window(self.evidence)
+        for op in run.ops.values():
+            if window is not None:
+                self._outside(op, window)
+            self._before_request(op)
+            self._declared_late(op)
+
+    def _outside(self, op: OperationContext, window: tuple[float, float]) -> None:
+        start, end = window[0] - CLOCK_SKEW_SECONDS, window[1] + CLOCK_SKEW_SECONDS
+        for record in op.history:
+            if record.get("ts") is None:
+                continue  # no ts is H000's
+            ts = ts_value(record["ts"])
+            if start <= ts <= end:
+                continue
+            off = ts - window[1] if ts > end else window[0] - ts
+            self.found(op.operation_id, (
+                f"{self.where(record.get('_line') or 0)}: the {record.get('event')} of {op.operation_id} is stamped "
+                f"{record['ts']!r} ({_at(ts)}), {off:.3g} s {'after' if ts > end else 'before'} the agent's runs "
+                f"({_at(window[0])} .. {_at(window[1])}, the wall clock the journal keeps): the log's timestamps "
+                f"are not the wall clock (milliseconds, a monotonic clock?), so no time it gives can be held "
+                f"against the wire"), [log_ref(record), {"source": "context", "key": "agent.runs"}])
+            return  # one a operation: the rest of its clock is as wrong
+
+    def _before_request(self, op: OperationContext) -> None:
+        for attempt in op.attempts:
+            entry = op.wire.get(attempt["attempt_id"])
+            if entry is None or entry.get("ts_request") is None or attempt.get("ts") is None:
+                continue
+            ahead = ts_value(entry["ts_request"]) - ts_value(attempt["ts"])
+            if ahead > CLOCK_SKEW_SECONDS:
+                self.found(op.operation_id, (
+                    f"attempt {attempt['attempt_id']} of {op.operation_id} is stamped {_at(ts_value(attempt['ts']))}, "
+                    f"{ahead:.3g} s before its request reached the proxy ({_at(ts_value(entry['ts_request']))}, "
+                    f"journal line {entry.get('_line')}): an attempt is stamped when it was sent or when it "
+                    f"finished, never earlier"), [log_ref(attempt), wire_ref(entry)])
+
+    def _declared_late(self, op: OperationContext) -> None:
+        declared = op.operation
+        flights = [(ts_value(e["ts_request"]), a, e) for a in op.attempts
+                   if (e := op.wire.get(a["attempt_id"])) is not None and e.get("ts_request") is not None
+                   and e.get("source") != "ledger"]
+        if declared is None or declared.get("ts") is None or not flights:
+            return
+        left, attempt, entry = min(flights, key=lambda f: f[0])
+        if (declared.get("_line") or 0) > min((a.get("_line") or 0) for a in op.attempts):
+            return  # declared after an attempt's line: the model's word (H060), in the log's own order
+        late = ts_value(declared["ts"]) - left
+        if late > DECLARATION_SLACK_SECONDS:
+            self.found(op.operation_id, (
+                f"{op.operation_id} was declared at {_at(ts_value(declared['ts']))} "
+                f"({self.where(declared.get('_line') or 0)}), {late:.3f} s after its first request "
+                f"({attempt['attempt_id']}) reached the proxy ({_at(left)}, journal line {entry.get('_line')}, flow "
+                f"{entry.get('flow_id')}): an operation is declared, and persisted, before its first dispatch"),
+                [log_ref(declared), wire_ref(entry)])
+
+
+@rule("H071", "attempts-one-at-a-time", requires=("wire",), exercised=("retry", "retry_in_doubt"))
+def attempts_one_at_a_time(op: OperationContext) -> OpFindings:
+    """Attempts of one operation by one process do not overlap on the wire unless the log declares them
+    concurrent: a retry that reached the proxy while the attempt before it was still in flight was no retry of a
+    lost answer but a second copy."""
+    flights = sorted(((ts_value(e["ts_request"]), ts_value(e["ts_done"]), a, e) for a in op.attempts
+                      if (e := op.wire.get(a["attempt_id"])) and e.get("ts_request") is not None
+                      and e.get("ts_done") is not None and not is_read(e)), key=lambda f: f[0])
+    for (start, done, first, entry), (later, _, second, later_entry) in zip(flights, flights[1:], strict=False):
+        if later >= done - OVERLAP_SLACK_SECONDS or second.get(CONCURRENT_FIELD) == first["attempt_id"]:
+            continue
+        if (first.get("worker") or first.get("session_id")) != (second.get("worker") or second.get("session_id")):
+            continue  # two processes at once: H020's
+        if crashed_between(start, later, op.crashes):
+            continue  # its sender was killed: the flow outlives a dead process
+        if later - start >= GAVE_UP_AFTER_SECONDS and (
+                entry.get("fault") in HOLDING_FAULTS or entry.get("client_outcome") != "response"):
+            continue  # the client may have given up on it (timed out) while the proxy still held it open
+        reason = second.get("retry_reason")
+        said = f" as a retry ({reason}) of it" if second.get("retry_of_attempt_id") == first["attempt_id"] else ""
+        yield (f"attempt {second['attempt_id']} of {op.operation_id} reached the proxy at {_at(later)}, logged{said}, "
+               f"while {first['attempt_id']} was still in flight ({_at(start)} .. {_at(done)}, "
+               f"{later - start:.3f} s after it left; the client then got {_wire_said(entry)}): a second copy sent "
+               f"while the first was in flight is no retry of a lost answer (a hedged request names the first in "
+               f"{CONCURRENT_FIELD})", [log_ref(first), wire_ref(entry), log_ref(second), wire_ref(later_entry)])
+
+
+READ_SOURCES = frozenset({"lookup", "read_after_write", "status_poll"})
+
+
+@rule("H072", "observation-read-on-wire", requires=("wire",), exercised=("observe", "observe_inconclusive"))
+def observation_read_on_wire(op: OperationContext) -> OpFindings:
+    """An observation that says what a lookup found (found true or false) rests on a read the proxy saw: one no
+    read on the wire accounts for found nothing, whatever it says."""
+    if (op.spec or {}).get("service") == "ssh":
+        return  # the SSH host is not behind the proxy: its reads are not journaled
+    for obs in op.observations:
+        if not isinstance(obs.get("found"), bool) or (obs.get("source") or "lookup") not in READ_SOURCES:
+            continue
+        if str(obs.get("method") or "").upper() == "EXEC" or obs.get("observation_id") in op.observed:
+            continue
+        what = f"{obs.get('method') or 'a read'} {obs.get('path') or ''}".strip()
+        yield (f"observation {obs.get('observation_id')} of {op.operation_id} says its {obs.get('source') or 'lookup'} "
+               f"found {str(obs['found']).lower()}"
+               f"{' (' + ', '.join(map(str, obs['effect_refs'])) + ')' if obs.get('effect_refs') else ''}, but no "
+               f"read of it ({what} on {op.destination}) crossed the proxy: a lookup never made proves nothing",
+               [log_ref(obs)])
+
+
+def _key_unread(op: OperationContext, attempt: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(its flow, the ledger row of the destination acting on it) when the attempt logged a key the destination did
+    not read there; None when it read it, or nothing says."""
+    key, entry = attempt.get("idempotency_key"), op.wire.get(attempt["attempt_id"])
+    if not key or entry is None:
+        return None
+    acted = [r for r in op.ledger_requests.get(entry.get("flow_id") or "", []) if r.get("outcome") in EFFECT_OUTCOMES]
+    return (entry, acted[0]) if acted and acted[0].get("idempotency_key") != key else None
+
+
+@rule("H073", "key-read-by-destination", requires=("wire",), exercised=("sent",))
+def key_read_by_destination(op: OperationContext) -> OpFindings:
+    """The idempotency key an attempt logs is the key the destination read: one sent where the destination never
+    reads it (MCP params._meta instead of the tool's key argument, another header, another body field) protects
+    nothing, whatever the proxy saw."""
+    if not op.takes_keys():
+        return
+    for attempt in op.attempts:
+        unread = _key_unread(op, attempt)
+        if unread is None:
+            continue
+        entry, row = unread
+        key, carried = attempt["idempotency_key"], entry.get("idempotency_key")
+        sent = f"the proxy saw it sent ({carried})" if carried == key else f"the proxy saw {carried!r}"
+        yield (f"attempt {attempt['attempt_id']} of {op.operation_id} logged key {key} and {sent}, but "
+               f"{op.destination} read {row.get('idempotency_key')!r} (ledger request seq {row.get('seq')}, "
+               f"{row.get('outcome')}{', ' + str(row['effect_ref']) if row.get('effect_ref') else ''}): the key went "
+               f"where the destination does not read it, so it deduplicates nothing",
+               [log_ref(attempt), wire_ref(entry), request_ref_row(row)])
+
+
+def _host_exit(entry: dict[str, Any] | None) -> int | None:
+    """The exit status the SSH host recorded for the command (its ledger row stands in for the wire), or None."""
+    if entry is None or entry.get("source") != "ledger":
+        return None
+    status = entry.get("upstream_status")
+    return status if _number(status) else None
+
+
+@rule("H074", "ssh-exit-matches-host", requires=("wire",), exercised=("sent",))
+def ssh_exit_matches_host(op: OperationContext) -> OpFindings:
+    """The exit status an SSH attempt logs is the one the host recorded for the command it ran."""
+    for attempt in op.attempts:
+        logged = attempt.get("exit_status")
+        host = _host_exit(op.wire.get(attempt["attempt_id"]))
+        if attempt.get("dispatch_state") != "response_received" or host is None or not _number(logged):
+            continue
+        if logged != host:
+            entry = op.wire[attempt["attempt_id"]]
+            yield (f"attempt {attempt['attempt_id']} of {op.operation_id} logs exit status {logged}, but the host "
+                   f"{entry.get('destination')} recorded {host} for {entry.get('path')!r} (ledger request seq "
+                   f"{entry.get('ledger_seq')}): an exit status is the host's word, not the log's",
+                   [log_ref(attempt), wire_ref(entry)])
+
+
+def _payload_sent(op: OperationContext) -> dict[str, Any] | None:
+    """The parameters the destination parsed for the operation's first write it received, less the client
+    reference and the key's body field (they differ between any two operations); None when it holds none."""
+    kind = op.intent.get("kind") if isinstance(op.intent, dict) else None
+    spec = op.contract.operations.get(kind) if op.contract is not None and isinstance(kind, str) else None
+    volatile = {spec.client_reference_field if spec else None,
+                op.contract.idempotency.body_field if op.contract is not None else None}
+    for attempt in op.attempts:
+        entry = op.wire.get(attempt["attempt_id"])
+        for row in op.ledger_requests.get((entry or {}).get("flow_id") or "", []):
+            params = row_params(row)
+            if params is not None and row.get("kind"):
+                return {k: v for k, v in params.items() if k not in volatile}
+    return None
+
+
+@rule("H075", "supersede-changes-payload", requires=("wire",), exercised=("supersede",))
+def supersede_changes_payload(op: OperationContext) -> OpFindings:
+    """An operation that supersedes another carries a changed payload: the destination read other parameters
+    (else the logged intents differ); a new operation id over the same payload is a retry under another name."""
+    replaced = op.peers.get((op.operation or {}).get("supersedes_operation_id") or "")
+    if replaced is None:
+        return
+    mine, theirs = _payload_sent(op), _payload_sent(replaced)
+    source = "the destination read the same parameters for both"
+    if mine is None or theirs is None:
+        mine = (op.intent or {}).get("params") if isinstance(op.intent, dict) else None
+        theirs = (replaced.intent or {}).get("params") if isinstance(replaced.intent, dict) else None
+        source = "both declare the same intent params"
+        if mine is None:
+            return
+    if mine == theirs:
+        yield (f"{op.operation_id} declares it supersedes {replaced.operation_id}, but {source} "
+               f"({', '.join(f'{k}={v!r}' for k, v in sorted(mine.items()))[:200]}): supersedes_operation_id is "
+               f"for a changed payload; the same payload again is a retry of {replaced.operation_id}",
+               [log_ref(op.operation)] + ([log_ref(replaced.operation)] if replaced.operation else []))  # type: ignore[arg-type]
 
 
 # ===================================================================================== H032-H039
@@ -1370,6 +1628,8 @@ def mcp_annotation_not_trusted(op: OperationContext) -> OpFindings:
             continue
         if _arguments(op, parent) != _arguments(op, attempt):
             continue  # other arguments (a fresh key, say): the hint speaks of the same ones; H002/H012 name that
+        if op.takes_keys() and _key_unread(op, attempt) is not None:
+            continue  # the key it trusted went where the tool never reads it (params._meta): H073's, not the hint's
         why = "an error result" if errored else "a lost result"
         said = attempt.get("retry_justification")
         because = f" (it gave retry_justification {said!r})" if said else ""

@@ -500,11 +500,76 @@ def h060(b, bad):
     b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_2"])
 
 
+# ----------------------------------------------------------------------------------- H070-H075: the claims table
+def h070(b, bad):
+    """The operation event written after the first request left: its line still first, its ts after the request."""
+    reference_lookup_run(b)
+    if bad:
+        b.events[0]["ts"] = b.journal[0]["ts_request"] + 0.005
+
+
+def h071(b, bad):
+    """A second copy sent 50 ms after the first, while it was still in flight, logged as a retry of a lost answer."""
+    reference_dedup_retry_run(b)
+    if bad:
+        first, second = b.journal
+        second["ts_request"] = first["ts_request"] + 0.05
+        first["ts_done"] = second["ts_request"] + 0.3
+
+
+def h072(b, bad):
+    """A lookup logged as found, with no read of it on the wire."""
+    reference_lookup_run(b)
+    if bad:
+        b.journal.pop()  # the lookup's GET
+
+
+def h073(b, bad):
+    """The key the log and the proxy saw, which the destination never read (it went into params._meta, another
+    header...): the ledger's rows hold no key."""
+    reference_dedup_retry_run(b)
+    if bad:
+        for row in b.requests:
+            row["idempotency_key"] = None
+
+
+def _ssh_create_user(b, *, exit_logged: int, host_exit: int) -> None:
+    b.intent("int_1", kind="create_user", destination="web1", params={"username": "deployer"})
+    b.event("operation", "op_1", intent_id="int_1", state="open",
+            intent={"kind": "create_user", "destination": "web1", "params": {"username": "deployer"}})
+    effect = "user:deployer" if host_exit in (0, 9) else None
+    b.attempt("op_1", "att_1", "response_received", key=None, destination="web1", method="EXEC",
+              path="create-user deployer", payload=["create-user", "deployer"], status=host_exit, effect=effect,
+              replay=host_exit == 9, kind="create_user", exit_status=exit_logged)
+    b.resolution("op_1", "succeeded", effects=["user:deployer"], evidence=["att_1"])
+
+
+def h074(b, bad):
+    """The host ran the command and it exited 1 (nothing done); the log says 0 and closes succeeded on it."""
+    _ssh_create_user(b, exit_logged=0, host_exit=1 if bad else 0)
+
+
+def h075(b, bad):
+    """A second operation declared to supersede the first, over the same payload (bad) or a changed one."""
+    changed = {**PAYLOAD, "title": "disk full on /var"}
+    b.intent()
+    b.intent("int_2", params=changed)
+    b.operation()
+    b.attempt("op_1", "att_1", "response_received", effect="tkt_1")
+    b.resolution("op_1", "succeeded", effects=["tkt_1"], evidence=["att_1"])
+    b.event("operation", "op_2", intent_id="int_2", state="open", idempotency_key="idem-op_2",
+            supersedes_operation_id="op_1",
+            intent={"kind": "create_ticket", "destination": "tickets", "params": changed})
+    b.attempt("op_2", "att_2", "response_received", key="idem-op_2", effect="tkt_2",
+              payload=PAYLOAD if bad else changed)
+    b.resolution("op_2", "succeeded", effects=["tkt_2"], evidence=["att_2"])
+
+
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
                                             h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
                                             h040, h041, h042, h043, h044, h045, h046, h047, h050, h060, h061,
-                                            h062)}
+                                            h062, h070, h071, h072, h073, h074, h075)}
 
 
 def test_every_registered_rule_has_a_story():

@@ -9,7 +9,13 @@ import pytest
 from harness.checker import RULES, RuleRegistryError, RunRule, check, rule
 from harness.evidence import Evidence, load_evidence
 from harness.report import render_text
-from tests.common.evidence_builder import EvidenceBuilder, codes, reference_dedup_retry_run, reference_lookup_run
+from tests.common.evidence_builder import (
+    PAYLOAD,
+    EvidenceBuilder,
+    codes,
+    reference_dedup_retry_run,
+    reference_lookup_run,
+)
 
 
 @pytest.fixture
@@ -124,8 +130,9 @@ def test_superseding_operation_is_not_h001(b):
     b.operation("op_1")
     b.attempt("op_1", "att_1", "not_sent", wire=False)
     b.resolution("op_1", "cancelled", evidence=["att_1"])
-    b.operation("op_2", key="idem-op_2", supersedes_operation_id="op_1")
-    b.attempt("op_2", "att_2", "response_received", key="idem-op_2", effect="tkt_1")
+    changed = {**PAYLOAD, "title": "disk full on /var"}  # a changed payload: what superseding is for (H075)
+    b.operation("op_2", key="idem-op_2", supersedes_operation_id="op_1")["intent"]["params"] = changed
+    b.attempt("op_2", "att_2", "response_received", key="idem-op_2", effect="tkt_1", payload=changed)
     b.resolution("op_2", "succeeded", effects=["tkt_1"], evidence=["att_2"])
     verdict = b.check()
     assert verdict.passed, render_text(verdict)

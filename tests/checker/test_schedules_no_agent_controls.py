@@ -50,7 +50,16 @@ def test_an_attempt_a_planned_crash_interrupted_may_be_logged_lost(b):
 def test_a_client_that_gave_up_before_the_answer_was_sent_logged_it_lost_rightly(b):
     answered_but_logged_lost(b)
     b.journal[0]["ts_done"] = b.events[1]["ts"] + 0.01  # the proxy wrote the 201 after the agent had given up
+    b.journal[0]["ts_request"] = b.journal[0]["ts_done"] - 1.6  # on its 1.5 s timeout
     assert "H028" not in codes(b.check())
+
+
+def test_an_answer_sent_at_once_reached_a_client_still_waiting_whenever_the_attempt_says_it_left(b):
+    """The attempt stamped when it was sent (as the contract asks) is before the answer, but the 201 went out 20 ms
+    after the request: no client gives up that soon (claims.GAVE_UP_AFTER_SECONDS), so it was received."""
+    answered_but_logged_lost(b)
+    b.events[1]["ts"] = b.journal[0]["ts_request"] - 0.001
+    assert "H028" in codes(b.check())
 
 
 def phantom(b: EvidenceBuilder) -> None:

@@ -1,0 +1,17 @@
+"""Wrong: logs every SSH command that answered as exit 0 (it reads its own client wrapper's status, not the
+remote command's) and closes on it: the log's exit is not the one the host ran (H074, the claims table's SSH
+exit status)."""
+
+from dataclasses import replace
+
+from harness.agents.reference import Agent, main
+
+
+class ExitStatusAssumed(Agent):
+    async def send_ssh(self, attempt_id, request, op):
+        outcome = await super().send_ssh(attempt_id, request, op)
+        return replace(outcome, exit_status=0) if outcome.exit_status is not None else outcome
+
+
+if __name__ == "__main__":
+    main(ExitStatusAssumed)
