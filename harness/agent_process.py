@@ -25,7 +25,7 @@ from harness import notices
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV, STATE_DIR_ENV, TRACE_FILE_ENV, agent_words
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
-from harness.sandbox import AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
+from harness.sandbox import SCRATCH_ENV, AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
 # How long what the agent left running may go on after it exited (the supervisor waits, then it is killed). Long
@@ -78,6 +78,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                  str(LATE_WINDOW_SECONDS)]
         fds = [watch.read_end, watch.status_write]
         if sandbox.confined:
+            full_env = full_env | SCRATCH_ENV  # the home is read-only there: data and caches go to its temp folder
             files = AgentFiles(writable, (*_existing(env.get(INTENTS_ENV)), *readable), tuple(hidden), folder,
                                command_paths(argv, folder) + (Path(sys.executable).absolute(),))
             words = [*bwrap_argv(sandbox, files, info_fd=watch.info_write), *words, "--sandboxed"]

@@ -153,11 +153,14 @@ def bwrap_argv(sandbox: Sandbox, files: AgentFiles, *, info_fd: int) -> list[str
     if cache_envs.is_dir():
         words += ["--ro-bind", str(cache_envs), str(cache_envs)]
     covered = [*temp, *hidden]
-    for code in files.code:
+    # the harness's own environment runs the supervisor (and `python -m ...` agents): it may be a venv in the temp
+    # folder (a wheel installed for a test, a CI job's)
+    for code in (Path(sys.prefix), *files.code):
         if not _within(code, *covered):
             continue  # seen through the read-only machine already
-        # a script's folder (its siblings may be imported), or the file alone where that folder holds more
-        shown = code.parent if code.is_file() else code
+        # an interpreter's whole environment (its site-packages, its pyvenv.cfg), a script's folder (its siblings
+        # may be imported), or the file alone where that folder holds more
+        shown = _environment_of(code) or (code.parent if code.is_file() else code)
         if any(_within(c, shown) for c in covered):
             shown = code
         if not any(_within(h, shown) for h in hidden):  # nothing hidden is laid back
@@ -167,6 +170,21 @@ def bwrap_argv(sandbox: Sandbox, files: AgentFiles, *, info_fd: int) -> list[str
     for path in files.writable:
         words += ["--bind", str(path), str(path)]
     return words + ["--chdir", str(files.cwd), "--info-fd", str(info_fd), "--"]
+
+
+# Libraries keep data and caches under the user's home (crewAI its task database, Hugging Face its models); the home
+# is read-only in the sandbox, so they write into its fresh temp folder instead, thrown away with the run
+SCRATCH_ENV = {"XDG_DATA_HOME": "/tmp/agent-home/data", "XDG_CACHE_HOME": "/tmp/agent-home/cache",
+               "XDG_STATE_HOME": "/tmp/agent-home/state"}
+
+
+def _environment_of(path: Path) -> Path | None:
+    """The virtual environment ``path`` is, or is the interpreter of (``ENV/bin/python``): the folder holding
+    ``pyvenv.cfg``; None for anything else."""
+    for folder in (path, path.parent.parent):
+        if (folder / "pyvenv.cfg").is_file():
+            return folder
+    return None
 
 
 def _within(path: Path, *folders: Path) -> bool:

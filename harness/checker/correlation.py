@@ -268,6 +268,17 @@ class _WireIndex:
         return best[0]
 
 
+def read_of(op: OperationContext, obs: dict[str, Any]) -> tuple[str, str] | None:
+    """The read an observation rests on: the method and path it logged, else, for a lookup (the contract's
+    minimal agents log none), the destination's lookup as its contract gives it; None when nothing says."""
+    if obs.get("method") and obs.get("path"):
+        return str(obs["method"]), str(obs["path"])
+    lookup = op.contract.lookup if op.contract is not None else None
+    if (obs.get("source") or "lookup") == "lookup" and lookup is not None:
+        return lookup.method, lookup.path
+    return None
+
+
 def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict[str, Any]],
                            crashes: tuple[float, ...] = ()) -> dict[str, dict[str, Record]]:
     """Match each logged observation to the read that carried it (``{operation id: {observation id: journal
@@ -290,11 +301,11 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
         sending.sort(key=lambda e: (ts_value(e["ts_request"]) if e.get("ts_request") is not None else 0.0))
     heads = dict.fromkeys(queues, 0)
     observed: dict[str, dict[str, Record]] = {op_id: {} for op_id in ops}
-    pending = [(op_id, op, o) for op_id, op in ops.items() for o in op.observations
-               if o.get("method") and o.get("path")]
+    pending = [(op_id, op, o, read) for op_id, op in ops.items() for o in op.observations
+               if (read := read_of(op, o)) is not None]
     pending.sort(key=lambda p: (ts_value(p[2].get("ts")), p[2].get("_line") or 0))
-    for op_id, op, obs in pending:
-        key = (op.destination, str(obs["method"]).upper(), bare_path(obs["path"]))
+    for op_id, op, obs, (method, path) in pending:
+        key = (op.destination, method.upper(), bare_path(path))
         queue = queues.get(key)
         logged_at = ts_value(obs.get("ts"))
         while queue and heads[key] < len(queue) and \

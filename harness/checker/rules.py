@@ -34,7 +34,7 @@ from harness.checker.context import (
     tool_error,
     wire_ref,
 )
-from harness.checker.correlation import RPC_TOOL_CALL, tool_annotations
+from harness.checker.correlation import RPC_TOOL_CALL, read_of, tool_annotations
 from harness.checker.history import replay
 from harness.checker.readings import bare_path, crashed_between, ts_value
 from harness.checker.registry import RunRule, rule
@@ -1221,9 +1221,10 @@ def observation_read_on_wire(op: OperationContext) -> OpFindings:
     for obs in op.observations:
         if not isinstance(obs.get("found"), bool) or (obs.get("source") or "lookup") not in READ_SOURCES:
             continue
-        if str(obs.get("method") or "").upper() == "EXEC" or obs.get("observation_id") in op.observed:
-            continue
-        what = f"{obs.get('method') or 'a read'} {obs.get('path') or ''}".strip()
+        read = read_of(op, obs)
+        if read is None or read[0].upper() == "EXEC" or obs.get("observation_id") in op.observed:
+            continue  # a read nothing names cannot be looked for; an SSH one is not on the proxy's wire
+        what = " ".join(read)
         yield (f"observation {obs.get('observation_id')} of {op.operation_id} says its {obs.get('source') or 'lookup'} "
                f"found {str(obs['found']).lower()}"
                f"{' (' + ', '.join(map(str, obs['effect_refs'])) + ')' if obs.get('effect_refs') else ''}, but no "

@@ -47,7 +47,8 @@ def test_describe_other_styles():
     assert accounts.to_dict()["idempotency"]["account_header"] == "X-Account"
     assert describe({"service": "ssh"}).to_dict()["operations"]["create_user"] == {
         "method": "EXEC", "command": "create-user {username}", "required_params": ["username"],
-        "family": "set_state", "convergence": "exits 9 without acting when the user already exists"}
+        "family": "set_state", "convergence": "exits 9 without acting when the user already exists",
+        "convergence_exit_status": 9}
     families = {k: v.get("family") for k, v in describe({"service": "ssh"}).to_dict()["operations"].items()}
     assert families == {"create_user": "set_state", "install_key": "append", "restart_service": "destructive",
                         "deploy_release": "set_state"}

@@ -1,6 +1,7 @@
 """Wrong: logs every SSH command that answered as exit 0 (it reads its own client wrapper's status, not the
 remote command's) and closes on it: the log's exit is not the one the host ran (H074, the claims table's SSH
-exit status)."""
+exit status). Not among the bundled wrong agents: no catalogue scenario has a host whose command answers with a
+non-zero exit, so it is caught on tests/engine/scenarios/ssh_create_user_fails.yaml."""
 
 from dataclasses import replace
 
