@@ -85,7 +85,11 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
             fds.append(watch.info_write)
         proc = subprocess.Popen([*words, "--", *argv], env=full_env, stdout=out, stderr=err, cwd=folder,
                                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(fds))
-        problem = watch.started()
+        try:
+            problem = watch.started()
+        except BaseException:  # a signal while it starts (Ctrl-C): its session goes with it, nothing is left
+            _kill_session(proc)
+            raise
         if problem:
             proc.wait()
             raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]})")
@@ -128,6 +132,15 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                     timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env),
                     sandbox=sandbox.description, exited_at=None if (timed_out or killed) else exited_at,
                     left_running=left, survivors=survivors)
+
+
+def _kill_session(proc: subprocess.Popen[bytes]) -> None:
+    """The agent's whole session (the supervisor, or bubblewrap and all it holds) killed, and waited for."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _existing(path: str | None) -> tuple[Path, ...]:

@@ -355,6 +355,7 @@ def new_run_key(folder: str | Path) -> tuple[bytes, str]:
 def keep_run_key(folder: str | Path, key: bytes, kind: str) -> None:
     """Write a run's key into its store entry (nothing for the operator's): called once the agent has exited."""
     if kind == "run":
+        key_store().mkdir(parents=True, exist_ok=True, mode=0o700)  # a controller's, for a remote worker's run
         write_file(run_key_path(folder), key, mode=0o600)
 
 

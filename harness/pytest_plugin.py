@@ -650,11 +650,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                    if name == "evidence_dir" and isinstance(value, str) and value
                    and engine.evidence_root in Path(value).parents]
         if folders:
+            from harness.chain import forget_run_key, run_key_path
             from harness.evidence_archive import pack
 
-            setattr(report, EVIDENCE_ATTRIBUTE, [{"folder": str(f), "archive": pack(f)} for f in folders])
+            # each run's key goes with its folder, over the workers' channel (never in the folder): the controller
+            # keeps it in its own key store, so that a `check` there vouches for the run as one here would
+            setattr(report, EVIDENCE_ATTRIBUTE, [
+                {"folder": str(f), "archive": pack(f),
+                 "key": run_key_path(f).read_text() if run_key_path(f).is_file() else None} for f in folders])
             for folder in folders:  # this machine's copy goes: the controller's evidence root holds the run now
                 shutil.rmtree(folder, ignore_errors=True)
+                forget_run_key(folder)
     return report
 
 
@@ -744,10 +750,14 @@ class _HarnessSession:
             from harness.evidence_archive import unpack
 
             delattr(report, EVIDENCE_ATTRIBUTE)  # megabytes, not to be kept with the report
+            from harness.chain import keep_run_key
+
             for run in shipped:
                 there = str(run["folder"])
                 here = evidence_root_of(self.config).resolve() / Path(there).name
                 unpack(str(run["archive"]), here)
+                if isinstance(run.get("key"), str) and run["key"]:
+                    keep_run_key(here, run["key"].encode(), "run")
                 self.moved[there] = str(here)
         if not self.moved:
             return

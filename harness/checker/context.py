@@ -81,11 +81,11 @@ def bypassed(evidence: Evidence) -> list[dict[str, Any]]:
                  and entry["spec"].get("service") == "ssh"}
     return [row for row in evidence.requests if row.get("destination") not in unproxied
             and str(row.get("method") or "").upper() != "EXEC" and row.get("flow_id") not in flows
-            and _agents(row)]
+            and sent_by_agent(row)]
 
 
-def _agents(row: dict[str, Any]) -> bool:
-    """Whether a request that did not cross the proxy can be laid at the agent's door (``bypassed``)."""
+def sent_by_agent(row: dict[str, Any]) -> bool:
+    """Whether a request that did not cross the proxy can be laid at the agent's door (``bypassed``, H062)."""
     if "sender" not in row:  # a ledger from before sender
         return True
     if row["sender"] is not None:

@@ -31,6 +31,7 @@ from harness.checker.context import (
     is_read,
     log_ref,
     request_ref_row,
+    sent_by_agent,
     tool_error,
     wire_ref,
 )
@@ -1701,6 +1702,9 @@ def late_requests(evidence: Evidence) -> Iterator[tuple[str, list[dict[str, Any]
                    [wire_ref(entry), *effects])
     for row in evidence.requests:
         at = ts_value(row.get("received_at"))
+        proxied = str(row.get("method") or "").upper() != "EXEC"  # an SSH host's rows are its wire
+        if proxied and not sent_by_agent(row):
+            continue  # a neighbour's request past the proxy (fake_destinations.peer) is not the agent's
         if at > exited and (not row.get("flow_id") or row.get("flow_id") not in flows):
             effects = [effect_ref_row(e) for e in effects_of.get(row.get("seq"), [])]
             yield (f"destination {row.get('destination')} received {row.get('method')} {row.get('path')} "

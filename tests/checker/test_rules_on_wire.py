@@ -309,7 +309,6 @@ def test_every_rule_has_a_description():
     ("ledger.json", "{oops", "ledger.json: not valid JSON"),
     ("ledger.json", '{"effects": {"a": 1}}', "ledger.json: key 'effects' must be a list of row objects"),
     ("context.json", '{"intents": {"i": 1}}', "context.json: key 'intents' must be a list, got dict"),
-    ("journal.ndjson", '{"seq": 1}\n[1]\n', "journal.ndjson:2: expected a JSON object, got list"),
     ("context.json", '{"destinations": {"tickets": {"contract": {"service": "tickets", "lookup": "yes"}}}}',
      "context.json: destinations.tickets.contract: lookup: expected dict, got str 'yes'"),
 ])
@@ -319,6 +318,14 @@ def test_unusable_evidence_files_raise_evidence_error_naming_file_and_key(tmp_pa
     (tmp_path / name).write_text(text)
     with pytest.raises(EvidenceError, match=expected.replace("[", r"\[")):
         load_evidence(tmp_path)
+
+
+def test_a_journal_line_that_is_no_object_leaves_the_run_incomplete_naming_it(tmp_path):
+    """A junk journal line is no reason to lose the rest (issue 44): the folder is read, the run is INCOMPLETE,
+    and the gap names the file and the line."""
+    (tmp_path / "journal.ndjson").write_text('{"seq": 1}\n[1]\n')
+    evidence = load_evidence(tmp_path)
+    assert any("journal.ndjson:2: expected a JSON object, got list" in gap for gap in evidence.incomplete)
 
 
 def test_missing_evidence_folder_is_a_clear_error(tmp_path):

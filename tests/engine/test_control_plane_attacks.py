@@ -100,9 +100,12 @@ def test_another_runs_destinations_are_out_of_reach(pool, tmp_path: Path) -> Non
                               "edited after it was written"),
     ("duplicate-then-clear", "requests: the destinations wrote 2 row(s) and 0 are there: 2 removed"),
 ])
-def test_a_duplicate_hidden_in_the_ledger_file_is_never_judged(pool, tmp_path: Path, mode: str, said: str) -> None:
+def test_a_duplicate_hidden_in_the_ledger_file_is_never_judged(pool, tmp_path: Path, mode: str, said: str,
+                                                               monkeypatch) -> None:
     """Edited behind the destinations' back, the ledger would read one ticket and the run would pass (or the
-    duplicate read as a replay): the signatures say the ground truth was changed, and nothing is judged."""
+    duplicate read as a replay): the signatures say the ground truth was changed, and nothing is judged. Run
+    unsandboxed: the sandbox hides the live ledger from the agent (below); the signatures hold without it."""
+    monkeypatch.setenv("HARNESS_SANDBOX", "off")
     result, edits = attack(pool, tmp_path, mode)
     assert edits and all(e["rows"] >= 1 for e in edits), edits  # the edits did land in the live file
     assert not result.passed and result.incomplete, result.verdict.codes
@@ -111,3 +114,11 @@ def test_a_duplicate_hidden_in_the_ledger_file_is_never_judged(pool, tmp_path: P
     again = subprocess.run([sys.executable, "-m", "harness", "check", str(result.evidence_dir)], capture_output=True,
                            text=True, timeout=120)
     assert again.returncode == 3 and "INCOMPLETE" in again.stdout and said in again.stdout, again.stdout
+
+
+def test_in_the_sandbox_the_live_ledger_is_out_of_the_agents_reach(pool, tmp_path: Path) -> None:
+    """The same edit from inside the sandbox: the ledger's folder is not there to edit, the duplicate stays in the
+    ground truth and is judged (H016)."""
+    result, edits = attack(pool, tmp_path, "duplicate-then-delete")
+    assert not any(e.get("rows", 0) >= 1 for e in edits), edits  # no edit landed
+    assert not result.incomplete and "H016" in result.verdict.codes, (result.incomplete, result.verdict.codes)

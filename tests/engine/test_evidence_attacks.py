@@ -29,6 +29,14 @@ ATTACK = f"{sys.executable} -m tests.common.attack_agents.evidence"
 REFERENCE = f"{sys.executable} -m harness.agents.reference"
 
 
+@pytest.fixture(autouse=True)
+def unsandboxed(monkeypatch) -> None:
+    """The harness's own defences (seals, safe files, a teardown that saves the ledger) are what these attacks
+    test: unsandboxed, as where no sandbox can be had, since the sandbox keeps the agent from the evidence
+    folder, the proxy and the ledger before any of them is needed (tests/sandbox, and the control-plane tests)."""
+    monkeypatch.setenv("HARNESS_SANDBOX", "off")
+
+
 @pytest.fixture(scope="module")
 def pool():
     pool = DestinationPool()

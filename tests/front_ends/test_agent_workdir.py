@@ -14,15 +14,14 @@ import pytest
 
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, STATE_DIR_ENV
 
-WHERE_FILE = "where.json"  # written by the agent with a relative path: it lands in the agent's working folder
+WHERE_LINE = "where: "  # the agent's stderr line saying where it works (its folder is read-only in the sandbox)
 
 # A tiny agent file: it says where it works and what it was handed, then does the work of the reference agent.
 AGENT_SOURCE = f'''
 import json, os, sys
 
-with open({WHERE_FILE!r}, "w") as out:
-    json.dump({{"cwd": os.getcwd(), "paths": {{name: os.environ[name] for name in
-               ({INTENTS_ENV!r}, {AUDIT_LOG_ENV!r}, {STATE_DIR_ENV!r})}}}}, out)
+print({WHERE_LINE!r} + json.dumps({{"cwd": os.getcwd(), "paths": {{name: os.environ[name] for name in
+      ({INTENTS_ENV!r}, {AUDIT_LOG_ENV!r}, {STATE_DIR_ENV!r})}}}}), file=sys.stderr, flush=True)
 
 from harness.agents.reference import main
 
@@ -40,11 +39,12 @@ def write_agent(folder: Path, relative: str, *, executable: bool = False) -> Pat
 
 
 def assert_ran_in(caller: Path, evidence_root: Path) -> None:
-    where = json.loads((caller / WHERE_FILE).read_text())
+    [folder] = evidence_root.iterdir()
+    said = (folder / "agent.stderr").read_text()
+    where = json.loads(next(line for line in said.splitlines() if line.startswith(WHERE_LINE))[len(WHERE_LINE):])
     assert where["cwd"] == str(caller)
     for name, value in where["paths"].items():
         assert Path(value).is_absolute() and Path(value).is_relative_to(evidence_root.resolve()), (name, value)
-    [folder] = evidence_root.iterdir()
     context = json.loads((folder / "context.json").read_text())
     assert context["agent"]["cwd"] == str(caller)
 
