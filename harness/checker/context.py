@@ -108,7 +108,8 @@ class OperationContext:
     # slots: the offline audit makes one per operation, hundreds of thousands on a long log
     __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "attempt_index", "observations",
                  "resolutions", "approvals", "log_effects", "wire", "observed", "ledger_effects", "ledger_requests",
-                 "contract", "spec", "all_operation_ids", "peers", "crashes", "_refs", "_fps", "history", "replayed")
+                 "contract", "spec", "all_operation_ids", "peers", "run_intent", "crashes", "_refs", "_fps", "history",
+                 "replayed")
 
     def __init__(self, operation_id: str, *, fmt: str = "events", offline: bool = True) -> None:
         self.operation_id = operation_id
@@ -130,6 +131,7 @@ class OperationContext:
         # what ``in`` answers for: the run's operation ids, or the streaming audit's open and judged ones
         self.all_operation_ids: Container[str] = frozenset()
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
+        self.run_intent: dict[str, Any] | None = None  # the intents file's intent this operation declares
         self.crashes: tuple[float, ...] = ()  # when the harness killed the agent (planned crashes), wall clock
         self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
         self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None

@@ -113,21 +113,40 @@ def wire_records(journal_entries: list[dict[str, Any]], requests: list[dict[str,
     the proxy does not front (SSH).
 
     Such a row stands in for a journal entry with ``flow_id`` ``ledger:<seq>``; it proves the
-    request reached the destination but not what the client saw (``client_outcome`` None).
+    request reached the destination but not what the client saw (``client_outcome`` None), unless the host's
+    spec dropped that command's connection after running it (``connection_closed``).
     """
     journal = sorted((mcp_route(e, destinations or {}) for e in journal_entries),
                      key=lambda e: (e.get("seq") or 0, e.get("_line") or 0))
     proxied = {e.get("destination") for e in journal}
+    dropped, commands = _dropped_commands(destinations or {}), dict[str, int]()
     for row in sorted(requests, key=lambda r: r.get("seq") or 0):
         if row.get("destination") in proxied or row.get("flow_id"):
             continue
+        number = commands[str(row.get("destination"))] = commands.get(str(row.get("destination")), 0) + 1
         journal.append({"seq": row.get("seq"), "flow_id": f"ledger:{row.get('seq')}", "ledger_seq": row.get("seq"),
                         "destination": row.get("destination"), "method": row.get("method"),
                         "path": row.get("path"), "idempotency_key": row.get("idempotency_key"),
                         "body_fingerprint": row.get("payload_fingerprint"), "traceparent": row.get("traceparent"),
-                        "forwarded": True, "upstream_status": row.get("status"), "client_outcome": None,
+                        "forwarded": True, "upstream_status": row.get("status"),
+                        "client_outcome": "connection_closed" if number in dropped.get(str(row.get("destination")),
+                                                                                       ()) else None,
                         "client_status": None, "ts_request": row.get("received_at"), "source": "ledger"})
     return journal
+
+
+def _dropped_commands(destinations: dict[str, Any]) -> dict[str, frozenset[int]]:
+    """Per SSH host, the commands (numbered from 1 in the order it received them, as its spec counts them) that it
+    ran and then dropped the connection of (``drop_after_exec``): their client never got an exit status."""
+    dropped: dict[str, frozenset[int]] = {}
+    for name, entry in destinations.items():
+        spec = entry.get("spec") if isinstance(entry, dict) else None
+        failures = spec.get("failures") if isinstance(spec, dict) else None
+        numbers = frozenset(f["at"] for f in failures or () if isinstance(f, dict)
+                            and f.get("fault") == "drop_after_exec" and isinstance(f.get("at"), int))
+        if numbers:
+            dropped[name] = numbers
+    return dropped
 
 
 def match_attempts(ops: dict[str, OperationContext], journal_entries: list[dict[str, Any]],

@@ -44,6 +44,7 @@ from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, se
 from harness.contract import ContextKey
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
+from harness.model.outcome import may_have_acted
 from harness.results.verdict import Finding
 
 OpFindings = Iterator[tuple[str, list[dict[str, Any]]]]
@@ -263,16 +264,16 @@ class LostResponseLoggedUnknown(RunRule):
 # --------------------------------------------------------------------------------------------- H006
 @rule("H006", "never-failed-when-unknown", exercised=("doubt",))
 def never_failed_when_unknown(op: OperationContext) -> OpFindings:
-    """An operation is never resolved failed while an attempt's fate is unknown and nothing proved absence."""
+    """An operation is never resolved failed (or cancelled) while an attempt's fate is unknown and nothing proved
+    absence."""
     resolution = op.resolution
-    if not resolution or resolution.get("state") != "failed":
+    if not resolution or resolution.get("state") not in ("failed", "cancelled"):
         return
 
     def ambiguous(a: dict[str, Any]) -> bool:
-        # a lost response, or a 5xx: the destination may have committed before it failed
-        status = a.get("http_status")
-        return op.is_unknown(a) or tool_error(op, a) or (a.get("dispatch_state") == "response_received"
-                                                        and isinstance(status, int) and status >= 500)
+        # a lost response, a 5xx, an answer that leaves the first request running (409, 202...): the model's one
+        # definition of an attempt that may have acted unseen
+        return op.is_unknown(a) or tool_error(op, a) or may_have_acted(a.get("dispatch_state"), a.get("http_status"))
 
     unknown = [a for a in op.attempts if ambiguous(a)]
     if not unknown:
@@ -283,9 +284,10 @@ def never_failed_when_unknown(op: OperationContext) -> OpFindings:
     proof = any(o.get("found") is False and o.get("lag_possible") is not True
                 and (o.get("_line") or 0) > last_unknown_line for o in op.observations)
     if not settled and not proof:
-        yield (f"{op.operation_id} was resolved failed although attempt(s) {_ids(unknown)} may have acted "
-               f"(no response, a 5xx, or an MCP error result) and no later answer or observation proved nothing "
-               f"happened: the truth is unknown", [log_ref(a) for a in unknown] + [log_ref(resolution)])
+        yield (f"{op.operation_id} was resolved {resolution.get('state')} although attempt(s) {_ids(unknown)} may "
+               f"have acted (no response, a 5xx, a 409 or 202 that leaves the request running, or an MCP error "
+               f"result) and no later answer or observation proved nothing happened: the truth is unknown",
+               [log_ref(a) for a in unknown] + [log_ref(resolution)])
 
 
 # --------------------------------------------------------------------------------------------- H007
@@ -516,6 +518,13 @@ def changed_payload_new_operation(op: OperationContext) -> OpFindings:
                    f"but {parent['attempt_id']} logged {parent['request_fingerprint']}",
                    [log_ref(parent), log_ref(attempt)])
     sup = (op.operation or {}).get("supersedes_operation_id")
+    replaces = (op.run_intent or {}).get("supersedes")  # the intents file's word, not the log's
+    replaced = sorted(p.operation_id for p in op.peers.values() if replaces and p.intent_id == replaces)
+    if replaced and sup not in replaced and op.operation is not None:
+        named = f"names supersedes_operation_id {sup}" if sup else "names no supersedes_operation_id"
+        yield (f"{op.operation_id} carries out intent {op.intent_id}, which supersedes intent {replaces} "
+               f"({', '.join(replaced)}), but its operation event {named}: a changed payload is a new operation "
+               f"that says which one it replaces", [log_ref(op.operation)])
     if sup and sup not in op.all_operation_ids:
         yield (f"{op.operation_id} supersedes {sup}, which is not an operation in this log",
                [log_ref(op.operation)])  # type: ignore[arg-type]

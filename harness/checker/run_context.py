@@ -49,7 +49,9 @@ class RunContext:
         crashes = tuple(float(r["ended_at"]) for r in (runs if isinstance(runs, list) else [])
                         if isinstance(r, dict) and r.get("killed_by_harness") is True
                         and isinstance(r.get("ended_at"), (int, float)) and not isinstance(r["ended_at"], bool))
+        intents = {i.get("intent_id"): i for i in evidence.intents}
         for op in self.ops.values():
+            op.run_intent = intents.get(op.intent_id)
             op.all_operation_ids = ids
             op.peers = self.ops
             op.crashes = crashes

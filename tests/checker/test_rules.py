@@ -627,7 +627,30 @@ def test_failed_after_a_5xx_without_reconciliation_is_h006(tmp_path):
     b.resolution("op_1", "failed", evidence=["att_1"])
     verdict = b.check()
     assert {"H006", "H015"} <= codes(verdict), render_text(verdict)
-    assert "(no response, a 5xx, or an MCP error result)" in verdict.by_code("H006")[0].message
+    assert "(no response, a 5xx, a 409 or 202 that leaves the request running, or an MCP error result)" in \
+        verdict.by_code("H006")[0].message
+
+
+@pytest.mark.parametrize("answer, state, flagged", [
+    (409, "failed", True),  # key in use: the first request is still running, it may yet commit
+    (202, "failed", True),  # accepted: not done, not refused
+    (None, "cancelled", True),  # no retry at all: cancelled while the lost write may have acted
+    (400, "failed", False),  # a definitive refusal of the retry under the same key: it settles the doubt
+])
+def test_failed_or_cancelled_after_an_answer_that_leaves_the_write_in_doubt_is_h006(tmp_path, answer, state, flagged):
+    """H006 takes the model's may_have_acted (harness.model.outcome) for its doubt, and holds a cancelled
+    resolution to the same proof as a failed one (held-out batch, issue 43: 409 as failure, superseded as cancelled)."""
+    b = EvidenceBuilder(tmp_path / "evidence")
+    b.intent()
+    b.operation()
+    b.attempt("op_1", "att_1", "sent_no_response", effect="tkt_1")
+    evidence = ["att_1"]
+    if answer is not None:
+        b.attempt("op_1", "att_2", "response_received", status=answer, retry_of_attempt_id="att_1",
+                  retry_reason="response_lost_after_dispatch", attempt_budget_remaining=1)
+        evidence.append("att_2")
+    b.resolution("op_1", state, evidence=evidence)
+    assert ("H006" in codes(b.check())) is flagged
 
 
 def test_a_malformed_line_holding_a_secret_is_reported_without_echoing_it(tmp_path):

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -78,7 +77,7 @@ def request(dest, method, path, body=None, headers=None):
         if isinstance(err.reason, ConnectionRefusedError):
             return "not_sent", None, None, None, "connection refused"
         return "sent_no_response", None, None, None, str(err.reason)[:120]
-    except (socket.timeout, TimeoutError, ConnectionError, OSError) as err:  # sent; no (whole) answer
+    except (TimeoutError, ConnectionError, OSError) as err:  # sent; no (whole) answer
         return "sent_no_response", None, None, None, type(err).__name__
     try:
         parsed = json.loads(raw or b"{}")
