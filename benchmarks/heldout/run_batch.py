@@ -127,16 +127,18 @@ def classify(agent: HeldOut) -> str:
 def table(agents: list[HeldOut]) -> str:
     lines = ["| agent | flaw | scenarios | verdict | rule codes | class |", "|---|---|---|---|---|---|"]
     for agent in agents:
-        verdicts = ", ".join(f"{r['scenario']}:{ {0: 'PASS', 1: 'FAIL', 3: 'INCOMPLETE'}.get(r['status'], r['status'])}"
-                             for r in agent.runs) if agent.kind == "wrong" else \
-            f"{sum(r['status'] == 0 for r in agent.runs)}/{len(agent.runs)} PASS"
-        codes = sorted({c for r in agent.runs for c in r["failed"]} | ({"X001"} if any(r["x001"] for r in agent.runs) else set()))
+        words = {0: "PASS", 1: "FAIL", 3: "INCOMPLETE"}
+        verdicts = ", ".join(f"{r['scenario']}:{words.get(r['status'], r['status'])}" for r in agent.runs) \
+            if agent.kind == "wrong" else f"{sum(r['status'] == 0 for r in agent.runs)}/{len(agent.runs)} PASS"
+        codes = sorted({c for r in agent.runs for c in r["failed"]}
+                       | ({"X001"} if any(r["x001"] for r in agent.runs) else set()))
         flaw = agent.flaw if agent.kind == "wrong" else f"(correct; {', '.join(agent.transport)})"
         should = f" (should: {', '.join(agent.should)})" if agent.should else ""
         lines.append(f"| {agent.name} | {flaw}{should} | {len(agent.runs)} | {verdicts} | {' '.join(codes) or '-'} "
                      f"| {classify(agent)} |")
     wrong = [a for a in agents if a.kind == "wrong"]
-    counts = {c: sum(classify(a) == c for a in wrong) for c in ("caught-by-naming-rule", "caught-other", "X001-only", "PASSED", "INCOMPLETE")}
+    classes = ("caught-by-naming-rule", "caught-other", "X001-only", "PASSED", "INCOMPLETE")
+    counts = {c: sum(classify(a) == c for a in wrong) for c in classes}
     false_fails = sum(r["status"] != 0 for a in agents if a.kind == "correct" for r in a.runs)
     runs = sum(len(a.runs) for a in agents if a.kind == "correct")
     lines += ["", f"wrong agents: {len(wrong)}: " + ", ".join(f"{k} {v}" for k, v in counts.items()),
