@@ -39,6 +39,7 @@ from harness.explore_defaults import (
     DEFAULT_MAX_SHRINK_RUNS,
 )
 from harness.results.exploration import Exploration, Flake, Found, ScheduleRun
+from harness.safe_files import remove_tree
 
 if TYPE_CHECKING:  # imported when a search runs
     from harness.results.scenario_result import ScenarioResult
@@ -268,4 +269,4 @@ def _tidy(state: Exploration) -> None:
     if runs_root.is_dir():
         for folder in runs_root.iterdir():
             if folder not in keep:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)

@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -652,6 +651,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if folders:
             from harness.chain import forget_run_key, run_key_path
             from harness.evidence_archive import pack
+            from harness.safe_files import remove_tree
 
             # each run's key goes with its folder, over the workers' channel (never in the folder): the controller
             # keeps it in its own key store, so that a `check` there vouches for the run as one here would
@@ -659,7 +659,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 {"folder": str(f), "archive": pack(f),
                  "key": run_key_path(f).read_text() if run_key_path(f).is_file() else None} for f in folders])
             for folder in folders:  # this machine's copy goes: the controller's evidence root holds the run now
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
                 forget_run_key(folder)
     return report
 
@@ -956,7 +956,9 @@ class HarnessEngine:
 
             close_destination_pool()
         if self.remote:
-            shutil.rmtree(self.evidence_root, ignore_errors=True)
+            from harness.safe_files import remove_tree
+
+            remove_tree(self.evidence_root)
 
 
 def findings_shown(config: pytest.Config) -> int | None:
