@@ -25,6 +25,7 @@ from harness import notices
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV, STATE_DIR_ENV, TRACE_FILE_ENV, agent_words
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
+from harness.safe_files import open_append
 from harness.sandbox import SCRATCH_ENV, AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
@@ -72,7 +73,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
     start, started_at = time.monotonic(), time.time()
-    with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch, \
+    with open_append(stdout) as out, open_append(stderr) as err, _OrphanWatch() as watch, \
             _agent_files(env, sandbox) as writable:
         words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
                  str(LATE_WINDOW_SECONDS)]

@@ -123,6 +123,27 @@ def create_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
     return os.fdopen(create_new_fd(path, mode=mode), "ab")
 
 
+def open_append(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
+    """``path`` to append to (the agent's stdout and stderr, kept over its restarts): the regular file there, else a
+    new one (``create_new``), so that a FIFO the agent left at the name (whose open would wait for a reader that
+    never comes) or a symlink is replaced, never opened."""
+    path = Path(path)
+    with folder_fd(path.parent) as fd:
+        try:
+            out = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC, mode,
+                          dir_fd=fd)
+        except OSError:  # ELOOP: a symlink; ENXIO: a FIFO nobody reads
+            return create_new(path, mode=mode)
+    if not stat.S_ISREG(os.fstat(out).st_mode):
+        os.close(out)
+        return create_new(path, mode=mode)
+    if _NONBLOCK:
+        import fcntl
+
+        fcntl.fcntl(out, fcntl.F_SETFL, fcntl.fcntl(out, fcntl.F_GETFL) & ~_NONBLOCK)
+    return os.fdopen(out, "ab")
+
+
 def open_regular(path: str | os.PathLike[str], limit: int, *, what: str | None = None) -> BinaryIO:
     """``path`` opened for reading, if it is a regular file (not a symlink) of at most ``limit`` bytes; else an
     ``UnsafeFile`` saying what it is. A missing file is ``FileNotFoundError``, as ``open`` raises it."""

@@ -12,6 +12,8 @@ from inside its run (issue 44, attacks 1, 2, 5 and 6):
 - ``sparse-log``: work as the reference agent, then put a 1 GiB one-line sparse file in place of its log;
 - ``escape``: work as the reference agent, then log an event whose ids draw a fake ``verdict: PASSED`` line;
 - ``stop-proxy PID``: work as the reference agent, then SIGSTOP the fault proxy (its pid, given);
+- ``fifo-outputs``: put FIFOs at agent.stdout and agent.stderr (which the harness opens again for a restarted
+  agent, and reads the tail of), then work as the reference agent;
 - ``deep-state``: work as the reference agent, then leave a tree of ``DEEP_STATE`` nested folders (a file at its
   bottom) in its state dir, deeper than a recursive walk of the evidence folder can go.
 """
@@ -86,6 +88,10 @@ def attack(mode: str, arg: str | None) -> None:
 
 def main() -> int:
     mode, arg = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
+    if mode == "fifo-outputs":
+        for name in ("agent.stdout", "agent.stderr"):
+            (folder() / name).unlink()
+            os.mkfifo(folder() / name)
     if mode == "symlinks":
         assert arg is not None
         for name in HARNESS_NAMES:
