@@ -25,6 +25,7 @@ from harness import notices
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV, STATE_DIR_ENV, TRACE_FILE_ENV, agent_words
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
+from harness.safe_files import open_append
 from harness.sandbox import SCRATCH_ENV, AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
@@ -72,7 +73,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     # the operator's checkpoint key is the harness's: an agent that could read it could forge the checkpoint
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
     start, started_at = time.monotonic(), time.time()
-    with stdout.open("ab") as out, stderr.open("ab") as err, _OrphanWatch() as watch, \
+    with open_append(stdout) as out, open_append(stderr) as err, _OrphanWatch() as watch, \
             _agent_files(env, sandbox) as writable:
         words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
                  str(LATE_WINDOW_SECONDS)]
@@ -123,7 +124,15 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                 agent.kill()  # children the agent left behind
             agent.wait_gone()  # a planned crash restarts the agent only once nothing of it is left
             survivors = agent.survivors()
-        exit_status, exited_at, left, outlived = watch.ended()
+        exit_status, exited_at, left, outlived, forged = watch.ended()
+        if forged is None and exit_status is not None and not (timed_out or killed) \
+                and proc.returncode not in _exits_of(exit_status):
+            forged = (f"its supervisor said the agent exited with status {exit_status}, but itself ended with "
+                      f"{proc.returncode}")
+        if forged is not None:  # the agent's word over the supervisor's: how it ended is not known
+            exit_status = exited_at = left = None
+            survivors.insert(0, f"one wrote to its supervisor's status pipe, which only the supervisor writes: "
+                                f"{forged}")
         if outlived:  # alive when the late window closed: killed then, before whatever it was waiting to do
             survivors.insert(0, f"{outlived} process(es) still running {LATE_WINDOW_SECONDS:g} s after the agent "
                                 "exited, killed then")
@@ -132,6 +141,18 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                     timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env),
                     sandbox=sandbox.description, exited_at=None if (timed_out or killed) else exited_at,
                     left_running=left, survivors=survivors)
+
+
+def _exits_of(status: int) -> tuple[int, ...]:
+    """The supervisor's own exit status when the agent's was ``status``: the same (it dies of the agent's signal);
+    bubblewrap reports a signal as 128 + its number."""
+    return (status,) if status >= 0 else (status, 128 - status)
+
+
+def _said(lines: list[str]) -> str:
+    """The status pipe's lines, for a message: bounded, escaped."""
+    text = "; ".join(lines)
+    return repr(text if len(text) <= 200 else text[:197] + "...")
 
 
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
@@ -305,23 +326,31 @@ class _OrphanWatch:
         except (ValueError, KeyError, TypeError):
             return None
 
-    def ended(self) -> tuple[int | None, float | None, int | None, int]:
+    def ended(self) -> tuple[int | None, float | None, int | None, int, str | None]:
         """How the agent's own process ended, as the supervisor said: (status, wall clock, processes it left
-        running, of which still running when the late window closed); Nones when it never said (killed first)."""
+        running, of which still running when the late window closed, None); Nones when it never said (killed
+        first). The supervisor writes ``exited`` and ``outlived`` once each, in that order: anything else on the
+        pipe was written by another process (a forged ``exited 0``, a later exit time), and the last item says so
+        (then nothing of it is believed)."""
         os.set_blocking(self._status_read, False)
         try:
             while chunk := os.read(self._status_read, 4096):
                 self._status += chunk
         except BlockingIOError:
             pass
-        said = {line.split(" ", 1)[0]: line.split()[1:] for line in self._status.decode(errors="replace").splitlines()}
+        lines = self._status.decode(errors="replace").splitlines()
+        words = [line.split(" ", 1)[0] for line in lines]
+        if words not in ([], ["exited"], ["exited", "outlived"]):
+            return None, None, None, 0, f"its status pipe holds lines the supervisor never wrote ({_said(lines)})"
+        said = {line.split(" ", 1)[0]: line.split()[1:] for line in lines}
         try:
             exited, outlived = said.get("exited", []), said.get("outlived", ["0"])
             if len(exited) == 3:
-                return int(exited[0]), float(exited[1]), int(exited[2]), int(outlived[0])
+                return int(exited[0]), float(exited[1]), int(exited[2]), int(outlived[0]), None
         except (ValueError, IndexError):
             pass
-        return None, None, None, 0
+        return None, None, None, 0, (f"its status pipe holds lines the supervisor never wrote ({_said(lines)})"
+                                     if lines else None)
 
     def __enter__(self) -> _OrphanWatch:
         return self

@@ -52,6 +52,18 @@ def _others(sandboxed: bool) -> int:
     return count
 
 
+def _undumpable() -> None:
+    """``prctl(PR_SET_DUMPABLE, 0)`` on Linux (see the module's docstring); nothing elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes  # here: only where it is used, on Linux
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # 4: PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
+
+
 def _kill_group_when_orphaned(watch_fd: int, sandboxed: bool) -> None:
     while True:
         try:
@@ -73,6 +85,7 @@ def main(argv: list[str]) -> int:
     sandboxed = rest[:1] == ["--sandboxed"]
     rest = rest[1:] if sandboxed else rest
     command = rest[1:] if rest[:1] == ["--"] else rest
+    _undumpable()  # before the agent starts: its status pipe is out of the agent's reach
     threading.Thread(target=_kill_group_when_orphaned, args=(watch_fd, sandboxed), daemon=True).start()
     # The harness stops the agent with killpg(SIGTERM), which reaches us too: outlive the agent so its
     # exit status is reported. A handler (not SIG_IGN) so that the agent keeps the default action.

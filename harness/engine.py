@@ -13,7 +13,6 @@ import atexit
 import contextlib
 import functools
 import secrets as secrets_module
-import shutil
 import threading
 import time
 import uuid
@@ -52,6 +51,7 @@ from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import write_json_file
 from harness.results.scenario_result import AgentRun, ScenarioResult
+from harness.safe_files import remove_tree
 from harness.sandbox import Sandbox, choose_sandbox, hidden_paths
 from harness.scenario import ContainerAgent, Scenario, agent_label, chosen_agent
 
@@ -401,7 +401,7 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
                             judged.expectation_failures, incomplete=judged.incomplete, facts=judged.facts)
     passed = result.passed
     if passed and keep_evidence == "failed":
-        shutil.rmtree(evidence_dir, ignore_errors=True)
+        remove_tree(evidence_dir)  # the agent's state dir in it may be a tree of any depth
         forget_run_key(evidence_dir)
         result.evidence_kept = False
     else:

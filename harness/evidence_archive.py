@@ -9,10 +9,12 @@ Unpacking refuses what could land outside the new folder (absolute names, ``..``
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
-import shutil
 import tarfile
 from pathlib import Path
+
+from harness.safe_files import regular_files, remove_tree
 
 
 class EvidenceArchiveError(ValueError):
@@ -24,8 +26,8 @@ def pack(folder: Path) -> str:
     """``folder``'s files (recursively) as a base64 gzipped tar, names relative to ``folder``."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and not path.is_symlink():
+        for path in regular_files(folder):  # the agent's state dir may be a tree of any depth
+            with contextlib.suppress(OSError):  # a path past PATH_MAX: left out
                 tar.add(path, arcname=path.relative_to(folder).as_posix(), recursive=False)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
@@ -54,6 +56,6 @@ def unpack(archive: str, folder: Path) -> Path:
             else:
                 tar.extractall(folder, members=members)
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             raise
     return folder

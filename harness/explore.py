@@ -39,6 +39,7 @@ from harness.explore_defaults import (
     DEFAULT_MAX_SHRINK_RUNS,
 )
 from harness.results.exploration import Exploration, Flake, Found, ScheduleRun
+from harness.safe_files import remove_tree
 
 if TYPE_CHECKING:  # imported when a search runs
     from harness.results.scenario_result import ScenarioResult
@@ -69,12 +70,12 @@ def explore(base: Scenario, *, agent: str | ContainerAgent, evidence_root: Path,
             client_timeout: float = DEFAULT_CLIENT_TIMEOUT, max_faults: int = DEFAULT_MAX_FAULTS,
             max_shrink_runs: int = DEFAULT_MAX_SHRINK_RUNS, agent_timeout: float | None = None,
             reproducer: Path | None = None, progress: Progress | None = None,
-            runner: Callable[[Scenario], ScenarioResult] | None = None) -> Exploration:
+            runner: Callable[[Scenario], ScenarioResult] | None = None, sandbox: str | None = None) -> Exploration:
     """Search schedules over `base` for one that makes `agent` fail; shrink, confirm and write what it found.
 
     `database`: the Hypothesis example database folder (None: none). `reproducer`: where the shrunk
     failure's scenario is written (default: found.yaml in the exploration's folder). `runner` runs one
-    scenario (default: the engine, keeping the evidence of failed runs only)."""
+    scenario (default: the engine, keeping the evidence of failed runs only; ``sandbox`` as ``run_scenario``'s)."""
     from hypothesis import HealthCheck, Phase, given, reject, settings
     from hypothesis import seed as seed_decorator
     from hypothesis.database import DirectoryBasedExampleDatabase
@@ -94,7 +95,7 @@ def explore(base: Scenario, *, agent: str | ContainerAgent, evidence_root: Path,
     runs_root = folder / "runs"
     state = Exploration(base.name, agent_label(agent), seed, examples, folder)
     run_one = runner or (lambda scenario: run_scenario(scenario, agent=agent, evidence_root=runs_root,
-                                                       keep_evidence="failed"))
+                                                       keep_evidence="failed", sandbox=sandbox))
     cache: dict[str, ScheduleRun] = {}
     confirmed_codes: set[tuple[str, ...]] = set()
     first_seen = state.first_seen
@@ -268,4 +269,4 @@ def _tidy(state: Exploration) -> None:
     if runs_root.is_dir():
         for folder in runs_root.iterdir():
             if folder not in keep:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)

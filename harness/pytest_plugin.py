@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -50,17 +49,19 @@ AGENT_IMAGE_OPTION = "--harness-agent-image"
 FINDINGS_SHOWN_OPTION = "--harness-findings-shown"
 LIMIT_OPTION = "--harness-limit"
 AGENT_TIMEOUT_OPTION = "--harness-agent-timeout"
+NO_SANDBOX_OPTION = "--harness-no-sandbox"
 # the short spellings, each an alias of its long form when no other plugin has taken the name
 ALIASES = {SCENARIO_OPTION: "--scenario", AGENT_OPTION: "--agent", EVIDENCE_OPTION: "--evidence-dir",
            KEEP_OPTION: "--keep-evidence", EXPLORE_OPTION: "--explore", EXPLORE_SEED_OPTION: "--explore-seed",
            BLACK_BOX_OPTION: "--black-box", AGENT_LOG_OPTION: "--agent-log", OTEL_OUT_OPTION: "--otel-out",
            AGENT_IMAGE_OPTION: "--agent-image", FINDINGS_SHOWN_OPTION: "--findings-shown", LIMIT_OPTION: "--limit",
-           AGENT_TIMEOUT_OPTION: "--agent-timeout"}
+           AGENT_TIMEOUT_OPTION: "--agent-timeout", NO_SANDBOX_OPTION: "--no-sandbox"}
 SCENARIO_DEST, AGENT_DEST, EVIDENCE_DEST, KEEP_DEST, EXPLORE_DEST, EXPLORE_SEED_DEST, BLACK_BOX_DEST = (
     "harness_scenario", "harness_agent", "harness_evidence_dir", "harness_keep_evidence", "harness_explore",
     "harness_explore_seed", "harness_black_box")
 AGENT_LOG_DEST, OTEL_OUT_DEST, AGENT_IMAGE_DEST = "harness_agent_log", "harness_otel_out", "harness_agent_image"
 FINDINGS_SHOWN_DEST, LIMIT_DEST, AGENT_TIMEOUT_DEST = "harness_findings_shown", "harness_limit", "harness_agent_timeout"
+NO_SANDBOX_DEST = "harness_no_sandbox"
 AGENT_INI = "retry_harness_agent"
 SCENARIO_DIRS_INI = "retry_harness_scenario_dirs"
 BUNDLED_CLASSNAME = "retry_harness.catalogue"  # JUnit classname of the bundled catalogue's scenarios
@@ -109,6 +110,10 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         dest=AGENT_TIMEOUT_DEST, default=None, type=float, metavar="SECONDS",
         help="the agent's wall-clock limit (default: each scenario's agent_timeout_seconds); an agent still "
              "running then is stopped and its evidence judged (X001 names the limit)."),
+    NO_SANDBOX_OPTION: dict(
+        dest=NO_SANDBOX_DEST, action="store_true", default=False,
+        help="run the agent unsandboxed (as HARNESS_SANDBOX=off and `python -m harness run --no-sandbox`; default: "
+             "in bubblewrap where it works); each verdict says so, and what that gives up."),
     AGENT_LOG_OPTION: dict(
         dest=AGENT_LOG_DEST, default=None, choices=AGENT_LOGS,
         help="what the agent writes, instead of each scenario's agent_log: otel for a trace-only agent "
@@ -652,6 +657,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if folders:
             from harness.chain import forget_run_key, run_key_path
             from harness.evidence_archive import pack
+            from harness.safe_files import remove_tree
 
             # each run's key goes with its folder, over the workers' channel (never in the folder): the controller
             # keeps it in its own key store, so that a `check` there vouches for the run as one here would
@@ -659,7 +665,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 {"folder": str(f), "archive": pack(f),
                  "key": run_key_path(f).read_text() if run_key_path(f).is_file() else None} for f in folders])
             for folder in folders:  # this machine's copy goes: the controller's evidence root holds the run now
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
                 forget_run_key(folder)
     return report
 
@@ -862,6 +868,7 @@ class HarnessEngine:
         self.evidence_root = (Path(tempfile.mkdtemp(prefix="retry-harness-evidence-")) if self.remote
                               else evidence_root_of(config))
         self.keep_evidence: str = config.getoption(KEEP_DEST)
+        self.sandbox = "off" if config.getoption(NO_SANDBOX_DEST) else None  # None: HARNESS_SANDBOX, else auto
         self.engine_used = False  # whether `close` has a destination pool to stop (the controller never runs one)
 
     @property
@@ -922,7 +929,8 @@ class HarnessEngine:
         result = run_scenario(loaded, agent=command, evidence_root=self.evidence_root, proxy=self.proxy,
                               pool=self.pool, keep_evidence=keep_evidence or self.keep_evidence, black_box=wire_only,
                               agent_log=config.getoption(AGENT_LOG_DEST), limits=limits_of(config),
-                              agent_timeout=config.getoption(AGENT_TIMEOUT_DEST), writers=writers)
+                              agent_timeout=config.getoption(AGENT_TIMEOUT_DEST), writers=writers,
+                              sandbox=self.sandbox)
         otel_out = config.getoption(OTEL_OUT_DEST)
         if otel_out:
             from harness.otel.verdict import export_result
@@ -946,6 +954,7 @@ class HarnessEngine:
         assert command is not None
         options.setdefault("reproducer", self.evidence_root / "explore" / f"{loaded.name}.found.yaml")
         options.setdefault("database", config.rootpath / DATABASE_FOLDER)
+        options.setdefault("sandbox", self.sandbox)
         return explore(loaded, agent=command, evidence_root=self.evidence_root,
                        examples=examples or DEFAULT_EXAMPLES, seed=seed, **options)
 
@@ -956,7 +965,9 @@ class HarnessEngine:
 
             close_destination_pool()
         if self.remote:
-            shutil.rmtree(self.evidence_root, ignore_errors=True)
+            from harness.safe_files import remove_tree
+
+            remove_tree(self.evidence_root)
 
 
 def findings_shown(config: pytest.Config) -> int | None:

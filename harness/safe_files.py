@@ -123,6 +123,27 @@ def create_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
     return os.fdopen(create_new_fd(path, mode=mode), "ab")
 
 
+def open_append(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
+    """``path`` to append to (the agent's stdout and stderr, kept over its restarts): the regular file there, else a
+    new one (``create_new``), so that a FIFO the agent left at the name (whose open would wait for a reader that
+    never comes) or a symlink is replaced, never opened."""
+    path = Path(path)
+    with folder_fd(path.parent) as fd:
+        try:
+            out = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC, mode,
+                          dir_fd=fd)
+        except OSError:  # ELOOP: a symlink; ENXIO: a FIFO nobody reads
+            return create_new(path, mode=mode)
+    if not stat.S_ISREG(os.fstat(out).st_mode):
+        os.close(out)
+        return create_new(path, mode=mode)
+    if _NONBLOCK:
+        import fcntl
+
+        fcntl.fcntl(out, fcntl.F_SETFL, fcntl.fcntl(out, fcntl.F_GETFL) & ~_NONBLOCK)
+    return os.fdopen(out, "ab")
+
+
 def open_regular(path: str | os.PathLike[str], limit: int, *, what: str | None = None) -> BinaryIO:
     """``path`` opened for reading, if it is a regular file (not a symlink) of at most ``limit`` bytes; else an
     ``UnsafeFile`` saying what it is. A missing file is ``FileNotFoundError``, as ``open`` raises it."""
@@ -183,3 +204,93 @@ def fd_path(fd: int, name: str) -> str:
     that opens by path, as SQLite does): ``/proc/self/fd/N/name`` where there is one."""
     proc = f"/proc/self/fd/{fd}"
     return f"{proc}/{name}" if os.path.isdir(proc) else name
+
+
+# An evidence folder holds the agent's state dir, which the agent shapes as it likes: a tree thousands of folders
+# deep makes ``shutil.rmtree`` and ``Path.rglob`` (recursive in Python 3.11) raise RecursionError, and its paths
+# outgrow PATH_MAX. These two walk it without recursion and without following a symlink.
+_FOLDER_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """``path`` and all it holds removed, as ``shutil.rmtree(path, ignore_errors=True)`` would, whatever its depth:
+    each folder's subfolders are moved up into ``path`` before it is removed, so two folder fds are open at a time
+    and no path is longer than two names. Symlinks are removed, never followed; what cannot be removed is left."""
+    path = Path(path)
+    try:
+        top = os.open(path, _FOLDER_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError:  # a file or a symlink at the name: it alone goes
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
+    try:
+        changed = True
+        while changed:  # a pass per level of the tree: each moves the level below up into ``top``
+            changed = False
+            for name in _listed(top):
+                changed |= _remove_entry(top, name)
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def _listed(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
+
+
+def _is_folder(name: str, fd: int) -> bool:
+    return stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+
+
+def _remove_entry(top: int, name: str) -> bool:
+    """``name`` in ``top`` removed: a file unlinked; a folder's files unlinked and its subfolders moved up into
+    ``top`` (under new names), then the folder removed. Whether anything changed."""
+    try:
+        if not _is_folder(name, top):
+            os.unlink(name, dir_fd=top)
+            return True
+        fd = os.open(name, _FOLDER_FLAGS, dir_fd=top)
+    except OSError:
+        return False
+    changed = False
+    try:
+        for child in _listed(fd):
+            try:
+                if _is_folder(child, fd):
+                    os.rename(child, f".removed-{secrets.token_hex(8)}", src_dir_fd=fd, dst_dir_fd=top)
+                else:
+                    os.unlink(child, dir_fd=fd)
+                changed = True
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=top)
+    except OSError:
+        return changed
+    return True
+
+
+def regular_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The regular files under ``folder`` (symlinks neither listed nor followed), sorted, found without recursion;
+    a folder that cannot be listed (its path over PATH_MAX, say) is skipped."""
+    found, todo = [], [Path(folder)]
+    while todo:
+        here = todo.pop()
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        found.append(Path(entry.path))
+        except OSError:
+            continue
+    return sorted(found)

@@ -15,6 +15,9 @@ from harness.checker.context import effect_ref_row
 from harness.contract import AGENT_STDERR_FILE, ContextKey
 from harness.results.scenario_result import AgentRun
 from harness.results.verdict import EXPECTATION_CODE, EXPECTATION_RULE, Finding
+from harness.safe_files import UnsafeFile, open_regular
+
+_ANY_SIZE = 1 << 62  # only its last 8 KiB are read
 
 
 def expectation_failures(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
@@ -28,12 +31,12 @@ def stderr_tail(evidence: Any, lines: int = 5) -> list[str]:
     folder = getattr(evidence, "folder", None)
     if folder is None:
         return []
-    try:
-        with (Path(folder) / AGENT_STDERR_FILE).open("rb") as stream:
+    try:  # a regular file only: a FIFO left at the name would block the read for ever
+        with open_regular(Path(folder) / AGENT_STDERR_FILE, _ANY_SIZE) as stream:
             stream.seek(0, 2)
             stream.seek(max(0, stream.tell() - 8192))
             text = stream.read().decode("utf-8", "replace")
-    except OSError:
+    except (OSError, UnsafeFile):  # nothing said
         return []
     kept = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
     return [line[:300] for line in kept[-lines:]]

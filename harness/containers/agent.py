@@ -34,6 +34,7 @@ from harness.containers.docker_client import engine_message
 from harness.contract import AUDIT_LOG_ENV, OPERATOR_ENV
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
+from harness.safe_files import open_append
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -231,7 +232,7 @@ def _collect_logs(container: Container, stdout: Path, stderr: Path) -> None:
     import docker.errors
 
     for path, which in ((stdout, {"stdout": True, "stderr": False}), (stderr, {"stdout": False, "stderr": True})):
-        with path.open("ab") as out:
+        with open_append(path) as out:  # the container could write the folder: whatever it left there, replaced
             try:
                 for chunk in container.logs(stream=True, follow=False, **which):  # the container has ended
                     out.write(chunk)

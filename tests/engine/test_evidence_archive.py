@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from harness.evidence_archive import EvidenceArchiveError, pack, unpack
+from harness.safe_files import remove_tree
 
 
 def test_a_folder_comes_back_byte_for_byte_under_its_new_path(tmp_path: Path) -> None:
@@ -24,6 +26,29 @@ def test_a_folder_comes_back_byte_for_byte_under_its_new_path(tmp_path: Path) ->
     assert isinstance(archive, str)  # crosses execnet as a plain string
     here = unpack(archive, tmp_path / "controller" / folder.name)
     assert {p.relative_to(here).as_posix(): p.read_bytes() for p in here.rglob("*") if p.is_file()} == files
+
+
+def test_a_state_dir_of_any_depth_is_packed_without_its_links_and_removed(tmp_path: Path) -> None:
+    """The agent shapes its state dir: a tree deeper than a recursive walk can go (``shutil.rmtree`` and
+    ``Path.rglob`` raised RecursionError), a symlink out of the folder. Packed: the files within reach, no link;
+    removed: all of it, the link's target untouched."""
+    folder, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_text("x")
+    (folder / "agent-state").mkdir(parents=True)
+    (folder / "agent.ndjson").write_text("{}\n")
+    (folder / "agent-state" / "out").symlink_to(outside)
+    fd = os.open(folder / "agent-state", os.O_RDONLY)
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.close(fd)
+    here = unpack(pack(folder), tmp_path / "controller" / "run")
+    assert [p.relative_to(here).as_posix() for p in here.rglob("*") if p.is_file()] == ["agent.ndjson"]
+    remove_tree(folder)
+    assert not folder.exists() and (outside / "kept").read_text() == "x"
 
 
 def _archive(member: tarfile.TarInfo, data: bytes = b"x") -> str:

@@ -91,6 +91,25 @@ def test_a_log_that_is_no_regular_file_or_a_giant_is_refused_at_once(pool, tmp_p
     assert time.monotonic() - began < 30  # no read of a FIFO nor of 1 GiB
 
 
+def test_fifos_at_the_agents_outputs_hang_nothing(pool, tmp_path: Path, capsys) -> None:
+    """Before: the restarted agent's stdout, opened again to append, waited for a reader of the FIFO for ever, and
+    so did the read of the stderr's tail. Now a FIFO there is replaced, and not read: the run and a later check
+    end, judged (the reference agent: PASS)."""
+    result = run(pool, tmp_path, f"{ATTACK} fifo-outputs", "crash_after_dispatch")
+    assert result.passed and len(result.agent_runs) == 2, result.verdict.codes
+    assert check(Path(result.evidence_dir), capsys)[0] == 0
+
+
+def test_a_deep_tree_in_the_state_dir_is_removed_with_a_passed_run(pool, tmp_path: Path) -> None:
+    """Before: removing a passed run's folder (keep_evidence "failed") recursed into the agent's 1200-deep tree and
+    raised RecursionError, leaving the folder and its key store entry behind. The sandbox gives the agent its state
+    dir too: the harness's own removal is what is tested here."""
+    result = run_scenario(load(catalogue_dir() / "response_lost.yaml"), agent=f"{ATTACK} deep-state",
+                          evidence_root=tmp_path, pool=pool, keep_evidence="failed")
+    assert result.passed and not result.evidence_kept, result.verdict.codes  # control: the reference agent's work
+    assert list(tmp_path.iterdir()) == [] and not run_key_path(result.evidence_dir).exists()
+
+
 def test_no_key_in_the_folder_and_a_later_edit_is_refused(pool, tmp_path: Path, capsys) -> None:
     result = run(pool, tmp_path, f"{sys.executable} -m harness.agents.wrong.new_key_per_attempt")
     folder = Path(result.evidence_dir)

@@ -80,3 +80,28 @@ def test_the_late_retry_control_passes(tmp_path: Path, sandbox: str) -> None:
     result = run_scenario(LOST, agent=REFERENCE_AGENT, evidence_root=tmp_path, sandbox=sandbox)
     assert result.passed and not result.verdict.by_code("H062"), render_result(result)
     assert all(run.survivors == [] and run.left_running == 0 for run in result.agent_runs)
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_an_exit_status_forged_on_the_supervisors_pipe_never_passes(tmp_path: Path, sandbox: str) -> None:
+    """Before: a child of the agent wrote ``exited 0`` into the supervisor's status pipe after the real ``exited 3``
+    (the harness believed the last line): PASS. Now the supervisor is not dumpable, so a process without
+    CAP_SYS_PTRACE cannot open its fds (the sandbox's: FAIL on the agent's own status); one that can (unsandboxed,
+    as root) is seen by the lines the supervisor never wrote: INCOMPLETE."""
+    result = run_scenario(LOST, agent=f"python {HERE / 'status_forger.py'} forge", evidence_root=tmp_path,
+                          sandbox=sandbox)
+    text = render_result(result)
+    said = (Path(result.evidence_dir) / "agent.stderr").read_text()
+    assert not result.passed, text
+    if "forged: written" in said:
+        assert sandbox == "off" and result.incomplete, text
+        assert "status pipe holds lines the supervisor never wrote" in result.incomplete[0], text
+    else:
+        assert "forged: refused (Permission denied)" in said, said
+        assert not result.incomplete and result.agent_runs[0].exit_status == 3, text
+
+
+def test_the_status_forger_control_fails_on_its_status(tmp_path: Path) -> None:
+    result = run_scenario(LOST, agent=f"python {HERE / 'status_forger.py'}", evidence_root=tmp_path)
+    assert not result.passed and not result.incomplete and result.agent_runs[0].exit_status == 3
+    assert any("exited with status 3" in f.message for f in result.verdict.by_code("X001")), render_result(result)

@@ -11,7 +11,11 @@ from inside its run (issue 44, attacks 1, 2, 5 and 6):
 - ``fifo-log``: work as the reference agent, then put a FIFO in place of its log;
 - ``sparse-log``: work as the reference agent, then put a 1 GiB one-line sparse file in place of its log;
 - ``escape``: work as the reference agent, then log an event whose ids draw a fake ``verdict: PASSED`` line;
-- ``stop-proxy PID``: work as the reference agent, then SIGSTOP the fault proxy (its pid, given).
+- ``stop-proxy PID``: work as the reference agent, then SIGSTOP the fault proxy (its pid, given);
+- ``fifo-outputs``: put FIFOs at agent.stdout and agent.stderr (which the harness opens again for a restarted
+  agent, and reads the tail of), then work as the reference agent;
+- ``deep-state``: work as the reference agent, then leave a tree of ``DEEP_STATE`` nested folders (a file at its
+  bottom) in its state dir, deeper than a recursive walk of the evidence folder can go.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from pathlib import Path
 
 from harness.agents.reference import Agent
 from harness.agents.wrong.retry_after_unread import RetryAfterUnread
-from harness.contract import AUDIT_LOG_ENV
+from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV
 
 # what the harness writes after the agent exited (or rewrites then)
 HARNESS_NAMES = ("context.json", "ledger.json", "ledger.sqlite", "verdict.json", "verdict.txt", "report.html",
                  "agent.checkpoint.json", "ledger.checkpoint.json", "journal.checkpoint.json",
                  "context.checkpoint.json", "verdict.checkpoint.json", "context.json.tmp", "ledger.json.tmp",
                  "checkpoint.key", "agent.trace.checkpoint.json")
+DEEP_STATE = 1200  # past Python's recursion limit (shutil.rmtree and Path.rglob recurse once a level)
 
 
 def folder() -> Path:
@@ -67,6 +72,15 @@ def attack(mode: str, arg: str | None) -> None:
         first = next(json.loads(line) for line in log.read_text().splitlines() if '"operation"' in line)
         with open(log, "a") as out:  # a well-formed operation event whose id draws over the report
             out.write(json.dumps({**first, "operation_id": fake}) + "\n")
+    elif mode == "deep-state":
+        fd = os.open(os.environ[STATE_DIR_ENV], os.O_RDONLY)
+        for _ in range(DEEP_STATE):  # by folder fds: the path outgrows PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            below = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        os.close(os.open("bottom", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+        os.close(fd)
     elif mode == "stop-proxy":
         assert arg is not None
         os.kill(int(arg), signal.SIGSTOP)
@@ -74,6 +88,10 @@ def attack(mode: str, arg: str | None) -> None:
 
 def main() -> int:
     mode, arg = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
+    if mode == "fifo-outputs":
+        for name in ("agent.stdout", "agent.stderr"):
+            (folder() / name).unlink()
+            os.mkfifo(folder() / name)
     if mode == "symlinks":
         assert arg is not None
         for name in HARNESS_NAMES:
