@@ -27,8 +27,9 @@ The environment is the image's, the sandbox's scratch folders (``harness.sandbox
 
 - Time limit: past ``timeout`` the agent's processes get SIGTERM (where the harness sees the host's processes),
   then the container is killed after the grace.
-- Planned crash: ``kill_when()`` turns true, the container is SIGKILLed, then VERIFIED gone: the engine says it
-  exited and holds no process, else ``AgentError``; only then does the run return and the restart begin.
+- Planned crash: ``kill_when()`` turns true, the container is killed and removed in one call, which the engine
+  answers once it has stopped (its init dead, so every process in its PID namespace), else ``AgentError``; only
+  then does the run return and the restart begin.
 - stdout and stderr are appended to the evidence folder's agent.stdout and agent.stderr as the agent writes them.
 - The container is removed after every run, whatever ended it: exit, timeout, crash, an exception or Ctrl-C in the
   harness (``finally``). A harness killed outright leaves it to the reaper (``harness.containers.docker_client``).
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from harness.scenario import ContainerAgent
 
 ROLE = "agent"
-GONE_SECONDS = 10.0  # how long the engine may take to report a SIGKILLed container exited
+GONE_SECONDS = 10.0  # how long the engine may take to say a process started or ended, or the container is up
 POLL_SECONDS = 0.02  # how often kill_when() is asked, as the process runner asks it
 # a fork bomb stops here; a thread counts as a process, and an agent's thread pools stay well below it
 PIDS_LIMIT = 1024
@@ -143,17 +144,15 @@ class _End:
 def _wait(container: Container, main: _Exec, held: set[int], start: float, timeout: float,
           kill_when: Callable[[], bool] | None) -> _End:
     """Until the agent's own process ends (then the late window), the time limit or the planned crash; the
-    container is killed and verified gone before this returns."""
+    container is gone before this returns."""
     while not main.ended(POLL_SECONDS if kill_when else min(1.0, max(0.0, timeout - (time.monotonic() - start)))):
         if kill_when is not None and kill_when():
-            _kill(container)
-            _verify_gone(container)  # a planned crash restarts the agent only once it is gone
+            _end(container)  # a planned crash restarts the agent only once it is gone
             return _End(killed=True)
         if time.monotonic() - start >= timeout:
             if _signal(container, held, signal.SIGTERM):
                 main.ended(KILL_GRACE_SECONDS)
-            _kill(container)
-            _verify_gone(container)
+            _end(container)
             return _End(timed_out=True)
     exited_at = time.time()
     left = len(_others(container, held))
@@ -162,9 +161,11 @@ def _wait(container: Container, main: _Exec, held: set[int], start: float, timeo
     while remaining and time.monotonic() < deadline:  # what it left may still send: the wire is watched meanwhile
         time.sleep(POLL_SECONDS * 2)
         remaining = len(_others(container, held))
-    _kill(container)  # with its init, whatever is still running: killed before whatever it was waiting to do
-    _verify_gone(container)
-    return _End(status=main.status(), exited_at=exited_at, left=left, outlived=remaining)
+    if remaining:  # killed before whatever it was waiting to do; its output closes with it, and the engine then
+        _kill(container)  # records the agent's status
+    status = main.status()  # asked before the removal, which forgets the exec
+    _end(container)
+    return _End(status=status, exited_at=exited_at, left=left, outlived=remaining)
 
 
 def _command(agent: ContainerAgent) -> list[str]:
@@ -352,25 +353,17 @@ def _kill(container: Container) -> None:
             raise AgentError(f"cannot kill agent container {container.name}: {engine_message(exc)}") from None
 
 
-def _verify_gone(container: Container) -> None:
-    """Wait for the engine to say the container ended, then look again: not running, no process. Else
-    ``AgentError``: a restart beside a live agent is not the crash a scenario declares."""
+def _end(container: Container) -> None:
+    """Kill and remove the container, one call to the engine, which answers once it has stopped: the PID
+    namespace's init is dead then, and the kernel has ended every process in it. Else ``AgentError``: a restart
+    beside a live agent is not the crash a scenario declares."""
     import docker.errors
     import requests.exceptions
 
-    problem = None
     try:
-        container.wait(timeout=GONE_SECONDS)
+        container.remove(force=True, v=True)
     except docker.errors.NotFound:
         return
-    except (requests.exceptions.RequestException, docker.errors.APIError) as exc:
-        problem = f"the Docker engine did not report the container's end: {engine_message(exc)}"
-    try:
-        container.reload()
-    except docker.errors.NotFound:
-        return
-    state: dict[str, Any] = container.attrs.get("State") or {}
-    if state.get("Running") or state.get("Paused") or state.get("Restarting") or state.get("Pid"):
-        raise AgentError(f"the agent container {container.name} still runs after the harness killed it "
-                         f"(state {state.get('Status')!r}, pid {state.get('Pid')}); "
-                         f"{problem or 'the engine did not stop it'}")
+    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        raise AgentError(f"the agent container {container.name} could not be killed and removed: "
+                         f"{engine_message(exc)}") from None
