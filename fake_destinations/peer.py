@@ -75,7 +75,7 @@ def _parent(pid: int) -> int | None:
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
-def _in_container(pid: int, containers: Iterable[str]) -> bool:
+def in_container(pid: int, containers: Iterable[str]) -> bool:
     """Whether process ``pid`` is in the cgroup of one of ``containers`` (full ids: Docker names its cgroups
     ``/docker/ID`` or ``docker-ID.scope``)."""
     wanted = [c for c in containers if len(c) == 64]
@@ -110,4 +110,4 @@ def sender(client: tuple[str, int] | None, server: tuple[str, int] | None, harne
             return AGENT if seen else OTHER
         pid = _parent(pid)
         seen += 1
-    return AGENT if _in_container(owner, containers) else OTHER
+    return AGENT if in_container(owner, containers) else OTHER

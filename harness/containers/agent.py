@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fake_destinations.peer import in_container
 from harness.agent_process import KILL_GRACE_SECONDS, LATE_WINDOW_SECONDS, contract_places, log_size, outlived
 from harness.containers.docker_client import engine_message
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV
@@ -108,14 +109,14 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
         except BaseException:  # Ctrl-C between the engine's create and start: the container has a name, not a handle
             _remove_named(name)
             raise
-        relay = output = None
+        relay = output = main = None
         try:
             held = _held(container, agent.image)
             if agent.network == "isolated":
                 relay = _relay(container, env)
             if on_start is not None:
                 on_start([container.id])
-            main = _Exec(container, _command(agent), user)
+            main = _Exec(container, _command(agent), user, agent.image)
             output = _copy(main.output, stdout, stderr)
             end = _wait(container, main, held, start, timeout, kill_when)
         finally:
@@ -124,6 +125,8 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
                     relay.close()
             finally:
                 docker_client.remove(container)
+                if main is not None:
+                    main.close()
                 if output is not None:
                     output.join(GONE_SECONDS)  # the stream ends with the container: agent.stdout is whole
     return AgentRun(agent.label, end.status, end.timed_out, end.killed, time.monotonic() - start, started_at,
@@ -185,12 +188,13 @@ class _Exec:
     which says an exec ended only once its output is closed (up to 2 s later while a process the agent left
     running holds it open)."""
 
-    def __init__(self, container: Container, argv: list[str], user: str) -> None:
+    def __init__(self, container: Container, argv: list[str], user: str, image: str) -> None:
         import docker.errors
 
         from harness.containers import docker_client
 
         self.api = docker_client.client().api
+        self.pidfd: int | None = None
         try:
             self.id = self.api.exec_create(container.id, argv, stdout=True, stderr=True, stdin=False, tty=False,
                                            user=user)["Id"]
@@ -199,28 +203,26 @@ class _Exec:
         except docker.errors.APIError as exc:
             raise ContainerError(f"cannot run the agent in container {container.name}: {engine_message(exc)}") \
                 from None
-        self.pidfd = self._pidfd(container.id)
+        state = self._started()
+        pid = state.get("Pid")
+        if not pid and state.get("ExitCode") is not None:  # never ran (no such program): as a process agent's start
+            said = b"".join(out or err or b"" for out, err in self.output).decode(errors="replace").strip()
+            raise AgentError(f"cannot start agent {argv[0]!r} in image {image}: "
+                             f"{said or 'exit status ' + str(state['ExitCode'])}")
+        if isinstance(pid, int) and pid > 0:
+            self.pidfd = _pidfd(pid, container.id)
 
     def _inspect(self) -> dict[str, Any]:
         return dict(self.api.exec_inspect(self.id))
 
-    def _pidfd(self, container_id: str) -> int | None:
+    def _started(self) -> dict[str, Any]:
+        """The exec once the engine has started its process, or said it could not (it answers the start first)."""
         deadline = time.monotonic() + GONE_SECONDS
         while (state := self._inspect()).get("Pid", 0) == 0 and state.get("ExitCode") is None:
             if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.005)  # the engine answers the start before it has started the process
-        pid = state.get("Pid")
-        if not isinstance(pid, int) or pid <= 0:
-            return None
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:  # already gone, or not a process this harness sees (it runs in a container itself)
-            return None
-        if not _in_container(pid, container_id):  # the harness's /proc is not the host's: another process
-            os.close(fd)
-            return None
-        return fd
+                break
+            time.sleep(0.005)
+        return state
 
     def ended(self, seconds: float) -> bool:
         if self.pidfd is not None:
@@ -233,15 +235,30 @@ class _Exec:
                 return False
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
-    def status(self) -> int | None:
-        """The agent's exit status as the engine recorded it (asked once the container is gone: its output closed)."""
+    def close(self) -> None:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+
+    def status(self) -> int | None:
+        """The agent's exit status as the engine recorded it, once its output is closed."""
         deadline = time.monotonic() + GONE_SECONDS
         while (code := self._inspect().get("ExitCode")) is None and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
         return code if isinstance(code, int) else None
+
+
+def _pidfd(pid: int, container_id: str) -> int | None:
+    """A pidfd of host process ``pid`` if it is the container's, else None (gone already, or the harness runs in a
+    container of its own and its /proc is not the host's: ``pid`` is another process there)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not in_container(pid, [container_id]):
+        os.close(fd)
+        return None
+    return fd
 
 
 def _copy(output: Iterator[tuple[bytes | None, bytes | None]], stdout: Path, stderr: Path) -> threading.Thread:
@@ -300,19 +317,11 @@ def _signal(container: Container, held: set[int], sig: int) -> bool:
     cgroup: a pid of another namespace is never signalled); whether any was."""
     sent = False
     for pid in _others(container, held):
-        if _in_container(pid, container.id):
+        if in_container(pid, [container.id]):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
                 sent = True
     return sent
-
-
-def _in_container(pid: int, container_id: str) -> bool:
-    """Whether host process ``pid`` is in the container's cgroup (whose path names its id)."""
-    try:
-        return container_id in Path(f"/proc/{pid}/cgroup").read_text(errors="replace")
-    except OSError:
-        return False
 
 
 def _relay(container: Container, env: Mapping[str, str]) -> Any:

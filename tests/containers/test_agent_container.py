@@ -20,7 +20,7 @@ import yaml
 from harness.cli import main
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, EvidenceLayout
 from harness.engine import run_scenario
-from harness.errors import HarnessError
+from harness.errors import AgentError, HarnessError
 from harness.matrix import load_expectations
 from harness.report import render_result
 from harness.resources import catalogue_dir
@@ -302,6 +302,19 @@ def test_a_destination_s_agent_env_reaches_the_container(tmp_path: Path, runtime
     result = run_scenario(load(path), evidence_root=tmp_path / "ev")
     assert result.passed, render_result(result)
     assert EvidenceLayout(result.evidence_dir).agent_stdout.read_text().splitlines()[0] == "True"
+
+
+def test_a_command_the_image_lacks_is_an_agent_that_cannot_start(tmp_path: Path, runtime_image: str) -> None:
+    """As a process agent's: the engine's words, a folder judged as an agent that could not start, no container."""
+    with pytest.raises(AgentError) as caught:
+        run_scenario(load(catalogue_dir() / "response_lost.yaml"), evidence_root=tmp_path,
+                     agent=container(runtime_image, "no-such-program"))
+    said = str(caught.value)
+    assert said.startswith(f"cannot start agent 'no-such-program' in image {runtime_image}: ") and \
+        "executable file not found" in said, said
+    [folder] = tmp_path.iterdir()
+    assert json.loads(EvidenceLayout(folder).verdict_json.read_text())["passed"] is False
+    assert our_agent_containers() == []
 
 
 def test_an_image_the_engine_lacks_is_a_clear_error_and_the_evidence_stays(tmp_path: Path) -> None:
