@@ -4,7 +4,8 @@ the harness, not the tests).
 It first lists the evidence folder and tries to read the harness's context, then to write ``MARK`` into the evidence
 folder outside its own places (the harness's files, the evidence root beside its run) and into the image, and into
 its own places (log, trace, state dir, /tmp): one JSON line a try on stdout (a write "done" under a folder that its
-private /tmp covers lands there, not on the host: the test reads the host). Then it does the reference agent's work,
+private /tmp covers lands there, not on the host: the test reads the host); and says its privileges (user,
+capabilities, no-new-privileges, its cgroup's process limit). Then it does the reference agent's work,
 and then, by MODE: ``none`` nothing more (the control); ``late`` a worker it double-forks out of its session sends
 the create again 0.2 s after the agent exited; ``survivor`` the same 3 s after (past the late window); ``bypass``
 one create straight to the destination's PORT, past the fault proxy.
@@ -73,6 +74,11 @@ def main(mode, port):
     attempt("intents.json", lambda: append(os.environ["HARNESS_INTENTS"]))
     attempt("neighbour run", lambda: write(os.path.join(os.path.dirname(folder), "neighbour.txt")))
     attempt("image", lambda: write("/usr/local/mine.txt"))
+    status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+    limits = [p for p in ("/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids.max") if os.path.exists(p)]
+    print(json.dumps({"privileges": {"ids": [os.getuid(), os.getgid()], "CapEff": status.get("CapEff"),
+                                     "NoNewPrivs": status.get("NoNewPrivs"),
+                                     "pids.max": open(limits[0]).read().strip() if limits else None}}), flush=True)
     code = 0
     try:
         reference_main(Agent)

@@ -1,18 +1,20 @@
 """Issue 44 in a container, through the real engine, proxy and destinations: the agent writes its own places and
-nothing else of the evidence folder, nor of the image; what it leaves running gets the late window (a retry then is
-H062), and one still running after it makes the run INCOMPLETE; what it sends past the fault proxy is the agent's
-(H061), though its processes descend from the engine, not from the harness. One hostile agent
-(``hostile_agent.py``), one run a mode; ``none`` is the control."""
+nothing else of the evidence folder, nor of the image, with no capabilities and a bounded number of processes; what
+it leaves running gets the late window (a retry then is H062), and one still running after it makes the run
+INCOMPLETE; what it sends past the fault proxy is the agent's (H061), though its processes descend from the engine,
+not from the harness. One hostile agent (``hostile_agent.py``), one run a mode; ``none`` is the control."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from fake_destinations.host import DestinationPool
 from harness.agent_process import LATE_WINDOW_SECONDS
+from harness.containers.agent import PIDS_LIMIT
 from harness.contract import EvidenceLayout
 from harness.engine import run_scenario
 from harness.report import render_result
@@ -50,6 +52,10 @@ def test_a_hostile_agent_in_a_container(tmp_path: Path, runtime_image: str, pool
     # on the host, what it wrote is in its state dir alone (elsewhere it reached its private /tmp, at most)
     marked = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file() and MARK.encode() in p.read_bytes()]
     assert marked == [layout.state_dir.relative_to(tmp_path) / "mine.txt"], marked
+    # no capabilities, no new privileges, a bounded number of processes, the harness's user
+    [privileges] = [s["privileges"] for s in said if "privileges" in s]
+    assert privileges == {"ids": [os.getuid(), os.getgid()], "CapEff": "0000000000000000", "NoNewPrivs": "1",
+                          "pids.max": str(PIDS_LIMIT)}, privileges
     [run] = result.agent_runs
     assert run.sandbox and run.sandbox.startswith("container (Docker): own PID namespace"), run.sandbox
     if mode == "none":
