@@ -14,6 +14,8 @@ any environment, so an agent that edits the ledger file cannot sign what it wrot
 rows this process wrote (``Ledger.rows``), which the harness holds the saved ledger to. ``gate`` sets the
 run's secret the fault proxy adds to what it forwards (``contract.GATE_HEADER``): a request without it, sent
 straight to a port by this run's agent or any other process, is recorded and refused (403), never served.
+``agent_containers`` names the containers the run's agent runs in, so that such a request from one of them is
+laid at the agent's door (``fake_destinations.peer``).
 
 Imports stay lean (no pydantic; asyncssh only when an SSH host is declared, mcp and uvicorn only when an
 MCP tool server is): this start-up is on every scenario's critical path.
@@ -103,7 +105,7 @@ def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, Destinati
         clock.reset()
         for runtime in runtimes.values():
             runtime.reset()
-            runtime.gate = None  # the next run sets its own
+            runtime.gate, runtime.agent_containers = None, ()  # the next run sets its own
         if folder is not None:
             run["evidence_folder"] = folder
         return {"reset": True}
@@ -127,11 +129,22 @@ def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, Destinati
             runtime.gate = token
         return {"gated": token is not None}
 
+    def agent_containers(body: dict[str, Any]) -> dict[str, Any]:
+        """The containers the run's agent runs in (full ids), until the next reset: a request past the proxy from
+        one of their processes is the agent's (``fake_destinations.peer``)."""
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) and len(i) == 64 for i in ids):
+            raise ControlError(f"'ids' must be a list of full container ids, got {ids!r}")
+        for runtime in runtimes.values():
+            runtime.agent_containers = tuple(ids)
+        return {"agent_containers": len(ids)}
+
     def seal(body: dict[str, Any]) -> dict[str, Any]:
         """The rows this ledger holds by the writer's own account, to hold the file to (``verify_ledger``)."""
         return {"rows": dict(ledger.rows)}
 
-    return {"reset": reset, "clock": advance, "state": state, "gate": gate, "seal": seal}
+    return {"reset": reset, "clock": advance, "state": state, "gate": gate, "seal": seal,
+            "agent_containers": agent_containers}
 
 
 def answer(commands: dict[str, Any], line: bytes) -> dict[str, Any]:

@@ -262,6 +262,11 @@ class DestinationHost:
         next reset; ``None``: serve any (a test driving the destinations directly)."""
         self._command("gate", {"token": token})
 
+    def agent_containers(self, ids: list[str]) -> None:
+        """The containers the run's agent runs in (full ids), until the next reset: what their processes send past
+        the proxy is the agent's (``fake_destinations.peer``)."""
+        self._command("agent_containers", {"ids": ids})
+
     def seal(self) -> dict[str, int]:
         """How many rows of each signed table the process wrote into this run's ledger (``verify_ledger``)."""
         self.rows = {str(k): int(v) for k, v in self._command("seal")["rows"].items()}

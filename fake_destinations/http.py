@@ -81,8 +81,8 @@ class HttpDestination(DestinationRuntime):
         gated = self.past_the_gate(request.headers.get(GATE_HEADER))
         if not gated or row["flow_id"] is None:  # not the proxy's: who sent it decides whether it is the agent's
             transport = request.transport
-            row["sender"] = sender(transport.get_extra_info("peername"), transport.get_extra_info("sockname")) \
-                if transport is not None else None
+            row["sender"] = sender(transport.get_extra_info("peername"), transport.get_extra_info("sockname"),
+                                   containers=self.agent_containers) if transport is not None else None
         if not gated:  # past the proxy: recorded, nothing done
             row["status"], row["outcome"] = UNGATED_STATUS, "rejected"
             self.ledger.record(row)

@@ -153,7 +153,8 @@ class McpDestination(DestinationRuntime):
         if not self.past_the_gate(headers.get(GATE_HEADER.lower())):  # past the proxy: recorded, nothing done
             self.ledger.record({**self._row(scope["method"], scope["path"], headers, received_at,
                                             status=UNGATED_STATUS, outcome="rejected"),
-                                "sender": sender(scope.get("client"), scope.get("server"))})
+                                "sender": sender(scope.get("client"), scope.get("server"),
+                                                          containers=self.agent_containers)})
             await send({"type": "http.response.start", "status": UNGATED_STATUS,
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": json.dumps(UNGATED_BODY).encode()})

@@ -83,6 +83,9 @@ class DestinationRuntime:
         self.in_flight: Counter[str] = Counter()
         # the run's gate (contract.GATE_HEADER): a request that does not carry it did not cross the fault proxy
         self.gate: str | None = None
+        # the run's agent containers (their ids, control command agent_containers): whose processes' requests past
+        # the proxy are the agent's, though they do not descend from the harness (fake_destinations.peer)
+        self.agent_containers: tuple[str, ...] = ()
         self.service = SERVICES[spec["service"]]
         self.configure(spec)
         self.reset()

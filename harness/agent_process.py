@@ -47,6 +47,13 @@ def log_size(env: Mapping[str, str]) -> int:
         return 0
 
 
+def outlived(count: int) -> list[str]:
+    """What ``AgentRun.survivors`` says of the ``count`` processes still running when the late window closed:
+    killed then, before whatever they were waiting to do (the run is INCOMPLETE)."""
+    return [f"{count} process(es) still running {LATE_WINDOW_SECONDS:g} s after the agent exited, killed then"] \
+        if count else []
+
+
 def argv_for(command: str) -> list[str]:
     """The argv of an agent command given as shell words; an AgentError when it cannot be one."""
     try:
@@ -74,7 +81,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
     start, started_at = time.monotonic(), time.time()
     with open_append(stdout) as out, open_append(stderr) as err, _OrphanWatch() as watch, \
-            _agent_files(env, sandbox) as writable:
+            contract_places(env, confined=sandbox.confined) as writable:
         words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
                  str(LATE_WINDOW_SECONDS)]
         fds = [watch.read_end, watch.status_write]
@@ -124,7 +131,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                 agent.kill()  # children the agent left behind
             agent.wait_gone()  # a planned crash restarts the agent only once nothing of it is left
             survivors = agent.survivors()
-        exit_status, exited_at, left, outlived, forged = watch.ended()
+        exit_status, exited_at, left, still, forged = watch.ended()
         if forged is None and exit_status is not None and not (timed_out or killed) \
                 and proc.returncode not in _exits_of(exit_status):
             forged = (f"its supervisor said the agent exited with status {exit_status}, but itself ended with "
@@ -133,9 +140,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
             exit_status = exited_at = left = None
             survivors.insert(0, f"one wrote to its supervisor's status pipe, which only the supervisor writes: "
                                 f"{forged}")
-        if outlived:  # alive when the late window closed: killed then, before whatever it was waiting to do
-            survivors.insert(0, f"{outlived} process(es) still running {LATE_WINDOW_SECONDS:g} s after the agent "
-                                "exited, killed then")
+        survivors[:0] = outlived(still)
     return AgentRun(command, None if (timed_out or killed) else (proc.returncode if exit_status is None
                                                                   else exit_status),
                     timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env),
@@ -169,14 +174,14 @@ def _existing(path: str | None) -> tuple[Path, ...]:
 
 
 @contextlib.contextmanager
-def _agent_files(env: Mapping[str, str], sandbox: Sandbox) -> Iterator[tuple[Path, ...]]:
-    """The contract's writable places of one run (log, trace, state dir), made first so that the sandbox can
-    lay them in (a file is bound, so it must exist); a file made here and still empty after the run is
-    removed again, so the folder reads as if the sandbox had not been there."""
+def contract_places(env: Mapping[str, str], *, confined: bool = True) -> Iterator[tuple[Path, ...]]:
+    """The contract's writable places of one run (log, trace, state dir), made first so that a sandbox or a
+    container can lay them in (a file is bound, so it must exist); a file made here and still empty after the
+    run is removed again, so the folder reads as if the binding had not been there. None when not ``confined``."""
     made, places = [], []
     for name in (AUDIT_LOG_ENV, TRACE_FILE_ENV, STATE_DIR_ENV):
         value = env.get(name)
-        if not value or not sandbox.confined:
+        if not value or not confined:
             continue
         path = Path(value)
         if name != STATE_DIR_ENV and not path.exists() and path.parent.is_dir():

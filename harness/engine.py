@@ -228,8 +228,7 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
         agent_running = isinstance(chosen, ContainerAgent)  # a ContainerError from here on is the agent's container
         start_agent = _agent_runner(chosen, env, timeout=scenario.agent_timeout_seconds, cwd=workdir,
                                     stdout=layout.agent_stdout, stderr=layout.agent_stderr,
-                                    mounts=[evidence_dir, *([routes.ca_cert.parent] if routes.ca_cert else [])],
-                                    ca_cert=routes.ca_cert, sandbox=sandbox)
+                                    ca_cert=routes.ca_cert, sandbox=sandbox, destinations=host)
         with _restart_when(host, live_ledger, scenario.restart_destinations) as restarts:
             if scenario.restart_agent is not None:
                 wanted = scenario.restart_agent.after_effects
@@ -417,17 +416,20 @@ def judge_run(evidence_dir: Path, *, scenario: str, label: str, expect: Mapping[
 
 
 def _agent_runner(agent: str | ContainerAgent, env: dict[str, str], *, timeout: float, cwd: Path, stdout: Path,
-                  stderr: Path, mounts: list[Path], ca_cert: Path | None = None,
-                  sandbox: Sandbox | None = None) -> Callable[..., AgentRun]:
+                  stderr: Path, ca_cert: Path | None = None, sandbox: Sandbox | None = None,
+                  destinations: Any = None) -> Callable[..., AgentRun]:
     """``start_agent(kill_when=None) -> AgentRun``: one run of the agent, a process or a container (one path
     for the engine either way). A process runs in ``sandbox`` (default ``choose_sandbox()``), where the
     evidence root (this run's harness files, other runs'), the proxy's CA folder (its key) and the harness's
-    own places are out of sight (``harness.sandbox``)."""
+    own places are out of sight (``harness.sandbox``); a container shows the contract's files alone
+    (``harness.containers.agent``), and ``destinations`` are told its id (what it sends past the proxy is the
+    agent's)."""
     if isinstance(agent, ContainerAgent):
         from harness.containers.agent import run_container_agent
 
         return functools.partial(run_container_agent, agent, env, timeout=timeout, stdout=stdout, stderr=stderr,
-                                 mounts=mounts)
+                                 readable=[ca_cert] if ca_cert else [],
+                                 on_start=destinations.agent_containers if destinations is not None else None)
     evidence_root = stdout.parent.parent  # stdout is kept in the run's folder, whose parent holds every run's
     hidden = hidden_paths(evidence_root, [ca_cert.parent] if ca_cert else [])
     return functools.partial(run_agent, agent, env, timeout=timeout, cwd=cwd, stdout=stdout, stderr=stderr,

@@ -84,9 +84,9 @@ AGENT_SHAPES = ("an agent is a command (shell words, a string: 'python -m mypkg.
 
 class ContainerAgent(BaseModel):
     """An agent shipped as an image: each run of it is a new container of `image` (host networking, the
-    harness's user, the evidence folder mounted at its own path, so the contract's environment holds as it
-    is), killed for a planned crash, stopped past the time limit, removed after every run (docs/containers.md,
-    "An agent in a container")."""
+    harness's user, the contract's files mounted at their own paths, so the contract's environment holds as it
+    is, and nothing else of the evidence folder), killed for a planned crash, stopped past the time limit, given
+    the late window after it exits and removed after every run (docs/containers.md, "An agent in a container")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     image: str = Field(pattern=IMAGE_PATTERN, max_length=255,

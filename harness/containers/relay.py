@@ -3,13 +3,14 @@ the proxy does not front) and nothing else of the host.
 
 Docker's host network gives a container every loopback port of the machine: the destinations' own ports past
 the proxy, other runs' processes. Instead the agent runs in a network namespace of its own with nothing but a
-loopback interface (``network_mode="none"``, shared from a holder container started first), and the harness
-listens inside that namespace, on 127.0.0.1 at the very ports of the addresses the contract hands the agent
-(``HARNESS_DESTINATION_*``, a forward proxy's ``HTTP(S)_PROXY``): each connection is relayed to the same port on
-the host's loopback. The agent's environment holds as it is; any other port answers nothing.
+loopback interface (``network_mode="none"``: the agent's container, up before the agent runs in it,
+``harness.containers.agent``), and the harness listens inside that namespace, on 127.0.0.1 at the very ports of
+the addresses the contract hands the agent (``HARNESS_DESTINATION_*``, a forward proxy's ``HTTP(S)_PROXY``):
+each connection is relayed to the same port on the host's loopback. The agent's environment holds as it is; any
+other port answers nothing.
 
 A socket belongs to the network namespace it was made in, whatever thread uses it afterwards: the listening
-sockets are made by a short-lived thread that entered the holder's namespace (``setns``, Linux; the harness is
+sockets are made by a short-lived thread that entered the container's namespace (``setns``, Linux; the harness is
 root or holds CAP_SYS_ADMIN, as it does to drive a Docker engine here), the relaying happens in the host's.
 """
 

@@ -363,6 +363,11 @@ class ServiceDestinations:
         if self.fakes is not None:
             self.fakes.gate(token)
 
+    def agent_containers(self, ids: list[str]) -> None:
+        """The fake destinations' word of the agent's containers (a team's service records no sender)."""
+        if self.fakes is not None:
+            self.fakes.agent_containers(ids)
+
     def seal(self) -> dict[str, dict[str, int]]:
         """Each writer's rows of the ledger by its own account (``verify_ledger``): the fake destinations' and
         the probes' (the effects they listed, the reads they added)."""

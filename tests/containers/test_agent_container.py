@@ -20,7 +20,7 @@ import yaml
 from harness.cli import main
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, EvidenceLayout
 from harness.engine import run_scenario
-from harness.errors import HarnessError
+from harness.errors import AgentError, HarnessError
 from harness.matrix import load_expectations
 from harness.report import render_result
 from harness.resources import catalogue_dir
@@ -159,7 +159,7 @@ def test_a_killed_container_writes_nothing_after_the_kill(tmp_path: Path, runtim
 
     ticker = ContainerAgent(image=runtime_image, command=["python3", "-c", TICKER], env={"TICKER": TICKER})
     run = run_container_agent(ticker, env, timeout=60,
-                              stdout=tmp_path / "out", stderr=tmp_path / "err", mounts=[tmp_path],
+                              stdout=tmp_path / "out", stderr=tmp_path / "err",
                               kill_when=both_writing)
     assert run.killed_by_harness and run.exit_status is None and not run.timed_out, (tmp_path / "err").read_text()
     assert gone(run.container)
@@ -175,8 +175,7 @@ def test_the_container_is_stopped_and_removed_past_the_time_limit(tmp_path: Path
     from harness.containers.agent import run_container_agent
 
     run = run_container_agent(container(runtime_image, "python3", "-c", "import time; time.sleep(300)"),
-                              contract_env(tmp_path), timeout=1, stdout=tmp_path / "out", stderr=tmp_path / "err",
-                              mounts=[tmp_path])
+                              contract_env(tmp_path), timeout=1, stdout=tmp_path / "out", stderr=tmp_path / "err")
     assert run.timed_out and run.exit_status is None and not run.killed_by_harness
     assert gone(run.container) and our_agent_containers() == []
 
@@ -204,7 +203,7 @@ def test_an_exception_in_the_harness_mid_run_removes_the_container(tmp_path: Pat
     with pytest.raises(error):
         run_container_agent(container(runtime_image, "python3", "-c", "import time; time.sleep(300)"),
                             contract_env(tmp_path), timeout=60, stdout=tmp_path / "out", stderr=tmp_path / "err",
-                            mounts=[tmp_path], kill_when=blow_up)
+                            kill_when=blow_up)
     assert our_agent_containers() == []
 
 
@@ -269,16 +268,14 @@ def test_the_environment_is_the_contracts_over_the_agents_own(tmp_path: Path, ru
     tmp_path = tmp_path / "evidence:1"
     tmp_path.mkdir()
     env = contract_env(tmp_path)
-    show = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('TEAM_SETTING', 'HARNESS_AUDIT_LOG', "
-            "'HARNESS_CHECKPOINT_KEY_FILE', 'SOME_HOST_SETTING')})); open(os.environ['HARNESS_AUDIT_LOG'], 'a')")
+    show = ("import json, os; print(json.dumps({**{k: os.environ.get(k) for k in ('TEAM_SETTING', 'HARNESS_AUDIT_LOG', "
+            "'HARNESS_CHECKPOINT_KEY_FILE', 'SOME_HOST_SETTING')}, 'ids': [os.getuid(), os.getgid()]}))")
     agent = ContainerAgent(image=runtime_image, command=["python3", "-c", show], env={"TEAM_SETTING": "42"})
-    run = run_container_agent(agent, env, timeout=60, stdout=tmp_path / "out", stderr=tmp_path / "err",
-                              mounts=[tmp_path])
+    run = run_container_agent(agent, env, timeout=60, stdout=tmp_path / "out", stderr=tmp_path / "err")
     assert run.exit_status == 0, (tmp_path / "err").read_text()
     assert json.loads((tmp_path / "out").read_text()) == {
         "TEAM_SETTING": "42", "HARNESS_AUDIT_LOG": env[AUDIT_LOG_ENV], "HARNESS_CHECKPOINT_KEY_FILE": None,
-        "SOME_HOST_SETTING": None}
-    assert Path(env[AUDIT_LOG_ENV]).stat().st_uid == os.getuid()
+        "SOME_HOST_SETTING": None, "ids": [os.getuid(), os.getgid()]}
 
 
 def test_a_scenario_file_declares_its_container_agent(tmp_path: Path, runtime_image: str) -> None:
@@ -305,6 +302,19 @@ def test_a_destination_s_agent_env_reaches_the_container(tmp_path: Path, runtime
     result = run_scenario(load(path), evidence_root=tmp_path / "ev")
     assert result.passed, render_result(result)
     assert EvidenceLayout(result.evidence_dir).agent_stdout.read_text().splitlines()[0] == "True"
+
+
+def test_a_command_the_image_lacks_is_an_agent_that_cannot_start(tmp_path: Path, runtime_image: str) -> None:
+    """As a process agent's: the engine's words, a folder judged as an agent that could not start, no container."""
+    with pytest.raises(AgentError) as caught:
+        run_scenario(load(catalogue_dir() / "response_lost.yaml"), evidence_root=tmp_path,
+                     agent=container(runtime_image, "no-such-program"))
+    said = str(caught.value)
+    assert said.startswith(f"cannot start agent 'no-such-program' in image {runtime_image}: ") and \
+        "executable file not found" in said, said
+    [folder] = tmp_path.iterdir()
+    assert json.loads(EvidenceLayout(folder).verdict_json.read_text())["passed"] is False
+    assert our_agent_containers() == []
 
 
 def test_an_image_the_engine_lacks_is_a_clear_error_and_the_evidence_stays(tmp_path: Path) -> None:

@@ -135,6 +135,8 @@ def test_control_errors_are_clear(destinations, tmp_path):
 
     with pytest.raises(DestinationError, match="control command clock refused: 'advance' must be seconds >= 0, got -5"):
         destinations.advance_clock(-5)
+    with pytest.raises(DestinationError, match="'ids' must be a list of full container ids, got 'abc'"):
+        destinations.agent_containers("abc")  # type: ignore[arg-type]
     idle = DestinationHost({"tickets": {"service": "tickets"}}, tmp_path / "l.sqlite")
     with pytest.raises(DestinationError, match="not running"):
         idle.reset()
