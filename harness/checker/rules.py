@@ -36,12 +36,13 @@ from harness.checker.context import (
     wire_ref,
 )
 from harness.checker.correlation import RPC_TOOL_CALL, read_of, tool_annotations
+from harness.checker.expectations import stderr_tail
 from harness.checker.history import replay
 from harness.checker.readings import bare_path, crashed_between, ts_value
 from harness.checker.registry import RunRule, rule
 from harness.checker.run_context import RunContext
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
-from harness.contract import ContextKey
+from harness.contract import AGENT_STDERR_FILE, ContextKey
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
 from harness.model.outcome import may_have_acted
@@ -1732,3 +1733,38 @@ class NothingAfterExit(RunRule):
         for what, evidence in late_requests(self.evidence):
             self.found(None, f"{what}: sent by a process the agent left running after it exited (a background "
                              "retry or worker); an agent must finish its work before it exits", evidence)
+
+
+# --------------------------------------------------------------------------------------------- H063
+def bad_exit(evidence: Evidence) -> tuple[str, list[dict[str, Any]]] | None:
+    """``(message, evidence)`` when the agent's last run exited on its own with a status other than 0. Only the
+    last run: a planned crash's run was killed (no status of its own), and the restarted run is the one that
+    finishes the work. A run stopped at the time limit or killed is the scenario's (X001), not the agent's word."""
+    runs = evidence.agent.get(ContextKey.RUNS)
+    if not isinstance(runs, list) or not runs or not isinstance(runs[-1], dict):
+        return None  # an older folder, or a bare log: no run to hold
+    last = runs[-1]
+    status = last.get("exit_status")
+    if (not isinstance(status, int) or isinstance(status, bool) or status == 0 or last.get("timed_out")
+            or last.get("killed_by_harness")):
+        return None
+    tail = stderr_tail(evidence)
+    ends = f"; its stderr ends: {tail[-1]}" if tail else ""
+    seconds = last.get("seconds")
+    run_ref = {"source": "context", "agent_run": len(runs), "exit_status": status, "timed_out": False,
+               "seconds": round(seconds, 2) if isinstance(seconds, (int, float)) else None}
+    return (f"the agent exited with status {status} (the contract asks for 0 once its work is done, whatever the "
+            f"outcomes){ends}; see {AGENT_STDERR_FILE}",
+            [run_ref, {"source": "file", "path": AGENT_STDERR_FILE, "tail": tail}])
+
+
+# requires the wire as H062 does: the runs are the harness's record, which a run's folder has and a bare log does not
+@rule("H063", "exits-zero", scope="run", requires=("wire",))
+class ExitsZero(RunRule):
+    """The agent exits with status 0 once its work is done, whatever the outcomes (an operation left unknown
+    included): the outcomes are the log's to say, and a caller that reads a non-zero status as "the work
+    failed" would run it again. A planned crash's killed run is not judged on its status."""
+
+    def finish(self, run: RunContext | None) -> None:
+        if (said := bad_exit(self.evidence)) is not None:
+            self.found(None, *said)
