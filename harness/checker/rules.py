@@ -765,7 +765,9 @@ class NoSecretInLog(RunRule):
 @rule("H020", "single-owner", exercised=("hand_off", "retry_after_doubt"))
 def single_owner(op: OperationContext) -> OpFindings:
     """Delegation keeps one owner per operation; workers carry the owner's operation id; one process closes it
-    (owner or worker, never both); no concurrent retries of one unknown write."""
+    (owner or worker, never both); no concurrent retries of one unknown write; one process per session id (a
+    restart logs under a new one)."""
+    yield from _reused_session(op)
     owners: list[str] = list(dict.fromkeys(o["owner"] for o in op.operations if o.get("owner")))
     if len(owners) > 1:
         yield f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
@@ -802,6 +804,23 @@ def single_owner(op: OperationContext) -> OpFindings:
                    f"{op.operation_id} were on the wire at the same time: one owner retries, never two"), [
                 log_ref(first), wire_ref(op.wire[first["attempt_id"]]), log_ref(second),
                 wire_ref(op.wire[second["attempt_id"]])]
+
+
+def _reused_session(op: OperationContext) -> OpFindings:
+    """Lines of the operation under a killed run's session id, written after the kill, the run sandboxed: its PID
+    namespace died with it (``harness.sandbox.dies_with_its_kill``), so a later process took its id. Processes are
+    told apart by session id (this rule's owner and deciders, the model's restart): a reused one hides the crash."""
+    for session, said in op.reused_sessions.items():
+        lines = set(said.get("lines") or ())
+        late = [r for r in op.history if r.get("_line") in lines]
+        if late:
+            yield (f"{len(late)} line(s) of {op.operation_id} (line {late[0].get('_line')}"
+                   f"{'' if len(late) == 1 else '-' + str(late[-1].get('_line'))}) carry session {session} of agent "
+                   f"run {said.get('agent_run')}, which the harness killed in its sandbox (nothing of it outlived the "
+                   f"kill): a later process reused that session_id; each process that starts, a restart included, "
+                   f"logs under a session id of its own, or the log cannot tell it from the one that crashed"), [
+                {"source": "context", "agent_run": said.get("agent_run"), "killed_by_harness": True,
+                 "session_id": session}, *(log_ref(r) for r in late)]
 
 
 def _two_deciders(op: OperationContext) -> OpFindings:
