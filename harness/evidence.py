@@ -52,6 +52,7 @@ from harness.journal import IN_FLIGHT_AT_END, JournalError, read_journal
 from harness.limits import EvidenceLimits, collector_paused
 from harness.ndjson import numbered_lines, share_strings
 from harness.safe_files import HARNESS_FILE_BYTES, UnsafeFile, open_regular, open_regular_text, read_regular
+from harness.sandbox import dies_with_its_kill
 
 
 @dataclass
@@ -85,6 +86,9 @@ class Evidence:
     not_applicable: dict[str, Any] | None = None  # the catalogue's scenarios the run's project cannot take, and why
     # how the run is judged: EVENTS_MODE (its audit log beside the wire) or BLACK_BOX_MODE (the wire alone)
     mode: str = EVENTS_MODE
+    # a killed, sandboxed run's session_id that a later process wrote under (``reused_sessions``): {session:
+    # {"agent_run": N, "lines": [...]}}, what H020 names
+    reused_sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def log_lines(self) -> Generator[tuple[int, str], None, None]:
         """``(line number, text)`` of each line of the log that is not blank, in order, as it was read."""
@@ -263,6 +267,8 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         # an unsealed context is never believed, but what it says was lost is said too (more reasons, never fewer)
         evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file,
                                             read_limits.agent_log_bytes)
+        evidence.reused_sessions = reused_sessions(layout.agent_log, data.get(ContextKey.AGENT),
+                                                   read_limits.agent_log_bytes)
     # whatever the folder: a log not read is never judged
     evidence.incomplete = unsealed + evidence.incomplete + over_limit
     return evidence
@@ -399,28 +405,58 @@ def crash_survivors(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> l
     its process group, a container that was not the agent's): the run is not the one the scenario set up, so
     it is lost, never judged. Each as "agent log: why"; empty when every kill held (or nothing says).
 
+    Not a killed run that bubblewrap confined (``harness.sandbox.dies_with_its_kill``): nothing of it outlived the
+    kill, so its session's later lines are a later process's, which reused its id (``reused_sessions``, H020)."""
+    gaps = []
+    for index, session, numbers, confined in _written_after_kill(log, agent, bound):
+        if confined:
+            continue
+        span = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {numbers[0]}-{numbers[-1]}"
+        gaps.append(f"agent log: the planned crash did not stop the agent: session {session} (agent run "
+                    f"{index + 1}, killed by the harness) wrote {len(numbers)} line(s) after the kill "
+                    f"({log.name} {span}); this run is not the crash the scenario declares, so it is not "
+                    "judged (a wrapper that starts the agent outside its process group, e.g. with setsid "
+                    "or docker run, keeps it running when the harness kills the wrapper)")
+    return gaps
+
+
+def reused_sessions(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> dict[str, dict[str, Any]]:
+    """The sessions of killed runs bubblewrap confined that have lines after the kill: its PID namespace died with
+    it, so those lines are a later process's that took the same ``session_id`` (a constant one). ``{session:
+    {"agent_run": N, "lines": [line numbers]}}``, for H020; empty when none (or nothing says)."""
+    return {session: {"agent_run": index + 1, "lines": numbers}
+            for index, session, numbers, confined in _written_after_kill(log, agent, bound) if confined}
+
+
+def _written_after_kill(log: Path, agent: Any, bound: int) -> list[tuple[int, str, list[int], bool]]:
+    """``(run index, session, line numbers, confined)`` of each killed run's session that has lines past the run's
+    end (``log_bytes_at_end``); ``confined``: the run died whole with its kill (bubblewrap).
+
     A line belongs to the run in whose stretch of the file it starts (the bytes between the end of the run
     before and its own end); a session first seen in an earlier run's stretch stays that run's."""
     runs = agent.get(ContextKey.RUNS) if isinstance(agent, dict) else None
     if not isinstance(runs, list):
         return []
-    ends: list[tuple[int, bool]] = []  # (log bytes at the run's end, killed by the harness), in run order
+    ends: list[tuple[int, bool, bool]] = []  # (log bytes at the run's end, killed by the harness, confined)
     for run in runs:
         if not isinstance(run, dict):
             return []
         size = run.get("log_bytes_at_end")
         if not isinstance(size, int) or isinstance(size, bool):
             return []  # an older folder, or one not measured: nothing to verify against
-        ends.append((size, run.get("killed_by_harness") is True))
-    if not any(killed for _, killed in ends) or not log.is_file():
+        sandbox = run.get("sandbox")
+        ends.append((size, run.get("killed_by_harness") is True,
+                     dies_with_its_kill(sandbox if isinstance(sandbox, str) else None)))
+    if not any(killed for _, killed, _ in ends) or not log.is_file():
         return []
     try:
         lines = _sessions_by_offset(log, bound)
     except (OSError, UnsafeFile):  # a log not read is already a gap of its own (load_events)
         return []
-    gaps, owner = [], {}  # session -> the run whose stretch it first appears in
+    found: list[tuple[int, str, list[int], bool]] = []
+    owner: dict[str, int] = {}  # session -> the run whose stretch it first appears in
     start = 0
-    for index, (end, killed) in enumerate(ends):
+    for index, (end, killed, confined) in enumerate(ends):
         for offset, _number, session in lines:
             if start <= offset < end and session not in owner:
                 owner[session] = index
@@ -429,15 +465,9 @@ def crash_survivors(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> l
             for offset, number, session in lines:
                 if offset >= end and owner.get(session) == index:
                     after.setdefault(session, []).append(number)
-            for session, numbers in after.items():
-                span = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {numbers[0]}-{numbers[-1]}"
-                gaps.append(f"agent log: the planned crash did not stop the agent: session {session} (agent run "
-                            f"{index + 1}, killed by the harness) wrote {len(numbers)} line(s) after the kill "
-                            f"({log.name} {span}); this run is not the crash the scenario declares, so it is not "
-                            "judged (a wrapper that starts the agent outside its process group, e.g. with setsid "
-                            "or docker run, keeps it running when the harness kills the wrapper)")
+            found += [(index, session, numbers, confined) for session, numbers in after.items()]
         start = max(start, end)
-    return gaps
+    return found
 
 
 def _sessions_by_offset(log: Path, bound: int) -> list[tuple[int, int, str]]:

@@ -60,6 +60,17 @@ class Sandbox:
         return self.bwrap is not None
 
 
+# what a bubblewrap run's description says of its namespaces (``AgentRun.sandbox``): one spelling, written and read
+BWRAP_NAMESPACES = "own PID, user, mount and IPC namespaces"
+
+
+def dies_with_its_kill(description: str | None) -> bool:
+    """Whether a run so confined (``AgentRun.sandbox``) left nothing running once the harness killed it: bubblewrap's
+    PID namespace dies with its first process, setsid and double fork included (tests/engine/test_crash_verified.py).
+    Unsandboxed, or in a container the harness may not own, a killed run's process may live on."""
+    return description is not None and BWRAP_NAMESPACES in description
+
+
 def unsandboxed(why: str) -> Sandbox:
     return Sandbox(None, f"unsandboxed: {why}; {UNSANDBOXED_GIVES_UP}")
 
@@ -95,7 +106,7 @@ def _bubblewrap(path: str, platform: str) -> Sandbox:
     if tried.returncode != 0:
         why = (tried.stderr.strip().splitlines() or [f"exit status {tried.returncode}"])[0]
         return unsandboxed(f"bubblewrap cannot make namespaces here ({why})")
-    return Sandbox(path, f"{version or 'bubblewrap'}: own PID, user, mount and IPC namespaces; writable: the agent's "
+    return Sandbox(path, f"{version or 'bubblewrap'}: {BWRAP_NAMESPACES}; writable: the agent's "
                          "log, trace and state dir only; the harness's files out of sight; network shared (loopback)")
 
 

@@ -22,7 +22,7 @@ from harness.checker.black_box_rules import NOT_JUDGED, NOT_JUDGED_STATES, wire_
 from harness.checker.claims import unjudged_labels
 from harness.checker.context import OperationContext, wire_summary
 from harness.checker.correlation import Correlation
-from harness.checker.expectations import agent_broken, expectation_findings, stderr_tail
+from harness.checker.expectations import agent_broken, expectation_findings
 from harness.checker.history import replay
 from harness.checker.registry import RULES, Rule, RuleRegistryError, RunRule, applicable, rule
 from harness.checker.run_context import RunContext
@@ -290,7 +290,7 @@ def judge(evidence: Evidence, *, expect: Mapping[str, Any] | None = None, runs: 
     known = attribute(evidence).facts(evidence) if facts else {}
     expect = evidence.expect if expect is None else expect
     effects = evidence.effects if effects is None else effects
-    unmet = expectation_findings(expect, verdict, runs, effects, stderr=stderr_tail(evidence)) if expect else []
+    unmet = expectation_findings(expect, verdict, runs, effects) if expect else []
     verdict.add_findings(unmet)  # the scenario's expectations are part of the verdict (X001)
     verdict.not_applicable = {str(k): str(v) for k, v in (evidence.not_applicable or {}).items()}
     return Judgement(verdict, [f.message for f in unmet], known)

@@ -15,7 +15,7 @@ from typing import Any
 from harness.checker.attribution import IntentContext, WireAttempt, payload_prints, retry_after_seconds
 from harness.checker.context import effect_ref_row
 from harness.checker.registry import BLACK_BOX, RunRule, rule
-from harness.checker.rules import NoProxyBypass, NothingAfterExit
+from harness.checker.rules import ExitsZero, NoProxyBypass, NothingAfterExit
 from harness.checker.run_context import RunContext
 
 IntentFindings = Iterator[tuple[str, list[dict[str, Any]]]]
@@ -209,3 +209,8 @@ class WireNoProxyBypass(NoProxyBypass):
 @rule("H047", "wire-nothing-after-exit", scope="run", requires=(BLACK_BOX,))
 class WireNothingAfterExit(NothingAfterExit):
     """Nothing reaches the wire after the agent exited (H062, judged without the log)."""
+
+
+@rule("H048", "wire-exits-zero", scope="run", requires=(BLACK_BOX,))
+class WireExitsZero(ExitsZero):
+    """The agent exits with status 0 once its work is done, whatever the outcomes (H063, judged without the log)."""

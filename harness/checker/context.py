@@ -108,8 +108,8 @@ class OperationContext:
     # slots: the offline audit makes one per operation, hundreds of thousands on a long log
     __slots__ = ("operation_id", "format", "offline", "operations", "attempts", "attempt_index", "observations",
                  "resolutions", "approvals", "log_effects", "wire", "observed", "ledger_effects", "ledger_requests",
-                 "contract", "spec", "all_operation_ids", "peers", "run_intent", "crashes", "_refs", "_fps", "history",
-                 "replayed")
+                 "contract", "spec", "all_operation_ids", "peers", "run_intent", "crashes", "reused_sessions", "_refs",
+                 "_fps", "history", "replayed")
 
     def __init__(self, operation_id: str, *, fmt: str = "events", offline: bool = True) -> None:
         self.operation_id = operation_id
@@ -133,6 +133,8 @@ class OperationContext:
         self.peers: dict[str, OperationContext] = {}  # other operations of the run (owner lookups)
         self.run_intent: dict[str, Any] | None = None  # the intents file's intent this operation declares
         self.crashes: tuple[float, ...] = ()  # when the harness killed the agent (planned crashes), wall clock
+        # a killed, sandboxed run's session a later process wrote under (``Evidence.reused_sessions``)
+        self.reused_sessions: dict[str, dict[str, Any]] = {}
         self._refs: list[str] | None = None  # caches, reset by add(); rules ask for these many times
         self._fps: dict[str, dict[str, list[dict[str, Any]]]] | None = None
         self.history: list[dict[str, Any]] = []  # every record as logged, in line order (the model replays it)

@@ -1,5 +1,6 @@
 """X001: what a scenario itself demands beyond the generic rules (its ``expect``: final states, effect counts, and
-an agent that finished in time with status 0), judged as findings of the verdict with their evidence.
+an agent that finished in time; its exit status is a rule's, H063), judged as findings of the verdict with their
+evidence.
 
 The engine keeps the expectations in context.json (``harness.engine.expectations_of``), so that a run and a later
 ``check`` of its folder judge them alike, both through ``harness.checker.judge``.
@@ -67,11 +68,11 @@ def agent_broken(evidence: Any, runs: Sequence[AgentRun]) -> Finding | None:
 
 
 def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence[AgentRun],
-                         effects: list[dict[str, Any]], *, stderr: Sequence[str] = ()) -> list[Finding]:
+                         effects: list[dict[str, Any]]) -> list[Finding]:
     """What the scenario itself demands beyond the generic rules (``harness.engine.expectations_of``): final states
-    and effect counts, and an agent that finished in time with status 0. Each failure is an X001
-    finding with its evidence: the resolution's log line and the ledger rows that contradict it. A
-    black-box verdict has no states to hold against (no log): only the effects and the exit apply."""
+    and effect counts, and an agent that finished in time (its exit status is the contract's rule, H063). Each
+    failure is an X001 finding with its evidence: the resolution's log line and the ledger rows that contradict it.
+    A black-box verdict has no states to hold against (no log): only the effects and the time limit apply."""
     def finding(operation_id: str | None, message: str, evidence: list[dict[str, Any]]) -> Finding:
         return Finding(EXPECTATION_CODE, EXPECTATION_RULE, operation_id, message, evidence)
 
@@ -83,11 +84,6 @@ def expectation_findings(expect: Mapping[str, Any], verdict: Any, runs: Sequence
         if last.timed_out:
             found.append(finding(None, f"the agent did not finish within {expect['agent_timeout_seconds']:g} s "
                                        "(it was stopped; its evidence so far was judged)", [run_ref]))
-        elif last.exit_status not in (0, None):
-            ends = f"; its stderr ends: {stderr[-1]}" if stderr else ""
-            found.append(finding(None, f"the agent exited with status {last.exit_status} (the contract asks for 0 "
-                                       f"once its work is done, whatever the outcomes){ends}; see {AGENT_STDERR_FILE}",
-                                 [run_ref, {"source": "file", "path": AGENT_STDERR_FILE, "tail": list(stderr)}]))
     live = [e for e in effects if not e.get("replay")]
     live_by_ref: dict[Any, list[dict[str, Any]]] = {}
     for effect in live:  # an index, so that each intent's rows are found without reading the ledger again

@@ -36,12 +36,13 @@ from harness.checker.context import (
     wire_ref,
 )
 from harness.checker.correlation import RPC_TOOL_CALL, read_of, tool_annotations
+from harness.checker.expectations import stderr_tail
 from harness.checker.history import replay
 from harness.checker.readings import bare_path, crashed_between, ts_value
 from harness.checker.registry import RunRule, rule
 from harness.checker.run_context import RunContext
 from harness.checker.secrets import CanaryFinder, may_hold_secret, name_hits, secret_hits
-from harness.contract import ContextKey
+from harness.contract import AGENT_STDERR_FILE, ContextKey
 from harness.events import RETRY_REASONS
 from harness.evidence import Evidence
 from harness.model.outcome import may_have_acted
@@ -764,7 +765,9 @@ class NoSecretInLog(RunRule):
 @rule("H020", "single-owner", exercised=("hand_off", "retry_after_doubt"))
 def single_owner(op: OperationContext) -> OpFindings:
     """Delegation keeps one owner per operation; workers carry the owner's operation id; one process closes it
-    (owner or worker, never both); no concurrent retries of one unknown write."""
+    (owner or worker, never both); no concurrent retries of one unknown write; one process per session id (a
+    restart logs under a new one)."""
+    yield from _reused_session(op)
     owners: list[str] = list(dict.fromkeys(o["owner"] for o in op.operations if o.get("owner")))
     if len(owners) > 1:
         yield f"{op.operation_id} is claimed by {len(owners)} owners ({', '.join(owners)})", [
@@ -801,6 +804,23 @@ def single_owner(op: OperationContext) -> OpFindings:
                    f"{op.operation_id} were on the wire at the same time: one owner retries, never two"), [
                 log_ref(first), wire_ref(op.wire[first["attempt_id"]]), log_ref(second),
                 wire_ref(op.wire[second["attempt_id"]])]
+
+
+def _reused_session(op: OperationContext) -> OpFindings:
+    """Lines of the operation under a killed run's session id, written after the kill, the run sandboxed: its PID
+    namespace died with it (``harness.sandbox.dies_with_its_kill``), so a later process took its id. Processes are
+    told apart by session id (this rule's owner and deciders, the model's restart): a reused one hides the crash."""
+    for session, said in op.reused_sessions.items():
+        lines = set(said.get("lines") or ())
+        late = [r for r in op.history if r.get("_line") in lines]
+        if late:
+            yield (f"{len(late)} line(s) of {op.operation_id} (line {late[0].get('_line')}"
+                   f"{'' if len(late) == 1 else '-' + str(late[-1].get('_line'))}) carry session {session} of agent "
+                   f"run {said.get('agent_run')}, which the harness killed in its sandbox (nothing of it outlived the "
+                   f"kill): a later process reused that session_id; each process that starts, a restart included, "
+                   f"logs under a session id of its own, or the log cannot tell it from the one that crashed"), [
+                {"source": "context", "agent_run": said.get("agent_run"), "killed_by_harness": True,
+                 "session_id": session}, *(log_ref(r) for r in late)]
 
 
 def _two_deciders(op: OperationContext) -> OpFindings:
@@ -1732,3 +1752,38 @@ class NothingAfterExit(RunRule):
         for what, evidence in late_requests(self.evidence):
             self.found(None, f"{what}: sent by a process the agent left running after it exited (a background "
                              "retry or worker); an agent must finish its work before it exits", evidence)
+
+
+# --------------------------------------------------------------------------------------------- H063
+def bad_exit(evidence: Evidence) -> tuple[str, list[dict[str, Any]]] | None:
+    """``(message, evidence)`` when the agent's last run exited on its own with a status other than 0. Only the
+    last run: a planned crash's run was killed (no status of its own), and the restarted run is the one that
+    finishes the work. A run stopped at the time limit or killed is the scenario's (X001), not the agent's word."""
+    runs = evidence.agent.get(ContextKey.RUNS)
+    if not isinstance(runs, list) or not runs or not isinstance(runs[-1], dict):
+        return None  # an older folder, or a bare log: no run to hold
+    last = runs[-1]
+    status = last.get("exit_status")
+    if (not isinstance(status, int) or isinstance(status, bool) or status == 0 or last.get("timed_out")
+            or last.get("killed_by_harness")):
+        return None
+    tail = stderr_tail(evidence)
+    ends = f"; its stderr ends: {tail[-1]}" if tail else ""
+    seconds = last.get("seconds")
+    run_ref = {"source": "context", "agent_run": len(runs), "exit_status": status, "timed_out": False,
+               "seconds": round(seconds, 2) if isinstance(seconds, (int, float)) else None}
+    return (f"the agent exited with status {status} (the contract asks for 0 once its work is done, whatever the "
+            f"outcomes){ends}; see {AGENT_STDERR_FILE}",
+            [run_ref, {"source": "file", "path": AGENT_STDERR_FILE, "tail": tail}])
+
+
+# requires the wire as H062 does: the runs are the harness's record, which a run's folder has and a bare log does not
+@rule("H063", "exits-zero", scope="run", requires=("wire",))
+class ExitsZero(RunRule):
+    """The agent exits with status 0 once its work is done, whatever the outcomes (an operation left unknown
+    included): the outcomes are the log's to say, and a caller that reads a non-zero status as "the work
+    failed" would run it again. A planned crash's killed run is not judged on its status."""
+
+    def finish(self, run: RunContext | None) -> None:
+        if (said := bad_exit(self.evidence)) is not None:
+            self.found(None, *said)

@@ -55,6 +55,7 @@ class RunContext:
             op.all_operation_ids = ids
             op.peers = self.ops
             op.crashes = crashes
+            op.reused_sessions = evidence.reused_sessions
             entry = evidence.destinations.get(op.destination or "")
             if isinstance(entry, dict):
                 op.contract = contracts.get(op.destination or "")

@@ -47,12 +47,18 @@ def test_an_effect_count_cites_the_ledger_rows_and_the_verdict_fails(tmp_path):
     assert render_check(verdict, [f.message for f in unmet]).count("holds 1 distinct") == 1
 
 
-def test_an_agent_that_exited_non_zero_is_an_x001_naming_its_run(tmp_path):
+def test_an_exit_status_is_no_expectation_of_the_scenario(tmp_path):
+    """A non-zero exit is the contract's rule (H063, tests/checker/test_exit_status.py), not an X001."""
     expect = {"states": {}, "effects": {}, "agent_timeout_seconds": 30}
     verdict, effects = judged(tmp_path, expect)
-    [finding] = expectation_findings(expect, verdict, [AgentRun("agent", 3, False, False, 0.5)], effects)
-    assert "exited with status 3" in finding.message
-    assert finding.evidence[0]["exit_status"] == 3
+    assert expectation_findings(expect, verdict, [AgentRun("agent", 3, False, False, 0.5)], effects) == []
+
+
+def test_an_agent_stopped_at_its_time_limit_is_an_x001_naming_its_run(tmp_path):
+    expect = {"states": {}, "effects": {}, "agent_timeout_seconds": 30}
+    verdict, effects = judged(tmp_path, expect)
+    [finding] = expectation_findings(expect, verdict, [AgentRun("agent", None, True, True, 30.0)], effects)
+    assert "did not finish within 30 s" in finding.message and finding.evidence[0]["timed_out"] is True
 
 
 def test_a_verdict_file_from_before_x001_findings_still_fails_its_verdict(tmp_path):

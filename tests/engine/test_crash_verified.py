@@ -15,7 +15,7 @@ import pytest
 from harness.cli import EXIT_INCOMPLETE, main
 from harness.contract import AUDIT_LOG_ENV, REFERENCE_AGENT, EvidenceLayout
 from harness.engine import run_scenario
-from harness.evidence import crash_survivors, load_evidence
+from harness.evidence import crash_survivors, load_evidence, reused_sessions
 from harness.report import render_result
 from harness.resources import catalogue_dir
 from harness.sandbox import choose_sandbox
@@ -145,3 +145,37 @@ def test_the_runner_measures_the_log_once_the_agent_is_gone(tmp_path: Path) -> N
     run = run_agent(f"python -c \"{code}\"", {AUDIT_LOG_ENV: str(log)}, timeout=20, stdout=tmp_path / "out",
                     stderr=tmp_path / "err")  # sandboxed or not: the log is the agent's own file either way
     assert run.exit_status == 0 and run.log_bytes_at_end == 7
+
+
+# -- a session id reused across the crash --------------------------------------------------------
+
+BWRAP = "bubblewrap 0.8.0: own PID, user, mount and IPC namespaces; writable: the agent's log"
+
+
+def test_in_the_sandbox_a_killed_session_s_later_lines_are_a_reused_session_id_not_a_survivor(tmp_path: Path) -> None:
+    """Bubblewrap's PID namespace dies with the kill: nothing of the killed run wrote after it, so its session's
+    later lines are a later process's (``reused_sessions``, H020), not a gap. Unsandboxed it cannot be told: a gap."""
+    log = tmp_path / "agent.ndjson"
+    ends = write_log(log, ["s1", "s1", "s1", "s1"])
+    confined = {"runs": [{"log_bytes_at_end": ends[1], "killed_by_harness": True, "sandbox": BWRAP},
+                         {"log_bytes_at_end": ends[-1], "killed_by_harness": False, "sandbox": BWRAP}]}
+    assert crash_survivors(log, confined) == []
+    assert reused_sessions(log, confined) == {"s1": {"agent_run": 1, "lines": [3, 4]}}
+    loose = runs((ends[1], True), (ends[-1], False))
+    assert reused_sessions(log, loose) == {} and len(crash_survivors(log, loose)) == 1
+    container = {"runs": [dict(run, sandbox="container: own PID namespace (Docker)") for run in loose["runs"]]}
+    assert reused_sessions(log, container) == {} and len(crash_survivors(log, container)) == 1
+
+
+def test_a_constant_session_id_across_the_crash_is_h020_in_the_sandbox(tmp_path: Path) -> None:
+    """The held-out batch's fixed_session_id, through the engine: judged (not INCOMPLETE), H020 names the restarted
+    process's lines under the killed run's session id. The reference agent passes the same run
+    (test_a_crash_that_held_is_judged)."""
+    if not choose_sandbox().confined:
+        pytest.skip("no bubblewrap here: unsandboxed, a killed run's session writing later stays INCOMPLETE")
+    result = run_scenario(load(CRASH), agent="python -m harness.agents.wrong.fixed_session_id", evidence_root=tmp_path)
+    assert not result.passed and not result.incomplete, render_result(result)
+    assert result.agent_runs[0].killed_by_harness and "bubblewrap" in (result.sandbox or "")
+    [finding] = result.verdict.by_code("H020")
+    assert "carry session ses_agent of agent run 1, which the harness killed in its sandbox" in finding.message
+    assert "a later process reused that session_id" in finding.message

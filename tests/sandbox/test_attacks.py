@@ -105,4 +105,4 @@ def test_an_exit_status_forged_on_the_supervisors_pipe_never_passes(tmp_path: Pa
 def test_the_status_forger_control_fails_on_its_status(tmp_path: Path) -> None:
     result = run_scenario(LOST, agent=f"python {HERE / 'status_forger.py'}", evidence_root=tmp_path)
     assert not result.passed and not result.incomplete and result.agent_runs[0].exit_status == 3
-    assert any("exited with status 3" in f.message for f in result.verdict.by_code("X001")), render_result(result)
+    assert any("exited with status 3" in f.message for f in result.verdict.by_code("H063")), render_result(result)
