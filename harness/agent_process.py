@@ -345,8 +345,9 @@ class _OrphanWatch:
             pass
         lines = self._status.decode(errors="replace").splitlines()
         words = [line.split(" ", 1)[0] for line in lines]
+        foreign = f"its status pipe holds lines the supervisor never wrote ({_said(lines)})"
         if words not in ([], ["exited"], ["exited", "outlived"]):
-            return None, None, None, 0, f"its status pipe holds lines the supervisor never wrote ({_said(lines)})"
+            return None, None, None, 0, foreign
         said = {line.split(" ", 1)[0]: line.split()[1:] for line in lines}
         try:
             exited, outlived = said.get("exited", []), said.get("outlived", ["0"])
@@ -354,8 +355,7 @@ class _OrphanWatch:
                 return int(exited[0]), float(exited[1]), int(exited[2]), int(outlived[0]), None
         except (ValueError, IndexError):
             pass
-        return None, None, None, 0, (f"its status pipe holds lines the supervisor never wrote ({_said(lines)})"
-                                     if lines else None)
+        return None, None, None, 0, foreign if lines else None
 
     def __enter__(self) -> _OrphanWatch:
         return self
