@@ -14,10 +14,10 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.chain import harness_run, verify_checkpoint_file
 from harness.contract import (
@@ -265,10 +265,10 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         evidence.mode = mode
         _check_contracts(context, evidence.destinations)
         # an unsealed context is never believed, but what it says was lost is said too (more reasons, never fewer)
-        evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file,
-                                            read_limits.agent_log_bytes)
-        evidence.reused_sessions = reused_sessions(layout.agent_log, data.get(ContextKey.AGENT),
-                                                   read_limits.agent_log_bytes)
+        # the log is scanned once for what killed runs' sessions wrote after the kill: a gap, or H020's evidence
+        late = lines_after_kill(layout.agent_log, data.get(ContextKey.AGENT), read_limits.agent_log_bytes)
+        evidence.incomplete = evidence_gaps(layout, data, evidence.journal, recovered_by, key_file, late)
+        evidence.reused_sessions = reused_sessions(late)
     # whatever the folder: a log not read is never judged
     evidence.incomplete = unsealed + evidence.incomplete + over_limit
     return evidence
@@ -323,10 +323,10 @@ def verdict_doubt(layout: EvidenceLayout, key_file: Path | None = None) -> str |
 
 def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list[dict[str, Any]],
                   ledger_recovered_by: Any = None, key_file: Path | None = None,
-                  log_bound: int = HARNESS_FILE_BYTES) -> list[str]:
+                  late: Sequence[LateLines] = ()) -> list[str]:
     """What the harness lost of one run, each as "which source: why"; empty when the evidence is whole.
     An agent log that is no longer the one checkpointed at the end of the run is lost too: judging it
-    would judge whoever changed it, not the agent.
+    would judge whoever changed it, not the agent. ``late``: ``lines_after_kill`` of the run's log.
 
     A folder whose context has no completeness mark at all was not written by a run of the harness
     (hand-built, or older): it is judged as it is, unless the operator's key is in use (then it is refused:
@@ -386,7 +386,7 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
         else:
             if not unchanged:
                 gaps.append(f"{what}: not {which}: {message}")
-    gaps += crash_survivors(layout.agent_log, context.get(ContextKey.AGENT), log_bound)
+    gaps += crash_survivors(late, layout.agent_log.name)
     for problem in (mark.get(TEARDOWN_PROBLEMS_KEY) if isinstance(mark, dict) else None) or ():
         gaps.append(f"the run's teardown: {problem}")
     for entry in journal:
@@ -398,7 +398,15 @@ def evidence_gaps(layout: EvidenceLayout, context: dict[str, Any], journal: list
     return gaps
 
 
-def crash_survivors(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> list[str]:
+class LateLines(NamedTuple):
+    """One killed run's session with lines in the log past the run's end."""
+    run_index: int
+    session: str
+    line_numbers: list[int]
+    confined: bool  # the run died whole with its kill (bubblewrap): a later process wrote them
+
+
+def crash_survivors(late: Sequence[LateLines], log_name: str = AGENT_LOG_FILE) -> list[str]:
     """The planned crash, verified: each run the harness killed (``runs[*].killed_by_harness``) ended with
     the audit log ``log_bytes_at_end`` bytes long, once nothing of it was left running. A line past that
     carrying a ``session_id`` that run had written is proof the kill did not stop it (an agent that escaped
@@ -408,29 +416,28 @@ def crash_survivors(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> l
     Not a killed run that bubblewrap confined (``harness.sandbox.dies_with_its_kill``): nothing of it outlived the
     kill, so its session's later lines are a later process's, which reused its id (``reused_sessions``, H020)."""
     gaps = []
-    for index, session, numbers, confined in _written_after_kill(log, agent, bound):
+    for index, session, numbers, confined in late:
         if confined:
             continue
         span = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {numbers[0]}-{numbers[-1]}"
         gaps.append(f"agent log: the planned crash did not stop the agent: session {session} (agent run "
                     f"{index + 1}, killed by the harness) wrote {len(numbers)} line(s) after the kill "
-                    f"({log.name} {span}); this run is not the crash the scenario declares, so it is not "
+                    f"({log_name} {span}); this run is not the crash the scenario declares, so it is not "
                     "judged (a wrapper that starts the agent outside its process group, e.g. with setsid "
                     "or docker run, keeps it running when the harness kills the wrapper)")
     return gaps
 
 
-def reused_sessions(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> dict[str, dict[str, Any]]:
+def reused_sessions(late: Sequence[LateLines]) -> dict[str, dict[str, Any]]:
     """The sessions of killed runs bubblewrap confined that have lines after the kill: its PID namespace died with
     it, so those lines are a later process's that took the same ``session_id`` (a constant one). ``{session:
     {"agent_run": N, "lines": [line numbers]}}``, for H020; empty when none (or nothing says)."""
     return {session: {"agent_run": index + 1, "lines": numbers}
-            for index, session, numbers, confined in _written_after_kill(log, agent, bound) if confined}
+            for index, session, numbers, confined in late if confined}
 
 
-def _written_after_kill(log: Path, agent: Any, bound: int) -> list[tuple[int, str, list[int], bool]]:
-    """``(run index, session, line numbers, confined)`` of each killed run's session that has lines past the run's
-    end (``log_bytes_at_end``); ``confined``: the run died whole with its kill (bubblewrap).
+def lines_after_kill(log: Path, agent: Any, bound: int = HARNESS_FILE_BYTES) -> list[LateLines]:
+    """Each killed run's session that has lines past the run's end (``log_bytes_at_end``), as ``LateLines``.
 
     A line belongs to the run in whose stretch of the file it starts (the bytes between the end of the run
     before and its own end); a session first seen in an earlier run's stretch stays that run's."""
@@ -453,7 +460,7 @@ def _written_after_kill(log: Path, agent: Any, bound: int) -> list[tuple[int, st
         lines = _sessions_by_offset(log, bound)
     except (OSError, UnsafeFile):  # a log not read is already a gap of its own (load_events)
         return []
-    found: list[tuple[int, str, list[int], bool]] = []
+    found: list[LateLines] = []
     owner: dict[str, int] = {}  # session -> the run whose stretch it first appears in
     start = 0
     for index, (end, killed, confined) in enumerate(ends):
@@ -465,7 +472,7 @@ def _written_after_kill(log: Path, agent: Any, bound: int) -> list[tuple[int, st
             for offset, number, session in lines:
                 if offset >= end and owner.get(session) == index:
                     after.setdefault(session, []).append(number)
-            found += [(index, session, numbers, confined) for session, numbers in after.items()]
+            found += [LateLines(index, session, numbers, confined) for session, numbers in after.items()]
         start = max(start, end)
     return found
 

@@ -9,13 +9,14 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.cli import EXIT_INCOMPLETE, main
 from harness.contract import AUDIT_LOG_ENV, REFERENCE_AGENT, EvidenceLayout
 from harness.engine import run_scenario
-from harness.evidence import crash_survivors, load_evidence, reused_sessions
+from harness.evidence import crash_survivors, lines_after_kill, load_evidence, reused_sessions
 from harness.report import render_result
 from harness.resources import catalogue_dir
 from harness.sandbox import choose_sandbox
@@ -24,6 +25,11 @@ from tests.common.escaping_wrapper import ESCAPED_PID_FILE, running
 
 WRAPPER = Path(__file__).parents[1] / "common" / "escaping_wrapper.py"
 CRASH = catalogue_dir() / "crash_after_dispatch.yaml"
+
+
+def survivors(log: Path, agent: Any) -> list[str]:
+    """The gaps ``load_evidence`` derives from the one scan of the log (``lines_after_kill``)."""
+    return crash_survivors(lines_after_kill(log, agent), log.name)
 
 
 def test_an_agent_that_escaped_the_kill_makes_the_run_incomplete(tmp_path: Path,
@@ -101,7 +107,7 @@ def runs(*ends: tuple[int | None, bool]) -> dict[str, object]:
 def test_lines_of_the_killed_session_after_its_end_are_named(tmp_path: Path) -> None:
     log = tmp_path / "agent.ndjson"
     ends = write_log(log, ["s1", "s1", "s2", "s1", "s2", "s1"])
-    [gap] = crash_survivors(log, runs((ends[1], True), (ends[-1], False)))
+    [gap] = survivors(log, runs((ends[1], True), (ends[-1], False)))
     assert "session s1 (agent run 1, killed by the harness) wrote 2 line(s) after the kill (agent.ndjson lines 4-6)" \
         in gap
 
@@ -109,15 +115,15 @@ def test_lines_of_the_killed_session_after_its_end_are_named(tmp_path: Path) -> 
 def test_the_restarted_session_and_a_session_first_seen_later_are_not_the_killed_run(tmp_path: Path) -> None:
     log = tmp_path / "agent.ndjson"
     ends = write_log(log, ["s1", "s1", "s2", "w2", "s2"])
-    assert crash_survivors(log, runs((ends[1], True), (ends[-1], False))) == []
+    assert survivors(log, runs((ends[1], True), (ends[-1], False))) == []
 
 
 def test_nothing_to_verify(tmp_path: Path) -> None:
     log = tmp_path / "agent.ndjson"
     ends = write_log(log, ["s1", "s1", "s1"])
-    assert crash_survivors(log, runs((ends[0], False), (ends[-1], False))) == []  # no kill
-    assert crash_survivors(log, runs((None, True), (ends[-1], False))) == []  # an older folder: not measured
-    assert crash_survivors(log, {}) == [] and crash_survivors(tmp_path / "absent", runs((0, True))) == []
+    assert survivors(log, runs((ends[0], False), (ends[-1], False))) == []  # no kill
+    assert survivors(log, runs((None, True), (ends[-1], False))) == []  # an older folder: not measured
+    assert survivors(log, {}) == [] and survivors(tmp_path / "absent", runs((0, True))) == []
 
 
 def test_a_line_break_of_any_kind_counts_as_the_reader_counts_it(tmp_path: Path) -> None:
@@ -125,7 +131,7 @@ def test_a_line_break_of_any_kind_counts_as_the_reader_counts_it(tmp_path: Path)
     log = tmp_path / "agent.ndjson"
     first = json.dumps({"session_id": "s1", "note": "é"}).encode() + b"\r\n"
     log.write_bytes(first + b"\n" + json.dumps({"session_id": "s1"}).encode() + b"\r")
-    [gap] = crash_survivors(log, runs((len(first), True)))
+    [gap] = survivors(log, runs((len(first), True)))
     assert "wrote 1 line(s) after the kill (agent.ndjson line 3)" in gap
 
 
@@ -159,12 +165,12 @@ def test_in_the_sandbox_a_killed_session_s_later_lines_are_a_reused_session_id_n
     ends = write_log(log, ["s1", "s1", "s1", "s1"])
     confined = {"runs": [{"log_bytes_at_end": ends[1], "killed_by_harness": True, "sandbox": BWRAP},
                          {"log_bytes_at_end": ends[-1], "killed_by_harness": False, "sandbox": BWRAP}]}
-    assert crash_survivors(log, confined) == []
-    assert reused_sessions(log, confined) == {"s1": {"agent_run": 1, "lines": [3, 4]}}
+    assert survivors(log, confined) == []
+    assert reused_sessions(lines_after_kill(log, confined)) == {"s1": {"agent_run": 1, "lines": [3, 4]}}
     loose = runs((ends[1], True), (ends[-1], False))
-    assert reused_sessions(log, loose) == {} and len(crash_survivors(log, loose)) == 1
+    assert reused_sessions(lines_after_kill(log, loose)) == {} and len(survivors(log, loose)) == 1
     container = {"runs": [dict(run, sandbox="container: own PID namespace (Docker)") for run in loose["runs"]]}
-    assert reused_sessions(log, container) == {} and len(crash_survivors(log, container)) == 1
+    assert reused_sessions(lines_after_kill(log, container)) == {} and len(survivors(log, container)) == 1
 
 
 def test_a_constant_session_id_across_the_crash_is_h020_in_the_sandbox(tmp_path: Path) -> None:
