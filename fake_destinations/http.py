@@ -34,6 +34,7 @@ from harness.contract import (
     GATE_HEADER,
     IDEMPOTENCY_HEADER,
     LOOKUP_RESULT_FIELD,
+    READ_PENDING,
     REPLAYED_HEADER,
     TRACEPARENT_HEADER,
     path_template_pattern,
@@ -102,7 +103,10 @@ class HttpDestination(DestinationRuntime):
         if request.method == "GET":
             row["client_reference"] = request.query.get(CLIENT_REFERENCE_FIELD)
             status, body = self.read(request)
-            return status, body, "read"
+            # a status poll that answered "still pending" is kept as such: it proves neither success nor absence
+            pending = self.status_pattern.match(request.path) and isinstance(body, dict) \
+                and body.get("status") == "pending"
+            return status, body, READ_PENDING if pending else "read"
         for method, pattern, op in self.routes:
             match = pattern.match(request.path)
             if match and method == request.method:

@@ -26,7 +26,15 @@ from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV, STATE_DIR
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
 from harness.safe_files import open_append
-from harness.sandbox import SCRATCH_ENV, AgentFiles, Sandbox, bwrap_argv, choose_sandbox, command_paths
+from harness.sandbox import (
+    SCRATCH_ENV,
+    AgentFiles,
+    Sandbox,
+    bwrap_argv,
+    choose_sandbox,
+    command_paths,
+    pids_ceiling,
+)
 
 SUPERVISOR = Path(__file__).with_name("agent_supervisor.py")  # run as a file: no package import
 # How long what the agent left running may go on after it exited (the supervisor waits, then it is killed). Long
@@ -81,7 +89,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     full_env = {k: v for k, v in os.environ.items() if k not in OPERATOR_ENV} | dict(env)
     start, started_at = time.monotonic(), time.time()
     with open_append(stdout) as out, open_append(stderr) as err, _OrphanWatch() as watch, \
-            contract_places(env, confined=sandbox.confined) as writable:
+            contract_places(env, confined=sandbox.confined) as writable, pids_ceiling() as (ceiling, ceiling_said):
         words = [sys.executable, str(SUPERVISOR), str(watch.read_end), str(watch.status_write),
                  str(LATE_WINDOW_SECONDS)]
         fds = [watch.read_end, watch.status_write]
@@ -91,7 +99,7 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
                                command_paths(argv, folder) + (Path(sys.executable).absolute(),))
             words = [*bwrap_argv(sandbox, files, info_fd=watch.info_write), *words, "--sandboxed"]
             fds.append(watch.info_write)
-        proc = subprocess.Popen([*words, "--", *argv], env=full_env, stdout=out, stderr=err, cwd=folder,
+        proc = subprocess.Popen([*ceiling, *words, "--", *argv], env=full_env, stdout=out, stderr=err, cwd=folder,
                                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(fds))
         try:
             problem = watch.started()
@@ -144,7 +152,8 @@ def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: P
     return AgentRun(command, None if (timed_out or killed) else (proc.returncode if exit_status is None
                                                                   else exit_status),
                     timed_out, killed, time.monotonic() - start, started_at, time.time(), log_size(env),
-                    sandbox=sandbox.description, exited_at=None if (timed_out or killed) else exited_at,
+                    sandbox=f"{sandbox.description}; {ceiling_said}",
+                    exited_at=None if (timed_out or killed) else exited_at,
                     left_running=left, survivors=survivors)
 
 

@@ -462,6 +462,8 @@ TRACEPARENT_ENV = "TRACEPARENT"  # the same, passed as an SSH session variable
 CLIENT_TOKEN_FIELD = "client_token"  # body field of an EC2-like client token
 CLIENT_REFERENCE_FIELD = "client_reference"  # body field and lookup query parameter
 LOOKUP_RESULT_FIELD = "items"  # field of a lookup answer that lists the matching resources
+# the ledger outcome of a status poll answered "still pending": a read that proves neither success nor absence
+READ_PENDING = "read_pending"
 RECEIPT_PREFIX = "effect_ref:"  # an SSH command's output line that names its effect
 # An MCP tool server (destination service "mcp"): the agent's MCP client connects to the destination's
 # URL + its endpoint (default below); a tool call is the JSON-RPC method below, and the reference

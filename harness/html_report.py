@@ -9,7 +9,8 @@ journal entries with ``_line``, ledger effects and requests with ``seq``), never
 Escaping is markupsafe's, Jinja2's own: the pages' frames are autoescaped templates
 (``harness/templates/report/``); the operation sections and their evidence records, most of a page, are built
 here with f-strings (a Jinja macro and its ``{{ }}`` cost several times as much), every text from the evidence
-or the verdict through ``markupsafe.escape``. Nothing escapes by hand.
+or the verdict through ``markupsafe.escape``, after ``harness.visible`` (control, bidirectional and zero-width
+characters shown as escapes, as the text report shows them). Nothing escapes by hand.
 
 Page structure (stable: the browser tests rely on it)
 -----------------------------------------------------
@@ -69,6 +70,7 @@ from harness.checker.readings import ts_value
 from harness.limits import collector_paused
 from harness.results.verdict import EFFECTS_SAID
 from harness.safe_files import write_file
+from harness.visible import printable, printable_but_nul
 
 if TYPE_CHECKING:
     import jinja2
@@ -729,11 +731,18 @@ def _environment() -> jinja2.Environment:
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates/report"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, finalize=_visible)
     env.filters["evidence_html"] = _evidence_html
     env.filters["section_html"] = _section_html
     env.filters["finding_html"] = _finding_html
     return env
+
+
+def _visible(value: Any) -> Any:
+    """What every ``{{ }}`` of the templates writes: a text from the evidence with its control, bidirectional and
+    zero-width characters shown as escapes (``harness.visible``), so that a page shows what the log holds, in its
+    order; markup the report built (already made visible) and other values as they are."""
+    return printable(value) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
 
 
 def _plain(value: Any) -> str:
@@ -759,7 +768,7 @@ def _plain(value: Any) -> str:
 
 def _shown(value: Any) -> markupsafe.Markup:
     """A record's value in a cell, escaped; none as a muted dash."""
-    return _MUTED_DASH if value is None else markupsafe.escape(_plain(value))
+    return _MUTED_DASH if value is None else markupsafe.escape(printable(_plain(value)))
 
 
 def _escape_each(texts: list[str]) -> list[str]:
@@ -768,8 +777,8 @@ def _escape_each(texts: list[str]) -> list[str]:
     microsecond, and a page has hundreds of values an operation."""
     joined = "\0".join(texts)
     if joined.count("\0") == len(texts) - 1:
-        return str(markupsafe.escape(joined)).split("\0")
-    return [str(markupsafe.escape(text)) for text in texts]
+        return str(markupsafe.escape(printable_but_nul(joined))).split("\0")
+    return [str(markupsafe.escape(printable(text))) for text in texts]
 
 
 _ROW_TITLES = {"log": "log line", "flow": "journal line", "request": "ledger request", "effect": "ledger effect"}
@@ -808,8 +817,8 @@ def _evidence_html(row: _Row, offset: str) -> markupsafe.Markup:
 
 
 def _esc(value: Any) -> str:
-    """``{{ value }}`` as Jinja writes it: the value's text (``None`` as "None"), escaped by markupsafe."""
-    return str(markupsafe.escape(value))
+    """``{{ value }}`` as Jinja writes it: the value's text (``None`` as "None"), made visible, escaped (markupsafe)."""
+    return str(markupsafe.escape(_visible(value)))
 
 
 def _joined(values: Iterable[Any], empty: str) -> str:

@@ -23,6 +23,7 @@ from harness.results.verdict import (
     OperationVerdict,
     Verdict,
 )
+from harness.visible import printable
 
 P = ParamSpec("P")
 
@@ -32,25 +33,6 @@ if TYPE_CHECKING:
     from harness.results.matrix import Matrix
     from harness.results.scenario_result import ScenarioResult
     from harness.scenario import Scenario
-
-
-# what a terminal acts on instead of showing: C0 but the line break and tab, DEL, C1 (ESC's 8-bit CSI among them),
-# the bidirectional overrides and isolates (text shown in another order than it is), the Unicode line separators
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_CONTROL_OR_BREAK = re.compile(_CONTROL.pattern[:-1] + "\n\t]")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: str, *, lines: bool = True) -> str:
-    """``text`` with every control character that came from evidence shown as its escape (``\\x1b``), never
-    sent raw to a terminal: an agent's log field holding ESC sequences or a carriage return could otherwise
-    draw a fake ``verdict: PASSED`` line over the real one. ``lines``: the text's own line breaks kept (a whole
-    report); else they are escaped too (one field, which must stay on its line)."""
-    return (_CONTROL if lines else _CONTROL_OR_BREAK).sub(_escaped, text)
 
 
 def _shown_text(render: Callable[P, str]) -> Callable[P, str]:

@@ -16,6 +16,8 @@ What the sandbox gives (docs/contract.md, "the trust model"):
   key file out of sight; the only writable places are the agent's audit log, its trace file and its state
   dir; its intents file and the proxy's CA certificate read-only; its working folder and its own code (the
   command's words that are files) read-only.
+- **at most ``AGENT_PIDS_LIMIT`` processes** (``pids_ceiling``, a pids cgroup, unsandboxed runs too): a fork bomb
+  stops there rather than at the machine's limit, and whatever is left in the cgroup at the end is killed.
 - the **network** is shared: the agent reaches the fault proxy on 127.0.0.1 as the contract says; the gate
   (``X-Harness-Gate``) refuses whatever skips the proxy. ``network: isolated`` containers reach the proxy alone.
 
@@ -25,13 +27,17 @@ What the sandbox gives (docs/contract.md, "the trust model"):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +50,10 @@ SANDBOX_SETTINGS = ("auto", "bwrap", "off")
 UNSANDBOXED_GIVES_UP = ("the agent can see and trace the harness's and the destinations' processes, read and write "
                         "whatever the user can (other runs' evidence, the harness's files), and a process it starts "
                         "outside its process group is found only by the contract environment it inherited")
+# processes and threads one agent run may hold at once, in a pids cgroup or a container (--pids-limit): a fork bomb
+# stops here; a thread counts as a process, and an agent's thread pools stay well below it
+AGENT_PIDS_LIMIT = 1024
+_CGROUP_PREFIX = "retry-harness-"
 _NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 
 
@@ -201,3 +211,95 @@ def _environment_of(path: Path) -> Path | None:
 def _within(path: Path, *folders: Path) -> bool:
     """Whether ``path`` is one of ``folders`` or inside one."""
     return any(path == folder or folder in path.parents for folder in folders)
+
+
+@contextlib.contextmanager
+def pids_ceiling(limit: int = AGENT_PIDS_LIMIT) -> Iterator[tuple[list[str], str]]:
+    """``(prefix, said)``: a command prefix that moves the process it starts, and whatever that forks, into a fresh
+    pids cgroup holding at most ``limit`` tasks, and what the run's sandbox line says of it. Where no cgroup can be
+    made (not root, no pids controller: a bubblewrap user namespace cannot make one) the prefix is empty and the line
+    says that only the time limit bounds a fork bomb. Whatever is left in the cgroup at the end is killed (they are
+    the run's processes, whatever session they took) and the cgroup removed."""
+    folder = _new_pids_cgroup(limit)
+    if folder is None:
+        yield [], "no process ceiling (no pids cgroup can be made here): only the time limit bounds a fork bomb"
+        return
+    try:
+        # the shell enters the cgroup before it becomes the supervisor (exec): nothing forks outside it first
+        yield ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(folder / "cgroup.procs")], \
+            f"at most {limit} processes (a pids cgroup)"
+    finally:
+        _remove_cgroup(folder)
+
+
+def _pids_hierarchy() -> Path | None:
+    """Where pids cgroups are made: cgroup v1's pids hierarchy, else a cgroup v2 root that delegates pids."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    v2 = None
+    for line in mounts:
+        fields, _, rest = line.partition(" - ")
+        kind, _, options = (rest.split(" ") + ["", "", ""])[:3]
+        point = Path(fields.split(" ")[4])
+        if kind == "cgroup" and "pids" in options.split(","):
+            return point
+        if kind == "cgroup2" and v2 is None:
+            v2 = point
+    try:
+        if v2 is not None and "pids" in (v2 / "cgroup.subtree_control").read_text().split():
+            return v2
+    except OSError:
+        pass
+    return None
+
+
+def _new_pids_cgroup(limit: int) -> Path | None:
+    hierarchy = _pids_hierarchy()
+    if hierarchy is None:
+        return None
+    _sweep(hierarchy)
+    folder = hierarchy / f"{_CGROUP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        folder.mkdir()
+    except OSError:
+        return None
+    try:
+        (folder / "pids.max").write_text(str(limit))
+    except OSError:
+        _remove_cgroup(folder)
+        return None
+    return folder
+
+
+def _sweep(hierarchy: Path) -> None:
+    """Remove the cgroups a harness killed outright left behind (their maker's pid is gone; empty, or rmdir fails)."""
+    with contextlib.suppress(OSError):
+        for folder in hierarchy.glob(f"{_CGROUP_PREFIX}*"):
+            maker = folder.name[len(_CGROUP_PREFIX):].split("-")[0]
+            if maker.isdigit() and not Path(f"/proc/{maker}").exists():
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def _remove_cgroup(folder: Path, patience: float = 5.0) -> None:
+    """Kill what is left in ``folder`` and remove it, within ``patience`` seconds (then it stays, swept later)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            left = [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            left = []
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)

@@ -50,7 +50,7 @@ def correlate(ops: dict[str, OperationContext], evidence: Evidence, crashes: tup
     and the ledger of ``evidence``; ``crashes``: when the harness killed the agent (``correlate_observations``)."""
     wire, leftover = match_attempts(ops, evidence.journal, evidence.requests, evidence.destinations)
     observed = correlate_observations(ops, leftover, crashes)
-    requests, effects, unattributed = attribute_ledger(ops, wire, evidence.requests, evidence.effects)
+    requests, effects, unattributed = attribute_ledger(ops, wire, evidence.requests, evidence.effects, observed)
     return Correlation(wire, observed, requests, effects, leftover, unattributed)
 
 
@@ -342,9 +342,11 @@ def correlate_observations(ops: dict[str, OperationContext], leftover: list[dict
 
 def attribute_ledger(ops: dict[str, OperationContext], wire: dict[str, dict[str, Record]],
                      requests: list[dict[str, Any]], effects: list[dict[str, Any]],
+                     observed: dict[str, dict[str, Record]] | None = None,
                      ) -> tuple[dict[str, dict[str, list[Record]]], dict[str, list[Record]], list[Record]]:
     """Each operation's ledger request rows (per flow id) and effects, given its attempts' ``wire`` records
-    (``match_attempts``): ``(requests, effects, the effects no operation owns)``, keyed by operation id."""
+    (``match_attempts``) and its observations' reads (``observed``: what the destination answered a poll):
+    ``(requests, effects, the effects no operation owns)``, keyed by operation id."""
     unattributed: list[dict[str, Any]] = []
     owned_requests: dict[str, dict[str, list[Record]]] = {op_id: {} for op_id in ops}
     owned_effects: dict[str, list[Record]] = {op_id: [] for op_id in ops}
@@ -353,6 +355,9 @@ def attribute_ledger(ops: dict[str, OperationContext], wire: dict[str, dict[str,
         for entry in wire.get(op_id, {}).values():
             if entry.get("flow_id"):
                 flow_owner[entry["flow_id"]] = op_id
+        for entry in (observed or {}).get(op_id, {}).values():
+            if entry.get("flow_id"):
+                flow_owner.setdefault(entry["flow_id"], op_id)
     for row in requests:
         flow = row.get("flow_id") or f"ledger:{row.get('seq')}"
         owner = flow_owner.get(flow)

@@ -16,7 +16,7 @@ the same state dir):
   read-write and its intents file (and the proxy's CA certificate) read-only, each at its own path, so the
   contract's environment holds inside as it is: nothing else of the evidence folder (the harness's files, the
   journal, other runs) nor of the host is there.
-- **Privileges**: the harness's uid:gid, no capabilities, no new privileges, at most ``PIDS_LIMIT`` processes.
+- **Privileges**: the harness's uid:gid, no capabilities, no new privileges, at most ``AGENT_PIDS_LIMIT`` processes.
 - **Network**: the host's (``127.0.0.1`` is the proxy's), or ``isolated``: the container's own loopback alone
   (network ``none``), where ``harness.containers.relay`` carries the contract's ports to the host's.
 - The container's id is told to the destinations (``on_start``): what its processes send past the proxy is the
@@ -55,7 +55,7 @@ from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV
 from harness.errors import AgentError, ContainerError
 from harness.results.scenario_result import AgentRun
 from harness.safe_files import open_append
-from harness.sandbox import SCRATCH_ENV
+from harness.sandbox import AGENT_PIDS_LIMIT, SCRATCH_ENV
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
 ROLE = "agent"
 GONE_SECONDS = 10.0  # how long the engine may take to say a process started or ended, or the container is up
 POLL_SECONDS = 0.02  # how often kill_when() is asked, as the process runner asks it
-# a fork bomb stops here; a thread counts as a process, and an agent's thread pools stay well below it
-PIDS_LIMIT = 1024
 HOLD = ["sleep", "infinity"]  # the container's life, under Docker's init: the harness ends it, not the agent's exit
 
 
@@ -75,8 +73,8 @@ def confinement(network: str) -> str:
     reach = "host (loopback shared)" if network == "host" else "isolated (the fault proxy and the SSH hosts only)"
     return (f"container (Docker): own PID namespace; writable: the agent's log, trace and state dir only, and a "
             f"private /tmp (the image read-only); the harness's files and the rest of the evidence folder out of "
-            f"sight; the harness's uid:gid, no capabilities, no new privileges, at most {PIDS_LIMIT} processes; what "
-            f"it leaves running gets {LATE_WINDOW_SECONDS:g} s after it exits, then dies with the container; "
+            f"sight; the harness's uid:gid, no capabilities, no new privileges, at most {AGENT_PIDS_LIMIT} processes; "
+            f"what it leaves running gets {LATE_WINDOW_SECONDS:g} s after it exits, then dies with the container; "
             f"network {reach}")
 
 
@@ -106,7 +104,7 @@ def run_container_agent(agent: ContainerAgent, env: Mapping[str, str], *, timeou
                 agent.image, role=ROLE, run=run, name=name, entrypoint=HOLD, command=[], environment=environment,
                 mounts=binds, network_mode="none" if agent.network == "isolated" else "host", user=user, init=True,
                 read_only=True, tmpfs={"/tmp": "rw,exec,nosuid,nodev,mode=1777"}, cap_drop=["ALL"],
-                security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, stdin_open=False, tty=False)
+                security_opt=["no-new-privileges"], pids_limit=AGENT_PIDS_LIMIT, stdin_open=False, tty=False)
         except BaseException:  # Ctrl-C between the engine's create and start: the container has a name, not a handle
             _remove_named(name)
             raise

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from google.protobuf import json_format  # type: ignore[import-untyped]  # no stubs in the extras
+from google.protobuf import json_format  # type: ignore[import-untyped, unused-ignore]  # stubs only where temporalio pulled them in
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider

@@ -142,3 +142,18 @@ def test_h073_a_key_in_mcp_meta_is_the_flaw_and_the_annotation_is_not_blamed(b):
     s.resolve("succeeded", ["ord_2"], ["att_2"])
     found = codes(b.check())
     assert "H073" in found and "H050" not in found, found
+
+
+def test_h070_an_attempt_stamped_before_a_slow_client_sent_it_holds_one_stamped_long_before_does_not(b):
+    """A correct agent stamps its attempt, then imports its SDK or opens a session: on a loaded machine its request
+    reaches the proxy seconds later (3.2 s measured). A stamp further ahead than ATTEMPT_LEAD_SECONDS is not the
+    attempt's."""
+    from harness.checker.claims import ATTEMPT_LEAD_SECONDS
+
+    reference_lookup_run(b)
+    sent = b.journal[0]["ts_request"]
+    b.events[1]["ts"] = sent - 3.2
+    assert "H070" not in codes(b.check())
+    b.events[1]["ts"] = sent - ATTEMPT_LEAD_SECONDS - 1
+    [finding] = b.check().by_code("H070")
+    assert "before its request reached the proxy" in finding.message

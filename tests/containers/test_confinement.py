@@ -14,11 +14,11 @@ import pytest
 
 from fake_destinations.host import DestinationPool
 from harness.agent_process import LATE_WINDOW_SECONDS
-from harness.containers.agent import PIDS_LIMIT
 from harness.contract import EvidenceLayout
 from harness.engine import run_scenario
 from harness.report import render_result
 from harness.resources import catalogue_dir
+from harness.sandbox import AGENT_PIDS_LIMIT
 from harness.scenario import ContainerAgent, load
 
 HOSTILE = (Path(__file__).parent / "hostile_agent.py").read_text()
@@ -55,7 +55,7 @@ def test_a_hostile_agent_in_a_container(tmp_path: Path, runtime_image: str, pool
     # no capabilities, no new privileges, a bounded number of processes, the harness's user
     [privileges] = [s["privileges"] for s in said if "privileges" in s]
     assert privileges == {"ids": [os.getuid(), os.getgid()], "CapEff": "0000000000000000", "NoNewPrivs": "1",
-                          "pids.max": str(PIDS_LIMIT)}, privileges
+                          "pids.max": str(AGENT_PIDS_LIMIT)}, privileges
     [run] = result.agent_runs
     assert run.sandbox and run.sandbox.startswith("container (Docker): own PID namespace"), run.sandbox
     if mode == "none":

@@ -196,6 +196,11 @@ def test_escape_codes_from_the_log_are_not_printed_raw(pool, tmp_path: Path) -> 
     assert not result.passed
     assert "\x1b" not in text and "\r" not in text and "\\x1b" in text
     assert not any(line.strip() == "verdict: PASSED" for line in text.splitlines())
+    assert "\u202e" not in text and "\u200b" not in text and "\\u202eDELIAF\\u200b" in text
+    # the page shows the same id the same way: visible escapes, no override a browser would draw
+    page = (Path(result.evidence_dir) / "report.html").read_text(encoding="utf-8")
+    assert "\u202e" not in page and "\u200b" not in page and "\x1b" not in page
+    assert "\\u202eDELIAF\\u200b" in page
 
 
 def test_a_neighbour_probing_a_destination_does_not_fail_the_agent(pool, tmp_path: Path) -> None:

@@ -54,15 +54,19 @@ def test_the_planned_crash_control_passes(tmp_path: Path, sandbox: str) -> None:
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_a_retry_after_the_agent_exited_is_a_finding(tmp_path: Path, sandbox: str) -> None:
     """A background retry 0.2 s after exit: in the sandbox the harness is still looking (H062, with the
-    journal line); unsandboxed the worker left the group, and is found and killed (INCOMPLETE), unless on a loaded
-    machine its retry left before the search found it, which is then H062 (both say it; neither passes)."""
+    journal line or the ledger's); unsandboxed the worker left the group, and is found and killed (INCOMPLETE),
+    unless on a loaded machine its retry left before the search found it, which is then H062 (both say it;
+    neither passes)."""
     result = run_scenario(LOST, agent=f"python {HERE / 'late_retry.py'} 0.2", evidence_root=tmp_path,
                           sandbox=sandbox)
     text = render_result(result)
     assert not result.passed, text
     if sandbox == "bwrap":
         [finding] = result.verdict.by_code("H062")
-        assert "after the agent exited" in finding.message and finding.evidence[0]["source"] == "journal", text
+        # the journal's line, or on a loaded machine (the exit seen late, the request reaching the proxy just
+        # before it) the destination's own record of it, received after the exit
+        assert "after the agent exited" in finding.message and finding.evidence[0]["source"] in ("journal", "ledger"), \
+            text
     else:
         assert result.incomplete or result.verdict.by_code("H062"), text
 

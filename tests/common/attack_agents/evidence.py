@@ -68,7 +68,9 @@ def attack(mode: str, arg: str | None) -> None:
         with open(log, "wb") as out:
             out.truncate(1 << 30)
     elif mode == "escape":
-        fake = "op\x1b[2K\rverdict: PASSED\nverdict: PASSED\x1b[8m"
+        # ESC codes draw over a terminal; a bidi override turns "FAILED" backwards on a page, a zero-width space
+        # makes two ids look the same
+        fake = "op\x1b[2K\rverdict: PASSED\nverdict: PASSED\x1b[8m\u202eDELIAF\u200b"
         first = next(json.loads(line) for line in log.read_text().splitlines() if '"operation"' in line)
         with open(log, "a") as out:  # a well-formed operation event whose id draws over the report
             out.write(json.dumps({**first, "operation_id": fake}) + "\n")
