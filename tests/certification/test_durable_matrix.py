@@ -7,6 +7,7 @@ and one worker each: about 12 s a cell here.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from certification.durable import (
     readme_table,
     run_durable_cell,
 )
-from certification.matrix import EXPECTED_FILE
+from certification.matrix import EXPECTED_FILE, JSON_FILE
 from harness.scenario import load
 
 COLUMNS, AGENTS = load_durable()
@@ -43,6 +44,16 @@ def test_docs_durable_shows_the_expected_table() -> None:
     text = DOCS_FILE.read_text(encoding="utf-8")
     shown = text[text.index(TABLE_BEGIN):text.index(TABLE_END) + len(TABLE_END)]
     assert shown == readme_table(COLUMNS, AGENTS), "run: python -m certification.durable --readme"
+
+
+def test_the_published_durable_cells_are_the_expected_ones() -> None:
+    """matrix.json's ``durable`` (`python -m certification.durable` writes it) holds every expected cell."""
+    published = {(c["agent"], c["column"]): c for c in json.loads(JSON_FILE.read_text(encoding="utf-8"))["durable"]}
+    assert set(published) == set(CELLS), "run: python -m certification.durable"
+    for (agent, column), cell in published.items():
+        want = AGENTS[agent].cells[column]
+        assert (cell["verdict"], tuple(cell["codes"]), cell["effects"], cell["attempts"], cell["key"]) == \
+            (want.verdict, want.codes, want.effects, want.attempts, want.key) and cell["as_expected"], (agent, column)
 
 
 def test_a_malformed_row_is_an_error_naming_it(tmp_path: Path) -> None:
