@@ -23,7 +23,16 @@ from typing import Any
 
 import yaml
 
-from certification.matrix import EXPECTED_FILE, JSON_FILE, MARKDOWN_FILE, ROOT, SCENARIOS_DIR, CellOutcome, observed
+from certification.matrix import (
+    EXPECTED_FILE,
+    JSON_FILE,
+    MARKDOWN_FILE,
+    ROOT,
+    SCENARIOS_DIR,
+    CellOutcome,
+    every_cell_table,
+    observed,
+)
 
 DOCS_FILE = ROOT.parent / "docs" / "durable.md"
 # the engine's package, whose release a row names
@@ -157,8 +166,6 @@ def replace_between(text: str, begin: str, end: str, block: str) -> str:
 def matrix_section(columns: dict[str, DurableColumn], result: Sequence[tuple[DurableAgent, DurableColumn, Any]]
                    ) -> str:
     """MATRIX.md's durable section: the run's table, then every cell."""
-    from harness.report import markdown_cell
-
     rows: dict[str, tuple[DurableAgent, dict[str, CellOutcome]]] = {}
     for a, c, cell in result:
         rows.setdefault(a.name, (a, {}))[1][c.name] = observed(cell)
@@ -168,14 +175,7 @@ def matrix_section(columns: dict[str, DurableColumn], result: Sequence[tuple[Dur
              "and the ledger (docs/durable.md).", "",
              f"{len(result)} cells; {sum(durable_difference(a, c, cell) is None for a, c, cell in result)} as "
              "expected (certification/expected.yaml).", "",
-             *durable_table(columns, list(rows.values()), versioned=True), "",
-             "| agent | scenario | verdict | effects | attempts | key behaviour |", "|---|---|---|---|---|---|"]
-    for a, c, cell in result:
-        got = observed(cell)
-        verdict = "PASS" if got.verdict == "pass" else " ".join(["FAIL", *got.codes])
-        lines.append("| " + " | ".join(markdown_cell(v) for v in
-                                       (a.name, c.scenario, verdict, str(got.effects), str(got.attempts), got.key))
-                     + " |")
+             *durable_table(columns, list(rows.values()), versioned=True), "", *every_cell_table(result)]
     return "\n".join([*lines, "", MATRIX_END])
 
 
