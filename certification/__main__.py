@@ -1,6 +1,7 @@
 """``python -m certification``: run the SDK certification matrix, compare it with expected.yaml, write
 MATRIX.md and matrix.json (and, with --readme, the tables of docs/matrix.md, which the README links to); the
-framework agents' cells too (MATRIX.md's last section). Exit 1 when a cell differs."""
+framework agents' cells too (MATRIX.md's framework section), and the durable-engine rows (certification/durable.py).
+Exit 1 when a cell differs."""
 
 from __future__ import annotations
 
@@ -83,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     differences = result.differences() + [d for a, c, cell in frameworks
                                            if (d := framework_difference(a, c, cell)) is not None]
     cells = len(result.cells) + len(frameworks)
+    if not args.connector and not args.framework:  # the durable-engine rows too (their own sections of both files)
+        from certification import durable
+
+        durable_columns, durable_agents = durable.load_durable()
+        engines = durable.run_durable(list(durable_agents.values()), durable_columns, args.evidence_dir)
+        durable.publish(durable_columns, engines, args.markdown, args.json_file)
+        differences += [d for a, c, cell in engines if (d := durable.durable_difference(a, c, cell)) is not None]
+        cells += len(engines)
     print(f"{cells} cells in {time.perf_counter() - started:.1f} s; wrote {args.markdown} and {args.json_file}")
     for line in differences:
         print(f"  differs from {EXPECTED_FILE.name}: {line}")

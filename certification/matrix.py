@@ -512,8 +512,6 @@ def rewrite_readme_frameworks(columns: dict[str, Column], agents: dict[str, Fram
 def frameworks_markdown(columns: dict[str, Column], result: Sequence[tuple[FrameworkAgent, Column, Any]]
                         ) -> list[str]:
     """MATRIX.md's framework section: the run's table, then every cell."""
-    from harness.report import markdown_cell
-
     rows: dict[str, tuple[FrameworkAgent, dict[str, CellOutcome]]] = {}
     for a, c, cell in result:
         rows.setdefault(a.name, (a, {}))[1][c.name] = observed(cell)
@@ -523,8 +521,15 @@ def frameworks_markdown(columns: dict[str, Column], result: Sequence[tuple[Frame
              "journal and the ledger (docs/frameworks.md).", "",
              f"{len(result)} cells; {sum(framework_difference(a, c, cell) is None for a, c, cell in result)} "
              "as expected (certification/expected.yaml).", "",
-             *framework_table(columns, list(rows.values())), "",
-             "| agent | scenario | verdict | effects | attempts | key behaviour |", "|---|---|---|---|---|---|"]
+             *framework_table(columns, list(rows.values())), ""]
+    return lines + every_cell_table(result)
+
+
+def every_cell_table(result: Sequence[tuple[Any, Any, Any]]) -> list[str]:
+    """An agent section's table of every cell: each (agent, column, cell) with its verdict, effects, attempts, key."""
+    from harness.report import markdown_cell
+
+    lines = ["| agent | scenario | verdict | effects | attempts | key behaviour |", "|---|---|---|---|---|---|"]
     for a, c, cell in result:
         got = observed(cell)
         verdict = "PASS" if got.verdict == "pass" else " ".join(["FAIL", *got.codes])

@@ -7,7 +7,9 @@ the order docs/ARCHITECTURE.md fixes them: ``seq``, ``flow_id``, ``ts_request``,
 ``client_outcome``, ``client_status``; plus ``forward_count`` (2 for a duplicated delivery), ``rpc``
 (a JSON-RPC request, an MCP message: ``{"method", "id", "tool", "is_error"}``, ``is_error`` read from
 the result the client received, null when it got none; null for any other flow) and ``fault_note``
-(why the fault could not act as declared, e.g. a tool error action on a flow that is no tools/call).
+(why the fault could not act as declared, e.g. a tool error action on a flow that is no tools/call) and
+``process_killed`` (``{"pid", "command", "ts"}``: the process that sent the request, killed by
+``kill_sender_after_commit`` after the commit; null for any other flow).
 
 Secrets never reach the file: Authorization, Cookie, Proxy-Authorization and Set-Cookie values, and
 any header value equal to or containing a given secret, become ``redacted:sha256:<first 12 hex>``.
@@ -28,7 +30,7 @@ from harness.ndjson import NdjsonError, read_objects
 FIELDS = ("seq", "flow_id", "ts_request", "ts_done", "destination", "method", "path", "query",
           "headers", "body_fingerprint", "idempotency_key", "traceparent", "rule_id", "fault",
           "forwarded", "upstream_status", "client_outcome", "client_status", "client_retry_after",
-          "forward_count", "rpc", "fault_note")
+          "forward_count", "rpc", "fault_note", "process_killed")
 # in_flight_at_end: the scenario ended (the agent had exited) while the flow was still in flight
 IN_FLIGHT_AT_END = "in_flight_at_end"
 CLIENT_OUTCOMES = ("response", "connection_closed", "connection_reset", "refused", "timeout", IN_FLIGHT_AT_END)

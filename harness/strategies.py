@@ -80,8 +80,9 @@ def _values(action: FaultAction, parameter: str, client_timeout: float) -> tuple
     return values.milliseconds(client_timeout) if isinstance(values, ClientTimeouts) else values
 
 
-# the faults are drawn for HTTP destinations (http_destinations): never an action for MCP tool calls only
-_HTTP_ACTIONS = [action for action in ACTIONS.values() if not action.tool_call_only]
+# the faults are drawn for HTTP destinations (http_destinations): never an action for MCP tool calls only, nor one
+# that kills the agent's sending process (a single-process agent is not restarted: nothing would be explored)
+_HTTP_ACTIONS = [action for action in ACTIONS.values() if not action.tool_call_only and not action.kills_sender]
 
 
 def fault_rules(scenario: Scenario, *, client_timeout: float = DEFAULT_CLIENT_TIMEOUT,

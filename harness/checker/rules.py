@@ -918,7 +918,9 @@ def _reason_contradicted(reason: Any, entry: dict[str, Any]) -> bool:
         return outcome == "refused" or (answered and (status == 429 or _is_5xx(status)))
     if reason == "credential_refreshed":
         return not (answered and status in (401, 403))
-    return False  # operator_requested: the operator's call, nothing on the wire to hold it against
+    # operator_requested: the operator's call; an engine's rerun (ENGINE_RERUNS): the engine's, whatever the first
+    # run's flow showed (its worker may have died with the answer unread); nothing on the wire to hold either against
+    return False
 
 
 @rule("H024", "retry-reason-matches-wire", requires=("wire",), exercised=("retry", "retry_in_doubt"))

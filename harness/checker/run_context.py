@@ -49,6 +49,7 @@ class RunContext:
         crashes = tuple(float(r["ended_at"]) for r in (runs if isinstance(runs, list) else [])
                         if isinstance(r, dict) and r.get("killed_by_harness") is True
                         and isinstance(r.get("ended_at"), (int, float)) and not isinstance(r["ended_at"], bool))
+        crashes += worker_kills(evidence.journal)
         intents = {i.get("intent_id"): i for i in evidence.intents}
         for op in self.ops.values():
             op.run_intent = intents.get(op.intent_id)
@@ -87,3 +88,15 @@ class RunContext:
             op.format = "events"
         op.add(record)
         return op
+
+
+def worker_kills(journal: list[dict[str, Any]]) -> tuple[float, ...]:
+    """When the proxy killed the process that sent a request (``kill_sender_after_commit``): a crash of that
+    process, as the harness's kills of the agent are; its engine's rerun cannot know what the dead one received."""
+    times = []
+    for entry in journal:
+        killed = entry.get("process_killed")
+        when = killed.get("ts") if isinstance(killed, dict) else None
+        if isinstance(when, (int, float)) and not isinstance(when, bool):
+            times.append(float(when))
+    return tuple(sorted(times))

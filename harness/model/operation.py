@@ -167,6 +167,16 @@ ATTEMPT_STATES: dict[str | None, tuple[str, ...]] = {
     "execution_error": ("execution_error", "sent_no_response", "response_received"),
 }
 
+# An engine's rerun of the same workflow or task identity (docs/durable.md): it happens whatever the first run logged
+# (its process may have died before it could log more), so any logged outcome gives it; it is judged as any retry,
+# out of doubt only under the same key on a destination that deduplicates, after reconciliation, or with an approval.
+ENGINE_RERUNS: dict[str, str] = {
+    "task_redelivered": "anything: a queue delivered the task again (its worker died before the ack, or its lease "
+                        "or visibility timeout expired while it ran)",
+    "activity_retry": "anything: a workflow engine ran the activity again (it raised, timed out, or its worker died)",
+    "step_retry": "anything: a durable-execution engine ran the step again (it raised, or its process died and the "
+                  "workflow recovered)",
+}
 # A retry's reason, and what the attempt it retries must have logged for that reason to hold.
 RETRY_REASONS: dict[str, str] = {
     "connection_not_established": "not_sent or execution_error",
@@ -175,6 +185,7 @@ RETRY_REASONS: dict[str, str] = {
     "response_lost_after_dispatch": "sent_no_response or execution_error, or a 202/408/409/425 answer",
     "credential_refreshed": "a 401 or 403 answer",
     "operator_requested": "an approval logged before the retry",
+    **ENGINE_RERUNS,
 }
 
 
@@ -196,6 +207,8 @@ def retry_reason_fits(reason: str, dispatch_state: str | None, http_status: obje
         return answered and status in (401, 403)
     if reason == "operator_requested":
         return approved
+    if reason in ENGINE_RERUNS:  # the engine's decision, whatever the first run got to log
+        return True
     return False  # outside the closed vocabulary: H008 names it
 
 

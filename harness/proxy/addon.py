@@ -20,7 +20,7 @@ from mitmproxy.flow import Error
 from harness.contract import FLOW_HEADER, GATE_HEADER
 from harness.fingerprint import fingerprint_body
 from harness.journal import IN_FLIGHT_AT_END, redact_headers
-from harness.proxy.faults import FAULT_NOTE, REQUEST_HANDLERS, RESPONSE_HANDLERS, RPC_META
+from harness.proxy.faults import FAULT_NOTE, PROCESS_KILLED, REQUEST_HANDLERS, RESPONSE_HANDLERS, RPC_META
 from harness.proxy.rules import FaultRule, RequestFacts, RpcFacts
 from harness.proxy.state import ScenarioState
 from harness.proxy.traffic import TrafficWriter
@@ -69,6 +69,7 @@ class FaultInjector:
                     "forward_count": meta["forward_count"],
                     "rpc": rpc_entry(flow.metadata.get(RPC_META), resp, outcome),
                     "fault_note": flow.metadata.get(FAULT_NOTE),
+                    "process_killed": flow.metadata.get(PROCESS_KILLED),
                 })
                 if state.traffic is not None:
                     self._save_traffic(state.traffic, flow, record)

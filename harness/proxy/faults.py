@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
 import socket
 import struct
 import time
@@ -39,6 +41,8 @@ HOST_ACTIONS = frozenset({"refuse_connection"})  # connection-phase actions the 
 RPC_META = "harness.rpc"  # flow.metadata: the flow's RpcFacts (set by the addon for a JSON-RPC request)
 # flow.metadata: why a fault could not act as declared (the addon journals it as fault_note)
 FAULT_NOTE = "harness.fault_note"
+# flow.metadata: the process a fault killed, ``{"pid", "command", "ts"}`` (the addon journals it as process_killed)
+PROCESS_KILLED = "harness.process_killed"
 NOT_A_TOOL_CALL = "{action} needs a JSON-RPC tools/call request; this flow's body is none: answered 400"
 log = logging.getLogger(__name__)
 
@@ -151,6 +155,28 @@ async def reset_after_commit(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str,
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     flow.kill()
     return ("connection_reset" if sock is not None else "connection_closed"), None
+
+
+@on_response("kill_sender_after_commit")
+async def kill_sender_after_commit(flow: http.HTTPFlow, rule: FaultRule) -> tuple[str, int | None]:
+    """The destination committed; the process that sent the request dies before it reads the answer, as a worker
+    killed between the commit and recording its result (or acking its message): what reruns the work is its
+    engine's business. The journal names the process (``process_killed``)."""
+    from harness.connection_owner import command_of, sending_process
+
+    pid = sending_process(flow.client_conn.peername, flow.client_conn.sockname)
+    if pid is None or pid == os.getpid():
+        flow.metadata[FAULT_NOTE] = ("kill_sender_after_commit: the process that sent the request could not be "
+                                     "found in /proc: nothing was killed, the answer was dropped")
+    else:
+        command = command_of(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            flow.metadata[PROCESS_KILLED] = {"pid": pid, "command": command, "ts": time.time()}
+        except OSError as exc:
+            flow.metadata[FAULT_NOTE] = f"kill_sender_after_commit: could not kill process {pid} ({exc})"
+    flow.kill()
+    return "connection_closed", None
 
 
 @on_response("hold_response")

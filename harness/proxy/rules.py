@@ -64,6 +64,9 @@ class FaultAction:
     # the fault family a scenario using it is marked with (pytest -m lost_response); FaultRule.family refines
     # it by the rule's parameters (a hold then delivered is a slow answer, a synthetic 429 a rate limit)
     family: str = "error_answer"
+    # kills the process that sent the request (a worker): only an agent whose engine or queue reruns a dead
+    # worker's work can go on, so exploration, which runs any agent, never draws it
+    kills_sender: bool = False
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -154,6 +157,11 @@ ACTIONS: dict[str, FaultAction] = _registry(
                 "(body: its text) instead of the real one", forwarded="yes",
                 client_sees="an MCP tool error result (`isError: true`) in place of the real result",
                 reads=("body",), explore={"body": (None,)}, tool_call_only=True, family="error_answer"),
+    FaultAction("kill_sender_after_commit", "response",
+                "forward; the destination commits; the proxy SIGKILLs the process that sent the request (a "
+                "worker, an activity or step executor) before it reads the answer, then drops the answer",
+                forwarded="yes", client_sees="nothing: it is dead (its engine or queue may run the work again)",
+                family="crash", kills_sender=True),
 )
 if TYPE_CHECKING:
     Action = str

@@ -71,8 +71,11 @@ def test_the_strategies_reach_every_action_route_and_option_the_registries_decla
         seen_crashes.update(k for k in ("restart_agent", "restart_destinations") if getattr(schedule, k))
 
     draw()
-    # exploration draws faults for HTTP destinations: the MCP tool call actions are not theirs
-    assert seen_actions == {name for name, action in ACTIONS.items() if not action.tool_call_only}
+    # exploration draws faults for HTTP destinations: the MCP tool call actions are not theirs; nor one that kills the
+    # agent's sending process (only an engine that reruns a dead worker's work goes on after it)
+    assert seen_actions == {name for name, action in ACTIONS.items()
+                            if not action.tool_call_only and not action.kills_sender}
+    assert "kill_sender_after_commit" not in seen_actions
     spec = base.destinations["deployments"]
     assert set(routes(spec)) <= seen_routes | {(None, None)}
     assert seen_options == {o.name for o in EXPLORABLE_OPTIONS if o.applies(spec)} | {"failures"}

@@ -222,5 +222,29 @@ def test_registering_a_handler_checks_the_declaration(register, name, message):
 
 def test_every_declared_action_is_tested_end_to_end_here():
     tested = {fields["action"] for fields, *_ in CATALOGUE.values()}
-    tested |= {"drop_response_after_commit", "refuse_connection", "hold_response"}  # their own tests above
+    # their own tests above and below
+    tested |= {"drop_response_after_commit", "refuse_connection", "hold_response", "kill_sender_after_commit"}
     assert tested == set(ACTIONS)
+
+
+def test_kill_sender_after_commit_kills_the_process_that_sent_the_request(scenario, destination):
+    """A process fault: the sender (here a child process, as a queue's worker would be) dies after the destination
+    committed, before it reads the answer; the journal names the process it killed."""
+    import signal
+    import subprocess
+    import sys
+
+    routes = scenario.configure([{"id": "kill_the_worker", "match": CREATE, "action": "kill_sender_after_commit"}])
+    code = ("import requests, sys; requests.post(sys.argv[1] + '/tickets', json={'title': 'disk full'}, timeout=10); "
+            "print('read the answer')")
+    worker = subprocess.run([sys.executable, "-c", code, routes.urls["tickets"]], capture_output=True, text=True,
+                            timeout=30)
+    assert worker.returncode == -signal.SIGKILL and "read the answer" not in worker.stdout
+    assert len(destination.effects) == 1  # committed before the kill
+    assert post_requests(routes.urls["tickets"]).status_code == 201  # the rule fired once: nth 1
+    first, second = scenario.journal()
+    assert (first["fault"], first["forwarded"], first["upstream_status"], first["client_outcome"]) == \
+        ("kill_sender_after_commit", True, 201, "connection_closed")
+    killed = first["process_killed"]
+    assert killed["command"].startswith(sys.executable) and isinstance(killed["pid"], int) and killed["ts"] > 0
+    assert first["fault_note"] is None and second["process_killed"] is None

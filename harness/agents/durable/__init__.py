@@ -1,0 +1,8 @@
+"""Agents whose writes run on durable-execution engines and task queues, each through the engine's own rerun
+machinery, in a correct version and with the engine's default or common wrong setting. docs/durable.md says what
+each engine reruns by default and what makes its rerun safe.
+
+    python -m harness.agents.durable.celery_agent [--default | --wrong]   # Celery tasks on a real redis-server
+
+The engines come from the ``durable`` extra; only the modules of this package import them.
+"""

@@ -1,0 +1,244 @@
+"""An agent whose writes are Celery tasks on a real Redis broker: the agent's process enqueues one task per intent
+and waits for it; a Celery worker (prefork, one child) runs it. What reruns a task after its worker died is
+Celery's own redelivery; what makes the rerun safe or a duplicate is the task body's key.
+
+    python -m harness.agents.durable.celery_agent            # acks_late, a key derived from the task id
+    python -m harness.agents.durable.celery_agent --default  # Celery's defaults: acks on receipt
+    python -m harness.agents.durable.celery_agent --wrong    # acks_late, a key minted by each run of the task
+
+The agent starts Debian's ``redis-server`` (in its state dir, on a free port, nothing saved) and the worker, and
+stops both before it exits. Each task is one operation: its id is derived from the task id, which the agent
+chooses and logs before it enqueues (persisted before dispatch); the worker logs its attempts under it, as a
+worker. A run of the task that finds an attempt of its operation in the log with no outcome is a redelivery:
+the dead run's attempt is logged again as ``sent_no_response`` (its fate is unknown to the rerun) and the rerun is
+an attempt with ``retry_reason: task_redelivered``. Under ``acks_late`` with ``task_reject_on_worker_lost`` a
+worker child killed after the destination committed (``kill_sender_after_commit``) gets its task redelivered:
+with the key derived from the task id the destination replays the first answer (one effect); with a key minted
+per run it commits again. Under the defaults the task was acked before it ran: nobody reruns it, and the
+agent resolves the operation ``unknown``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, destination_env_name, secret_env_name
+from harness.recorder import Recorder
+
+BROKER_ENV = "DURABLE_CELERY_BROKER"  # the worker's broker URL, set by the agent for its worker
+MODE_ENV = "DURABLE_CELERY_MODE"  # safe | default | wrong
+TASK_TIMEOUT = 20.0  # seconds the agent waits for one task, redelivery included
+TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
+MODULE = "harness.agents.durable.celery_agent"  # as the worker imports it (this file may run as __main__)
+MAX_RUNS = 3  # runs of one task the body allows itself: a queue redelivers without end
+
+
+def celery_app() -> Any:
+    """The Celery app as the worker and the agent build it: the broker from the environment, the mode's acks."""
+    from celery import Celery
+
+    broker = os.environ.get(BROKER_ENV, "redis://127.0.0.1:6379/0")
+    app = Celery("harness_durable", broker=broker, backend=broker)
+    late = os.environ.get(MODE_ENV, "safe") != "default"
+    # acks_late: ack after the task ran; reject_on_worker_lost: a child that died mid-task puts its message back
+    # (without it, acks_late alone marks the task failed with WorkerLostError and acks it)
+    app.conf.update(task_acks_late=late, task_reject_on_worker_lost=late, worker_prefetch_multiplier=1,
+                    broker_connection_retry_on_startup=True, task_serializer="json", result_serializer="json",
+                    worker_hijack_root_logger=False, result_expires=None,
+                    # how long the pool waits on a dead child before WorkerLostError (10 s by default): a latency knob,
+                    # the rerun is the same
+                    worker_lost_wait=0.5)
+    app.task(name="harness_durable.carry_out", bind=True)(carry_out)
+    return app
+
+
+def operation_id_of(task_id: str) -> str:
+    """The operation of a task: one task identity, one operation, whichever run of it acts."""
+    return "op_" + uuid.uuid5(uuid.NAMESPACE_URL, "celery-task:" + task_id).hex[:12]
+
+
+def carry_out(task: Any, intent: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
+    """One run of the task (the worker's): one attempt of the task's operation, with the engine's reason when an
+    earlier run of the same task left an attempt with no outcome."""
+    import requests
+
+    mode = os.environ.get(MODE_ENV, "safe")
+    op_id = operation_id_of(task.request.id)
+    recorder = Recorder(os.environ[AUDIT_LOG_ENV])
+    worker = f"celery-{os.getpid()}"
+    runs = runs_of(op_id)
+    earlier = sorted(runs.glob("*.json"))  # numbered: the runs in order
+    prior = json.loads(earlier[-1].read_text()) if earlier else None
+    if prior is not None and prior.get("outcome") is None:
+        log_dead_run(recorder, op_id, prior, "the task was redelivered")
+    if len(earlier) >= MAX_RUNS:
+        recorder.close()
+        raise RuntimeError(f"{op_id}: the task ran {len(earlier)} times already; not sending again")
+    route = contract["operations"][intent["kind"]]
+    idem = contract["idempotency"]
+    # the flaw of --wrong: a key minted in the task body, new on every run of it
+    key = ("key_" + uuid.uuid4().hex[:16]) if mode == "wrong" else "key_" + op_id.removeprefix("op_")
+    headers = {idem.get("header") or "Idempotency-Key": key}
+    if token := os.environ.get(secret_env_name(intent["destination"])):
+        headers["Authorization"] = f"Bearer {token}"
+    body = {**(route.get("body_defaults") or {}), **intent["params"]}
+    url = os.environ[destination_env_name(intent["destination"])].rstrip("/") + route["path"].format(**intent["params"])
+    attempt_id = "att_" + uuid.uuid4().hex[:12]
+    linked: dict[str, Any] = {}
+    if prior is not None:
+        linked = {"retry_of_attempt_id": prior["attempt_id"], "retry_reason": "task_redelivered",
+                  "retry_decision": ("the same key: the destination deduplicates it" if mode != "wrong"
+                                     else "run again by the queue")}
+    logged = {"attempt_number": len(earlier) + 1, "destination": intent["destination"], "method": route["method"],
+              "path": route["path"].format(**intent["params"]), "idempotency_key": key, "worker": worker,
+              "attempt_budget_remaining": MAX_RUNS - len(earlier) - 1, **linked}
+    pending = runs / f"{len(earlier) + 1:03d}-{attempt_id}.json"
+    pending.write_text(json.dumps({"attempt_id": attempt_id, "logged": logged, "outcome": None}))
+    try:
+        answer = requests.request(route["method"], url, json=body, headers=headers, timeout=TIMEOUT)
+    except requests.RequestException as exc:
+        outcome: dict[str, Any] = {"dispatch_state": "sent_no_response", "error": type(exc).__name__}
+    else:
+        refs = [ref] if (ref := effect_ref(answer)) else []
+        outcome = {"dispatch_state": "response_received", "http_status": answer.status_code, "effect_refs": refs}
+    pending.write_text(json.dumps({"attempt_id": attempt_id, "logged": logged, "outcome": outcome}))
+    recorder.attempt(op_id, attempt_id, **outcome, **logged)
+    recorder.close()
+    return {"attempt_id": attempt_id, "status": outcome.get("http_status"),
+            "effect_refs": outcome.get("effect_refs", [])}
+
+
+def runs_of(op_id: str) -> Path:
+    """The folder of a task's runs: one file per run's attempt, written before it dispatches, then with its outcome
+    (the state dir survives the worker: a rerun, or the agent, learns there what a dead run had in flight)."""
+    runs = Path(os.environ[STATE_DIR_ENV]) / "celery" / op_id
+    runs.mkdir(parents=True, exist_ok=True)
+    return runs
+
+
+def log_dead_run(recorder: Recorder, op_id: str, run: dict[str, Any], then: str) -> None:
+    """The attempt of a run that died after it dispatched and before it learnt what it got: unknown to whoever
+    logs it now (the rerun, or the agent), so ``sent_no_response``."""
+    recorder.attempt(op_id, run["attempt_id"], "sent_no_response", **run["logged"],
+                     error=f"the worker that ran it died before logging its outcome ({then})")
+
+
+def effect_ref(answer: Any) -> str | None:
+    try:
+        doc = answer.json()
+    except ValueError:
+        return None
+    return str(doc["id"]) if isinstance(doc, dict) and doc.get("id") else None
+
+
+# -- the agent's process: the broker, the worker, one task per intent -------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Debian's redis-server on a free loopback port, nothing persisted; its URL once it answers."""
+    server = shutil.which("redis-server")
+    if server is None:
+        raise SystemExit("celery_agent: redis-server not found (Debian: apt-get install redis-server)")
+    port = free_port()
+    process = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                "no", "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return process, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"celery_agent: redis-server did not answer on port {port} within 10 s")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--default", action="store_true", help="Celery's defaults: the task is acked on receipt")
+    group.add_argument("--wrong", action="store_true", help="acks_late, and a key minted by each run of the task")
+    args = parser.parse_args(argv)
+    mode = "default" if args.default else "wrong" if args.wrong else "safe"
+    with open(os.environ["HARNESS_INTENTS"], encoding="utf-8") as f:
+        doc = json.load(f)
+    folder = Path(os.environ[STATE_DIR_ENV]) / "celery"
+    folder.mkdir(parents=True, exist_ok=True)
+    redis_server, broker = start_redis(folder)
+    os.environ.update({BROKER_ENV: broker, MODE_ENV: mode})
+    with open(folder / "worker.log", "ab") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", f"{MODULE}:app_for_worker", "worker",
+                                   "--pool", "prefork", "--concurrency", "1", "--without-gossip", "--without-mingle",
+                                   "--without-heartbeat", "--loglevel", "WARNING"],
+                                  stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with Recorder(os.environ[AUDIT_LOG_ENV]) as recorder:
+            run_tasks(doc, recorder)
+    finally:
+        stop(worker)
+        stop(redis_server)
+    return 0
+
+
+def run_tasks(doc: dict[str, Any], recorder: Recorder) -> None:
+    """One task per intent: its operation logged before it is enqueued, resolved on what its last run got."""
+    app = celery_app()
+    for intent in doc["intents"]:
+        task_id = "task_" + uuid.uuid4().hex[:12]
+        op_id = operation_id_of(task_id)
+        recorder.operation(op_id, intent_id=intent["intent_id"],
+                           intent={k: intent[k] for k in ("kind", "destination", "params")},
+                           idempotency_key="key_" + op_id.removeprefix("op_"))
+        result = app.send_task("harness_durable.carry_out", args=[intent, doc["destinations"][intent["destination"]]],
+                               task_id=task_id)
+        try:
+            got = result.get(timeout=TASK_TIMEOUT, propagate=True)
+        except Exception as exc:  # noqa: BLE001 - the worker died and nobody reran it, or it failed: unknown
+            runs = [json.loads(p.read_text()) for p in sorted(runs_of(op_id).glob("*.json"))]
+            for run in runs:
+                if run.get("outcome") is None:
+                    log_dead_run(recorder, op_id, run, "nobody ran the task again")
+            attempts = [run["attempt_id"] for run in runs]
+            recorder.resolution(op_id, "unknown", effect_refs=[], evidence=attempts,
+                                reason=f"the task ended without an answer ({type(exc).__name__}): its worker may "
+                                       "have committed before it died; left to reconciliation")
+            print(f"{intent['intent_id']}: {type(exc).__name__}: {exc}", flush=True)
+            continue
+        status = got.get("status")
+        state = "succeeded" if isinstance(status, int) and 200 <= status < 300 and status != 202 else "unknown"
+        recorder.resolution(op_id, state, effect_refs=got["effect_refs"], evidence=[got["attempt_id"]],
+                            reason=f"the task's last run got {status}")
+        print(f"{intent['intent_id']}: {state} {got['effect_refs']}", flush=True)
+
+
+app_for_worker = celery_app() if os.environ.get(BROKER_ENV) else None  # `celery -A` reads it in the worker
+
+if __name__ == "__main__":
+    sys.exit(main())
