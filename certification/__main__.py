@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from certification.environments import EnvironmentError_, environment, parse
+from certification.environments import Environment, EnvironmentError_, environment, parse
 from certification.matrix import (
     EXPECTED_FILE,
     JSON_FILE,
@@ -33,6 +33,7 @@ from certification.matrix import (
     run_frameworks,
     write,
 )
+from certification.npm import PREFIX, NodeEnvironment, is_npm, npm_environment, parse_npm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true",
                         help="also rewrite the tables of docs/matrix.md from expected.yaml")
     parser.add_argument("--sdk", action="append", metavar="REQUIREMENT",
-                        help="certify this release of an SDK: NAME==VERSION, or NAME for the newest (repeatable); "
-                             "its connectors run in an environment made for it (uv, cached), and the table is "
-                             "printed, the published files left as they are")
+                        help="certify this release of an SDK: NAME==VERSION, or NAME for the newest (repeatable; an "
+                             "npm package: npm:NAME@VERSION or npm:NAME); its connectors run in an environment made "
+                             "for it (uv, or npm on a Node made here; cached), and the table is printed, the "
+                             "published files left as they are")
     args = parser.parse_args(argv)
     if args.sdk:
         return certify_sdks(parser, args)
@@ -107,12 +109,19 @@ def certify_sdks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     chosen: list[Connector] = []
     for requirement in args.sdk:
         try:
-            name = canonicalize_name(parse(requirement).name)
+            npm = is_npm(requirement)
+            name = f"{PREFIX}{parse_npm(requirement)[0]}" if npm else canonicalize_name(parse(requirement).name)
             if name not in packages:
                 parser.error(f"--sdk {requirement}: no connector certifies {name}; "
                              f"valid: {', '.join(sorted(packages))}")
-            print(f"making the environment for {requirement} (uv; cached once made)...", flush=True)
-            made = environment(requirement)
+            print(f"making the environment for {requirement} ({'npm' if npm else 'uv'}; cached once made)...",
+                  flush=True)
+            made: Environment | NodeEnvironment
+            if npm:  # with the other packages its connectors need, at their certified releases
+                companions = next(c.companions for c in connectors.values() if c.package == name)
+                made = npm_environment([requirement, *companions])
+            else:
+                made = environment(requirement)
         except EnvironmentError_ as exc:
             print(f"python -m certification: {exc}", file=sys.stderr)
             return 2

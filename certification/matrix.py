@@ -25,6 +25,7 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from certification.environments import Environment, environment, harness_environment
+from certification.npm import NodeEnvironment, is_npm, npm_environment
 
 ROOT = Path(__file__).resolve().parent
 EXPECTED_FILE = ROOT / "expected.yaml"
@@ -45,6 +46,10 @@ FAULTS_SAID = {"response_lost": "a lost answer", "server_error_after_commit": "a
 SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic", "boto3": "boto3",
                 "urllib3": "urllib3", "requests": "requests", "httpx": "httpx", "tenacity": "tenacity",
                 "backoff": "backoff"}
+# the TypeScript rows: their SDK an npm package (certification/npm.py), their connector a CommonJS script beside the
+# Python ones, and the packages a connector of that SDK also needs (at their `certified:` release, else the newest)
+SDK_PACKAGES |= {"openai-node": "npm:openai", "ai-sdk": "npm:ai"}
+NPM_COMPANIONS = {"npm:ai": ("npm:@ai-sdk/openai",)}
 README_BEGIN = "<!-- sdk-matrix: written by `python -m certification --readme` from certification/expected.yaml -->"
 README_END = "<!-- /sdk-matrix -->"
 
@@ -80,12 +85,14 @@ class Connector:
     cells: dict[str, CellOutcome]
     passes_with: str | None = None
     certified: str | None = None  # the release of its package the expected cells were measured with
-    # the environment the connector runs in (certification.environments); None: the one made for `certified`
-    environment: Environment | None = None
+    # the environment the connector runs in (certification.environments, certification.npm); None: the one made
+    # for `certified`
+    environment: Environment | NodeEnvironment | None = None
+    companions: tuple[str, ...] = ()  # npm:NAME[@VERSION] of the other packages its script needs (NPM_COMPANIONS)
 
     @property
     def script(self) -> Path:
-        return CONNECTORS_DIR / f"{self.name}.py"
+        return CONNECTORS_DIR / f"{self.name}.{'cjs' if is_npm(self.package) else 'py'}"
 
     @property
     def package(self) -> str:
@@ -93,22 +100,30 @@ class Connector:
 
     @property
     def requirement(self) -> str:
+        if is_npm(self.package):
+            return f"{self.package}@{self.certified}" if self.certified else self.package
         return f"{self.package}=={self.certified}" if self.certified else self.package
 
     @property
     def command(self) -> str:
         """What runs: the environment's interpreter (else this one) on the script, from any folder."""
+        if isinstance(self.environment, NodeEnvironment):
+            return self.environment.command(self.script)
         python = self.environment.python if self.environment is not None else sys.executable
         return f"{python} {self.script}"
 
     def ready(self) -> Connector:
         """This connector in its environment: the one given, else the one made (once) for its certified release."""
-        return self if self.environment is not None else self.in_environment(environment(self.requirement))
+        if self.environment is not None:
+            return self
+        if is_npm(self.package):
+            return self.in_environment(npm_environment([self.requirement, *self.companions]))
+        return self.in_environment(environment(self.requirement))
 
     @property
     def shown_command(self) -> str:
         """The command as the published table shows it, from the repository's root."""
-        return f"python certification/connectors/{self.name}.py"
+        return f"{'node' if is_npm(self.package) else 'python'} certification/connectors/{self.script.name}"
 
     def scenario(self, fault: str) -> Path:
         return SCENARIOS_DIR / f"{self.api}_{fault}.yaml"
@@ -119,7 +134,7 @@ class Connector:
             return f"{self.sdk} {self.environment.version(self.package)}"
         return f"{self.sdk} {self.certified or version(self.package)}"
 
-    def in_environment(self, environment: Environment) -> Connector:
+    def in_environment(self, environment: Environment | NodeEnvironment) -> Connector:
         return replace(self, environment=environment)
 
 
@@ -133,8 +148,10 @@ def load_expected(path: Path = EXPECTED_FILE) -> dict[str, Connector]:
             cells = {fault: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
                      for fault, cell in spec["cells"].items()}
+            package = SDK_PACKAGES[spec["sdk"]]
+            companions = tuple(f"{p}@{certified[p]}" if p in certified else p for p in NPM_COMPANIONS.get(package, ()))
             out[name] = Connector(name, spec["sdk"], spec["api"], spec["setting"], cells, spec.get("passes_with"),
-                                  certified.get(SDK_PACKAGES[spec["sdk"]]))
+                                  certified.get(package), companions=companions)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{path}: connector {name}: {type(exc).__name__} {exc}") from None
     return out

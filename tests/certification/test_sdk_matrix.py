@@ -21,6 +21,7 @@ from certification.matrix import (
     readme_table,
     run_cell,
 )
+from certification.npm import NodeEnvironment
 
 CONNECTORS = load_expected()
 CELLS = [(name, fault) for name in CONNECTORS for fault in FAULTS]
@@ -33,7 +34,8 @@ def test_every_connector_runs_in_an_environment_holding_its_certified_release() 
         assert connector.certified, f"{connector.name}: {connector.package} has no release in certified:"
         ready = connector.ready()
         assert ready.environment is not None and ready.environment.version(connector.package) == connector.certified
-        assert str(ready.environment.python) in ready.command and connector.script.name in ready.command
+        runner = ready.environment.node if isinstance(ready.environment, NodeEnvironment) else ready.environment.python
+        assert str(runner) in ready.command and connector.script.name in ready.command
         assert "mitmproxy" not in ready.environment.versions and "retry-harness" not in ready.environment.versions
         assert ready.sdk_version == connector.sdk_version == f"{connector.sdk} {connector.certified}"
 

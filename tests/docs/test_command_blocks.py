@@ -28,6 +28,11 @@ NOT_HERE = {
                   "           # PASS"): "tests/certification/test_framework_matrix.py runs these agents and rows",
     ("first-agent.md", 'pytest --scenario all -m http --agent "python first_agent.py" -n 2'):
         "tests/docs/test_first_agent.py runs the page's agent on every HTTP scenario and holds the table to it",
+    ("first-agent-typescript.md", 'python -m harness run response_lost --agent "node first_agent.ts"'):
+        "tests/docs/test_first_agent_typescript.py runs it with the test extra's Node 24 and holds it to the page",
+    ("first-agent-typescript.md", "sed 's/state: \"unknown\", evidence/state: \"failed\", evidence/' "
+                                  "first_agent.ts > timeout_is_failure.ts"):
+        "tests/docs/test_first_agent_typescript.py runs it with the test extra's Node 24 and holds it to the page",
     ("your-api.md", "pytest --scenario all -n 2"):
         "tests/docs/test_your_api.py runs the page's agent and configuration and holds the page's counts to it",
     ("using.md", "pytest -p xdist --dist load --scenario=all --evidence-dir=evidence --junitxml=junit.xml    "

@@ -1,0 +1,36 @@
+// What every Node connector shares with the harness (_harness.py's twin), and nothing else: the intents to carry
+// out, each destination's base URL (through the fault proxy), and the contract's rule that a connector reports
+// each outcome, SDK errors included, and exits 0 once it is done. No audit log: the harness judges these
+// connectors in black-box mode, from the wire and the destinations' ledger alone.
+const { readFileSync } = require("node:fs");
+
+// seconds: the one setting every connector changes from its SDK's default (10 minutes for openai-node), so that
+// the timeout scenario (an answer held 2 s) is a timeout for every SDK
+const TIMEOUT = 1.0;
+
+/** HARNESS_DESTINATION_<NAME>: every character outside A-Z, a-z, 0-9 becomes _, letters upper case. */
+function baseUrl(destination) {
+  return process.env["HARNESS_DESTINATION_" + destination.replace(/[^A-Za-z0-9]/g, "_").toUpperCase()];
+}
+
+/** `call(baseUrl, params)` once per intent; print what it returned, or the error it threw. */
+async function run(call) {
+  const { intents } = JSON.parse(readFileSync(process.env.HARNESS_INTENTS, "utf8"));
+  for (const intent of intents) {
+    try {
+      console.log(`${intent.intent_id}: -> ${await call(baseUrl(intent.destination), { ...intent.params })}`);
+    } catch (error) {  // whatever the SDK threw is this intent's outcome
+      console.log(`${intent.intent_id}: ${error?.constructor?.name}: ${error?.message}`);
+    }
+  }
+}
+
+const sleep = (seconds) => new Promise((done) => setTimeout(done, seconds * 1000));
+
+/** fetch with TIMEOUT on each request: for an SDK whose own timeout, if any, spans its retries (the AI SDK's). */
+function fetchWithTimeout(url, init = {}) {
+  const signals = [init.signal, AbortSignal.timeout(TIMEOUT * 1000)].filter(Boolean);
+  return fetch(url, { ...init, signal: AbortSignal.any(signals) });
+}
+
+module.exports = { TIMEOUT, baseUrl, fetchWithTimeout, run, sleep };
