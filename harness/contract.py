@@ -491,6 +491,15 @@ def mcp_sdk_major() -> int:
 
     return int(version("mcp").split(".", 1)[0])
 
+# The caller's view (docs/contract.md, "What the program told its caller"): a program judged without an audit
+# log (a connector, an SDK wrapper) may say what its SDK returned to it for each intent, one line on its stdout:
+# REPORT_PREFIX then a JSON object {"intent_id": ..., "outcome": one of REPORT_OUTCOMES, "effect_ref": ... (on a
+# success: the resource its answer named)}. Its last line for an intent is what its caller was told; rule H049
+# holds it against the ledger. A timeout, or an outcome the program says it does not know, is honest; an error says
+# the call failed.
+REPORT_PREFIX = "harness-report: "
+REPORT_OUTCOMES = ("success", "error", "timeout", "unknown")
+
 # The audit events an agent writes (field ``event``).
 EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")
 
