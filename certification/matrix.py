@@ -44,7 +44,7 @@ FAULTS_SAID = {"response_lost": "a lost answer", "server_error_after_commit": "a
 # the package whose version a row names, for each connector's `sdk`
 SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic", "boto3": "boto3",
                 "urllib3": "urllib3", "requests": "requests", "httpx": "httpx", "tenacity": "tenacity",
-                "backoff": "backoff"}
+                "backoff": "backoff", "mcp": "mcp"}
 README_BEGIN = "<!-- sdk-matrix: written by `python -m certification --readme` from certification/expected.yaml -->"
 README_END = "<!-- /sdk-matrix -->"
 
