@@ -45,7 +45,7 @@ FAULTS_SAID = {"response_lost": "a lost answer", "server_error_after_commit": "a
 # the package whose version a row names, for each connector's `sdk`
 SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic", "boto3": "boto3",
                 "urllib3": "urllib3", "requests": "requests", "httpx": "httpx", "tenacity": "tenacity",
-                "backoff": "backoff"}
+                "backoff": "backoff", "mcp": "mcp"}
 # the TypeScript rows: their SDK an npm package (certification/npm.py), their connector a CommonJS script beside the
 # Python ones, and the packages a connector of that SDK also needs (at their `certified:` release, else the newest)
 SDK_PACKAGES |= {"openai-node": "npm:openai", "ai-sdk": "npm:ai"}

@@ -43,8 +43,10 @@ from harness.contract import (
     IDEMPOTENCY_HEADER,
     LOOKUP_RESULT_FIELD,
     MCP_ENDPOINT,
+    MCP_SERVER_ENV_PREFIX,
     MCP_TOOL_CALL,
     MCP_TRANSPORT,
+    MCP_TRANSPORTS,
     REPLAYED_HEADER,
     DestinationContract,
     IdempotencyContract,
@@ -66,6 +68,10 @@ FAULTS_BY_TRANSPORT: dict[str, tuple[str, ...]] = {
     MCP_TRANSPORT: ("error_before_commit", "error_after_commit", "rate_limited"),  # as tool error results
 }
 McpIdempotency = Literal["none", "argument", "natural_key"]
+if TYPE_CHECKING:
+    McpTransport = str
+else:  # one truth: the contract's names
+    McpTransport = Literal[MCP_TRANSPORTS]
 # an MCP tool's idempotency, as the destination's contract spells it (one style per destination)
 MCP_CONTRACT_STYLES: dict[str, ContractStyle] = {"none": "none", "argument": "client_token",
                                                  "natural_key": "natural_key"}
@@ -161,7 +167,7 @@ class McpTool(BaseModel):
 # the options only a fake destination has: what it does itself (its own faults, delays, comparisons); a
 # container destination is the team's service, which answers as it answers (the proxy's faults still apply)
 FAKE_ONLY_OPTIONS = ("volatile_fields", "processing_delay_seconds", "async_completion_seconds", "put_notifies",
-                     "rate_limit", "failures", "endpoint", "tools")
+                     "rate_limit", "failures", "endpoint", "tools", "mcp_transport")
 # the options of a container destination (image: present); the contract options (api, service, idempotency,
 # lookup, retention_seconds, key_scope, lookup_lag_seconds) describe the service to the agent, as for a fake
 CONTAINER_OPTIONS = ("image", "port", "env", "command", "health", "database", "ledger")
@@ -431,6 +437,10 @@ class DestinationSpec(BaseModel):
         f"its address from BILLING_URL, not {DESTINATION_ENV_PREFIX}BILLING): name -> template, placeholders "
         + ", ".join(f"{{{name}}} ({what})" for name, what in DESTINATION_ENV_PLACEHOLDERS.items())
         + "; {{ and }} are literal braces. Process and container agents alike.")
+    mcp_transport: McpTransport | None = Field(
+        None, description=f"{MCP_SERVICE}: how the agent reaches the server. http (default): Streamable HTTP at its "
+        f"URL; stdio: a server it starts as a subprocess, the command in {MCP_SERVER_ENV_PREFIX}<NAME> "
+        "(docs/destinations.md, 'MCP over stdio'). The same tools, ledger and faults.")
     tools: dict[str, McpTool] | None = Field(
         None, description=f"{MCP_SERVICE}: the tools the MCP server offers, by name (docs/destinations.md, "
         "'MCP tool servers'); an intent names a tool as its kind.")
@@ -505,7 +515,7 @@ class DestinationSpec(BaseModel):
             self._container_checks()
         if self.service == MCP_SERVICE:
             return self._mcp_defaults()
-        for name in ("tools", "endpoint"):
+        for name in ("tools", "endpoint", "mcp_transport"):
             if getattr(self, name) is not None:
                 raise ValueError(f"{name} applies to service {MCP_SERVICE!r} only, not {self.service!r}")
         if self.service == API_SERVICE or self.api is not None:

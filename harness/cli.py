@@ -22,6 +22,7 @@ from harness.contract import (
     AGENT_LOGS,
     CHECKPOINT_FILE,
     CHECKPOINT_KEY_FILE_ENV,
+    MCP_TRANSPORTS,
     MITMPROXY_TOOLS,
     PROXY_PYTHON_ENV,
     TRACE_FILE_ENV,
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent-timeout", type=_positive_float, default=None, metavar="SECONDS",
                      help="the agent's wall-clock limit (default: each scenario's agent_timeout_seconds); an agent "
                           "still running then is stopped, its evidence judged (X001 names the limit)")
+    run.add_argument("--mcp-transport", choices=MCP_TRANSPORTS, default=None,
+                     help="reach every MCP destination over this transport (default: what each declares, its "
+                          "mcp_transport; http unless stdio): the catalogue's MCP scenarios run over either")
     run.add_argument("--no-sandbox", action="store_true",
                      help="run the agent unsandboxed (as HARNESS_SANDBOX=off; default: in bubblewrap where it works); "
                           "the verdict says so, and what that gives up")
@@ -437,7 +441,7 @@ def _run(args: argparse.Namespace) -> int:
         result = run_scenario(scenario, agent=agent, evidence_root=args.evidence_dir,
                               keep_evidence=args.keep_evidence, black_box=args.black_box, agent_log=args.agent_log,
                               limits=dict(args.limit), agent_timeout=args.agent_timeout,
-                              sandbox="off" if args.no_sandbox else None,
+                              sandbox="off" if args.no_sandbox else None, mcp_transport=args.mcp_transport,
                               writers=evidence_writers(text))
         if export is not None:
             export.export_result(result, args.otel_out)

@@ -84,6 +84,9 @@ STATE_DIR_ENV = "HARNESS_STATE_DIR"  # a folder that survives the agent's restar
 TRACE_FILE_ENV = "HARNESS_TRACE_FILE"  # path of the OTLP JSON lines file the agent may write its spans to
 DESTINATION_ENV_PREFIX = "HARNESS_DESTINATION_"  # + env_suffix(name): base URL of a destination
 SECRET_ENV_PREFIX = "HARNESS_SECRET_"  # + env_suffix(name): the credential for a destination
+# + env_suffix(name): an MCP destination served over stdio (mcp_transport: stdio): the command, as shell words, that
+# starts its server, as a host's configuration names one (command + args); the agent starts it as a subprocess
+MCP_SERVER_ENV_PREFIX = "HARNESS_MCP_SERVER_"
 # The operator's checkpoint key file (harness.chain): read by the harness, never given to the agent
 CHECKPOINT_KEY_FILE_ENV = "HARNESS_CHECKPOINT_KEY_FILE"
 # where the harness keeps each run's key when the operator gave none (harness.chain.key_store): never the agent's
@@ -136,6 +139,11 @@ def env_suffix(destination: str) -> str:
 def destination_env_name(destination: str) -> str:
     """The variable holding the destination's base URL: the prefix, then ``env_suffix(destination)``."""
     return DESTINATION_ENV_PREFIX + env_suffix(destination)
+
+
+def mcp_server_env_name(destination: str) -> str:
+    """The variable holding the command that starts an MCP destination's server over stdio."""
+    return MCP_SERVER_ENV_PREFIX + env_suffix(destination)
 
 
 def secret_env_name(destination: str) -> str:
@@ -470,6 +478,10 @@ RECEIPT_PREFIX = "effect_ref:"  # an SSH command's output line that names its ef
 # agent sends its trace context in the call's ``params._meta`` under TRACEPARENT_HEADER
 MCP_TRANSPORT = "mcp"
 MCP_ENDPOINT = "/mcp"
+# how an MCP destination is reached (its ``mcp_transport``): Streamable HTTP at its URL, or a server the agent
+# starts over stdio (the command in MCP_SERVER_ENV_PREFIX + its name; the same tools, ledger and faults)
+MCP_TRANSPORTS = ("http", "stdio")
+MCP_STDIO = "stdio"
 MCP_TOOL_CALL = "tools/call"
 
 
@@ -480,6 +492,15 @@ def mcp_sdk_major() -> int:
     from importlib.metadata import version
 
     return int(version("mcp").split(".", 1)[0])
+
+# The caller's view (docs/contract.md, "What the program told its caller"): a program judged without an audit
+# log (a connector, an SDK wrapper) may say what its SDK returned to it for each intent, one line on its stdout:
+# REPORT_PREFIX then a JSON object {"intent_id": ..., "outcome": one of REPORT_OUTCOMES, "effect_ref": ... (on a
+# success: the resource its answer named)}. Its last line for an intent is what its caller was told; rule H049
+# holds it against the ledger. A timeout, or an outcome the program says it does not know, is honest; an error says
+# the call failed.
+REPORT_PREFIX = "harness-report: "
+REPORT_OUTCOMES = ("success", "error", "timeout", "unknown")
 
 # The audit events an agent writes (field ``event``).
 EVENT_NAMES = ("operation", "attempt", "observation", "resolution", "approval")

@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import functools
 import secrets as secrets_module
+import shlex
 import threading
 import time
 import uuid
@@ -35,6 +36,8 @@ from harness.contract import (
     LEDGER_DUMP_FILE,
     LEDGER_SEAL_KEY,
     LIMITS_KEY,
+    MCP_ENDPOINT,
+    MCP_STDIO,
     OTEL_AGENT_LOG,
     PROBE_FAILURES_KEY,
     PROBE_KEY,
@@ -46,6 +49,7 @@ from harness.contract import (
     agent_env,
     destination_env,
     env_suffix,
+    mcp_server_env_name,
 )
 from harness.errors import AgentError, ContainerError, HarnessError
 from harness.limits import EvidenceLimits, collector_paused
@@ -53,7 +57,7 @@ from harness.ndjson import write_json_file
 from harness.results.scenario_result import AgentRun, ScenarioResult
 from harness.safe_files import remove_tree
 from harness.sandbox import Sandbox, choose_sandbox, hidden_paths
-from harness.scenario import ContainerAgent, Scenario, agent_label, chosen_agent
+from harness.scenario import ContainerAgent, Scenario, agent_label, chosen_agent, with_mcp_transport
 
 if TYPE_CHECKING:
     from harness.writers import ResultWriter
@@ -80,13 +84,15 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
                  proxy: Any = None, pool: Any = None, keep_evidence: str = "all",
                  black_box: bool = False, agent_log: str | None = None,
                  limits: Mapping[str, int] | None = None, agent_timeout: float | None = None,
-                 writers: Sequence[ResultWriter] | None = None, sandbox: str | None = None) -> ScenarioResult:
+                 writers: Sequence[ResultWriter] | None = None, sandbox: str | None = None,
+                 mcp_transport: str | None = None) -> ScenarioResult:
     """Run `scenario` with `agent` (default: the scenario's, else the reference agent) and judge it. `agent`: a
     command, run as a process, or a ``ContainerAgent``, each run a container (``harness.containers.agent``).
 
     `agent_log`: what the agent writes, when not what the scenario says (`otel`: a trace-only agent's spans).
     `limits`: evidence limits (harness.limits) over the scenario's own `limits`, e.g. `{"operations": 500}`.
     `agent_timeout`: the agent's wall-clock limit in seconds, over the scenario's `agent_timeout_seconds`.
+    `mcp_transport`: how the agent reaches every MCP destination (http | stdio), over what each declares.
     `sandbox`: how a process agent is confined, one of ``harness.sandbox.SANDBOX_SETTINGS`` (default:
     ``HARNESS_SANDBOX``, else ``auto``: bubblewrap where it works); each run's verdict says which it got.
 
@@ -107,6 +113,8 @@ def run_scenario(scenario: Scenario, *, agent: str | ContainerAgent | None = Non
         if not agent_timeout > 0:
             raise HarnessError(f"the agent's time limit must be a number of seconds above 0, got {agent_timeout!r}")
         scenario = scenario.model_copy(update={"agent_timeout_seconds": float(agent_timeout)})
+    if mcp_transport is not None:
+        scenario = with_mcp_transport(scenario, mcp_transport)
     confined = choose_sandbox(sandbox)  # a setting that cannot be had is an error before anything starts
     with interrupt.handling():
         return _run_scenario(scenario, agent=agent, evidence_root=evidence_root, proxy=proxy, pool=pool,
@@ -221,7 +229,8 @@ def _run_and_save(scenario: Scenario, chosen: str | ContainerAgent, label: str, 
                                  seal=seal)
         urls = {**host.urls, **routes.urls}
         # the scenario's own names first: the contract's and the proxy mode's win (HARNESS_* are refused at load)
-        env = {**_destination_env(scenario, urls, canaries), **agent_env(layout, urls, canaries), **routes.env}
+        env = {**_destination_env(scenario, urls, canaries), **agent_env(layout, urls, canaries), **routes.env,
+               **_mcp_servers_env(scenario, urls, routes.env.get("HTTP_PROXY"))}
         timings["startup"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -445,6 +454,16 @@ def _destination_env(scenario: Scenario, urls: Mapping[str, str], secrets: Mappi
         env |= destination_env(name, spec.agent_env, url=urls[name], secret=secrets[name],
                                base_path=getattr(spec.api, "base_path", ""))  # an api declaration's, when it has one
     return env
+
+
+def _mcp_servers_env(scenario: Scenario, urls: Mapping[str, str], proxy: str | None) -> dict[str, str]:
+    """The command that starts each stdio MCP destination's server (``mcp_transport: stdio``): a relay to its
+    endpoint through the fault proxy, so its calls are journaled and faulted as over HTTP."""
+    from fake_destinations import mcp_stdio  # stdlib only until it runs
+
+    return {mcp_server_env_name(name): shlex.join(mcp_stdio.command(urls[name].rstrip("/") + (spec.endpoint or
+                                                                                            MCP_ENDPOINT), proxy=proxy))
+            for name, spec in scenario.destinations.items() if spec.mcp_transport == MCP_STDIO}
 
 
 def _container_record(agent: str | ContainerAgent) -> dict[str, Any]:

@@ -37,6 +37,8 @@ from harness.contract import (
     LIMITS_KEY,
     OTEL_AGENT_LOG,
     PROBE_FAILURES_KEY,
+    REPORT_OUTCOMES,
+    REPORT_PREFIX,
     TEARDOWN_PROBLEMS_KEY,
     TRACE_CHECKPOINT_FILE,
     TRACE_EVENTS_FILE,
@@ -89,6 +91,9 @@ class Evidence:
     # a killed, sandboxed run's session_id that a later process wrote under (``reused_sessions``): {session:
     # {"agent_run": N, "lines": [...]}}, what H020 names
     reused_sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what the program told its caller of each intent: its report lines on stdout (``read_reports``), each
+    # {"intent_id", "outcome", "effect_ref", "_line"}, or {"_line", "problem"} for a line that is no report
+    reports: list[dict[str, Any]] = field(default_factory=list)
 
     def log_lines(self) -> Generator[tuple[int, str], None, None]:
         """``(line number, text)`` of each line of the log that is not blank, in order, as it was read."""
@@ -232,6 +237,10 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         over_limit.append(f"proxy journal: {exc}; it is not the journal the fault proxy wrote, so nothing was judged")
     if evidence.log_name == TRACE_EVENTS_FILE:
         _wire_trace_flags(evidence.events, evidence.journal)
+    try:
+        evidence.reports = read_reports(layout.agent_stdout, read_limits.agent_log_bytes)
+    except UnsafeFile as exc:
+        over_limit.append(f"agent stdout: {exc}")
     ledger = layout.ledger_dump
     recovered_by = None
     if ledger.exists():
@@ -272,6 +281,33 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
     # whatever the folder: a log not read is never judged
     evidence.incomplete = unsealed + evidence.incomplete + over_limit
     return evidence
+
+
+def read_reports(path: Path, limit: int) -> list[dict[str, Any]]:
+    """The report lines of a program's stdout (``REPORT_PREFIX``: what it told its caller of each intent), in
+    order, each with its line number; a prefixed line that is no report keeps the line and says why. None when
+    the program wrote no stdout (a container agent's goes to its own log)."""
+    if not (path.exists() or path.is_symlink()):
+        return []
+    reports: list[dict[str, Any]] = []
+    with open_regular_text(path, limit) as handle:
+        for number, text in numbered_lines(handle):
+            if not text.startswith(REPORT_PREFIX):
+                continue
+            try:
+                doc = json.loads(text[len(REPORT_PREFIX):])
+            except ValueError as exc:
+                reports.append({"_line": number, "problem": f"not JSON ({exc})"})
+                continue
+            if not isinstance(doc, dict) or not isinstance(doc.get("intent_id"), str) \
+                    or doc.get("outcome") not in REPORT_OUTCOMES:
+                reports.append({"_line": number, "problem": "expected an object with intent_id (a string) and "
+                                f"outcome (one of {', '.join(REPORT_OUTCOMES)})"})
+                continue
+            ref = doc.get("effect_ref")
+            reports.append({"intent_id": doc["intent_id"], "outcome": doc["outcome"],
+                            "effect_ref": ref if isinstance(ref, str) else None, "_line": number})
+    return reports
 
 
 # what a run signs at its end (harness.engine): the file -> its checkpoint, and what a gap calls it

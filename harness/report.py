@@ -63,6 +63,9 @@ def _evidence_text(ref: dict[str, Any]) -> str:
                 f"key={ref.get('idempotency_key')}")
     if source == "ledger" and ref.get("rows") == 0:  # an expectation of effects where the ledger holds none
         return f"ledger {ref.get('table')}: none on {ref.get('destination')}"
+    if source == "file" and ref.get("line") is not None:  # a report line: what the program told its caller
+        told = f"{ref.get('outcome')}" + (f" {ref['effect_ref']}" if ref.get("effect_ref") else "")
+        return f"{ref.get('path')} line {ref.get('line')}: reported {told}"
     if source == "file" and ref.get("tail"):  # the end of what the agent wrote on stderr
         return f"{ref.get('path')} ends: " + " | ".join(ref["tail"])
     if source == "ledger":

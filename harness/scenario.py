@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from fake_destinations.api_spec import ApiSpec
+from fake_destinations.services import MCP_SERVICE
 from fake_destinations.spec import DestinationSpec, describe, read_api_files
 from harness.contract import (
     AGENT_LOGS,
@@ -26,6 +27,7 @@ from harness.contract import (
     ENV_NAME_PATTERN,
     HARNESS_ENV_PREFIX,
     IMAGE_PATTERN,
+    MCP_TRANSPORTS,
     NAME_PATTERN,
     DestinationContract,
     agent_words,
@@ -539,6 +541,17 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(format_validation(path, root, exc, Scenario)) from None
     _check_references(path, root, scenario)
     return scenario
+
+
+def with_mcp_transport(scenario: Scenario, transport: str) -> Scenario:
+    """The scenario with each of its MCP destinations reached over ``transport`` (``MCP_TRANSPORTS``): how a
+    front end runs the catalogue's MCP scenarios over stdio as well as over HTTP. A ``ScenarioError`` names a
+    transport that is none, and a scenario with no MCP destination is returned as it is."""
+    if transport not in MCP_TRANSPORTS:
+        raise ScenarioError(f"MCP transport {transport!r} is none; valid: {', '.join(MCP_TRANSPORTS)}")
+    destinations = {name: spec.model_copy(update={"mcp_transport": transport}) if spec.service == MCP_SERVICE
+                    else spec for name, spec in scenario.destinations.items()}
+    return scenario.model_copy(update={"destinations": destinations})
 
 
 class _ScenarioDumper(yaml.SafeDumper):

@@ -52,6 +52,7 @@ from harness.contract import (
     TRACEPARENT_ENV,
     TRACEPARENT_HEADER,
     destination_env_name,
+    mcp_server_env_name,
     secret_env_name,
 )
 from harness.fingerprint import fingerprint
@@ -555,9 +556,11 @@ class Agent:
         from harness.agents.mcp_client import call_tool
 
         contract = self.contracts[destination]
+        server = self.env.get(mcp_server_env_name(destination))  # served over stdio: the command that starts it
         state, result, cause = await call_tool(
             self.url(destination, contract.get("endpoint") or MCP_ENDPOINT), tool, arguments, traceparent=traceparent,
-            headers=self.auth(destination), connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT)
+            headers=self.auth(destination), connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
+            server=shlex.split(server) if server else None)
         return state, result, None if cause is None else (_short_error(cause) or type(cause).__name__)
 
     async def send_ssh(self, attempt_id: str, request: dict[str, Any], op: dict[str, Any]) -> Outcome:

@@ -235,6 +235,7 @@ class IntentContext:
     spec: dict[str, Any] | None = None
     attempts: list[WireAttempt] = field(default_factory=list)
     effects: list[dict[str, Any]] = field(default_factory=list)  # ledger effect rows (new effects, not replays)
+    reports: list[dict[str, Any]] = field(default_factory=list)  # what the program told its caller, in order
     _positions: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     def position(self, attempt: WireAttempt) -> int:
@@ -406,6 +407,9 @@ def attribute(evidence: Evidence) -> Attribution:
         result.intents.setdefault(str(intent["intent_id"]),
                                   IntentContext(intent, contracts.get(destination), spec if isinstance(spec, dict)
                                                 else None))
+    for report in evidence.reports:  # what the program told its caller (Evidence.reports), by intent
+        if report.get("intent_id") in result.intents:
+            result.intents[report["intent_id"]].reports.append(report)
     intents = _Intents(result)
     rows_of: dict[str, list[dict[str, Any]]] = {}
     for row in evidence.requests:

@@ -17,6 +17,7 @@ from harness.checker.context import effect_ref_row
 from harness.checker.registry import BLACK_BOX, RunRule, rule
 from harness.checker.rules import ExitsZero, NoProxyBypass, NothingAfterExit
 from harness.checker.run_context import RunContext
+from harness.contract import AGENT_STDOUT_FILE
 
 IntentFindings = Iterator[tuple[str, list[dict[str, Any]]]]
 
@@ -77,6 +78,8 @@ def wire_tags(ctx: IntentContext) -> set[str]:
             doubted = True
         if attempt.entry.get("client_status") in (429, 503):
             tags.add("rate_limited")
+    if ctx.reports:
+        tags.add("reported")
     return tags
 
 
@@ -185,6 +188,36 @@ def wire_key_payload_stable(ctx: IntentContext) -> IntentFindings:
 
 
 # --------------------------------------------------------------------------------------------- H045
+# --------------------------------------------------------------------------------------------- H049
+def report_ref(report: dict[str, Any]) -> dict[str, Any]:
+    """Evidence pointer to a report line of the program's stdout (what it told its caller)."""
+    return {"source": "file", "path": AGENT_STDOUT_FILE, "line": report.get("_line"),
+            "outcome": report.get("outcome"), "effect_ref": report.get("effect_ref")}
+
+
+@rule("H049", "wire-caller-told-the-truth", requires=(BLACK_BOX,), exercised=("reported",))
+def wire_caller_told_the_truth(ctx: IntentContext) -> IntentFindings:
+    """What the program told its caller of an intent (its last report line, docs/contract.md "What the program
+    told its caller") agrees with the ledger: an error reported while the destination committed the intent's
+    effect invites the caller's own retry (a timeout, or an outcome said unknown, is honest); a success
+    reported with no effect, or naming an effect the destination does not hold for it, is a false success."""
+    if not ctx.reports:
+        return
+    report = ctx.reports[-1]
+    refs = ctx.effect_refs()
+    evidence = [report_ref(report), *(effect_ref_row(r) for r in ctx.effects)]
+    if report["outcome"] == "error" and refs:
+        yield (f"the program reported an error to its caller for intent {ctx.intent_id} (agent.stdout line "
+               f"{report['_line']}) while the destination committed {', '.join(refs)}: a caller told 'failed' "
+               "retries, and the retry is a duplicate", evidence)
+    elif report["outcome"] == "success" and not refs:
+        yield (f"the program reported success to its caller for intent {ctx.intent_id} (agent.stdout line "
+               f"{report['_line']}) and the destination committed no effect for it", evidence)
+    elif report["outcome"] == "success" and report.get("effect_ref") and report["effect_ref"] not in refs:
+        yield (f"the program reported success with {report['effect_ref']} to its caller for intent {ctx.intent_id} "
+               f"(agent.stdout line {report['_line']}); the destination holds {', '.join(refs)} for it", evidence)
+
+
 @rule("H045", "wire-effect-attributed", scope="run", requires=(BLACK_BOX,))
 class WireEffectAttributed(RunRule):
     """Every effect the destinations committed belongs to an intent of the run, through the write that

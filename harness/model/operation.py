@@ -58,6 +58,7 @@ FACTS: dict[str, str] = {
     "rate_limited": "a 429 answer",
     "retry_after_doubt": "a retry of an attempt that may have acted",
     "negative_lookup": "an observation that found nothing",
+    "reported": "a program without a log said what it told its caller of an intent (a report line, black-box)",
 }
 
 # The path of the model a step or fact lies on, as a report names what a scenario did not exercise.

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from harness.checker import RULES
+from harness.contract import REPORT_PREFIX
 from harness.fingerprint import fingerprint
 from harness.report import render_text
 from tests.checker.mcp_evidence import MCPStory, reference_mcp_lookup_run
@@ -481,6 +482,13 @@ def h048(b, bad):
     _runs(b, 1 if bad else 0)  # exits 1 although its work is done
 
 
+def h049(b, bad):
+    """A connector whose SDK's answer was lost after the commit: it tells its caller "error" (bad) or "timeout"."""
+    b.black_box().intent()
+    b.request(key=None, lost=True, effect="tkt_1")
+    b.stdout_lines.append(REPORT_PREFIX + json.dumps({"intent_id": "int_1", "outcome": "error" if bad else "timeout"}))
+
+
 def h063(b, bad):
     reference_lookup_run(b)
     _runs(b, 1 if bad else 0)  # exits 1 although its work is done
@@ -585,7 +593,7 @@ def h075(b, bad):
 STORIES = {f.__name__.upper(): f for f in (h000, h001, h002, h003, h004, h005, h006, h007, h008, h009, h010, h011,
                                             h012, h013, h014, h015, h016, h017, h018, h019, h020, h021, h022, h023,
                                             h024, h025, h026, h027, h028, h032, h033, h034, h035, h036, h037,
-                                            h040, h041, h042, h043, h044, h045, h046, h047, h048, h050, h060,
+                                            h040, h041, h042, h043, h044, h045, h046, h047, h048, h049, h050, h060,
                                             h061, h062, h063, h070, h071, h072, h073, h074, h075)}
 
 

@@ -60,6 +60,7 @@ class EvidenceBuilder:
             "intents": [], "secrets": {}, "agent": {"command": "test", "exit_status": 0, "timed_out": False}}
         self.clock = 1_700_000_000.0
         self.raw_lines: list[str] = []
+        self.stdout_lines: list[str] = []  # the program's stdout (agent.stdout): its report lines, in black-box mode
 
     def tick(self, seconds: float = 0.1) -> float:
         self.clock += seconds
@@ -171,6 +172,8 @@ class EvidenceBuilder:
         (self.folder / "journal.ndjson").write_text("".join(json.dumps(e) + "\n" for e in self.journal))
         (self.folder / "ledger.json").write_text(json.dumps({"effects": self.effects, "requests": self.requests}))
         (self.folder / "context.json").write_text(json.dumps(self.context))
+        if self.stdout_lines:
+            (self.folder / "agent.stdout").write_text("".join(line + "\n" for line in self.stdout_lines))
         return self.folder
 
     def check(self) -> Verdict:

@@ -16,13 +16,13 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "certify.md"
 KEYED_LINE = 'headers={"Idempotency-Key": intent["intent_id"]}'
 
 
-def documented_files() -> dict[str, str]:
-    """Every fenced block of the doc whose first line is ``# file: NAME``."""
+def documented_files(marker: str = "# file: ") -> dict[str, str]:
+    """Every fenced block of the doc whose first line is ``# file: NAME`` (or another ``marker``)."""
     files = {}
     for block in re.findall(r"```(?:yaml|python)\n(.*?)```", DOC.read_text(), flags=re.S):
         first, _, rest = block.partition("\n")
-        if first.startswith("# file: "):
-            files[first.removeprefix("# file: ").strip()] = rest
+        if first.startswith(marker):
+            files[first.removeprefix(marker).strip()] = rest
     return files
 
 
@@ -68,3 +68,23 @@ def test_the_documented_matrix_command_writes_its_table(folder: Path) -> None:
     assert "blind" in table and "H040" in table and "no key" in table
     cells = json.loads((folder / "billing-matrix.json").read_text())["cells"]
     assert [(c["scenario"], c["passed"]) for c in cells] == [("billing_response_lost", False)]
+
+
+def test_the_documented_client_class_is_right_on_the_wire_and_wrong_to_its_caller(folder: Path) -> None:
+    """The section "What your client told its caller": a replayed 500 after the commit, one charge, one key, and
+    the class says the charge failed: H049 alone; told unknown, it passes."""
+    examples = documented_files("# example: ")
+    assert sorted(examples) == ["billing_server_error_after_commit.yaml", "client_connector.py"]
+    for name, text in examples.items():
+        (folder / name).write_text(text)
+    wrong = harness(folder, "run", "billing_server_error_after_commit.yaml", "--agent", "python client_connector.py")
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert "FAIL H049 wire-caller-told-the-truth: the program reported an error to its caller for intent " \
+           "charge-2001 (agent.stdout line 1) while the destination committed ch_000001" in wrong.stdout
+    assert "FAIL H040" not in wrong.stdout and "FAIL H041" not in wrong.stdout  # right on the wire
+    fix = 'told = {"outcome": "unknown"}'
+    assert fix in DOC.read_text()
+    connector = folder / "client_connector.py"
+    connector.write_text(connector.read_text().replace('told = {"outcome": "error"}', fix))
+    right = harness(folder, "run", "billing_server_error_after_commit.yaml", "--agent", "python client_connector.py")
+    assert right.returncode == 0, right.stdout + right.stderr
