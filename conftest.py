@@ -9,7 +9,8 @@ import pytest
 def run_plugin(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory):
     """Run `pytest ARGS` in a subprocess, as a user would, with evidence kept in a temp folder."""
 
-    def run(*args: str, timeout: float = 120) -> pytest.RunResult:
+    # a bound against a hang, not a speed check: on a loaded machine a pytest run with its workers outlasts 120 s
+    def run(*args: str, timeout: float = 600) -> pytest.RunResult:
         evidence = tmp_path_factory.mktemp("evidence")
         result = pytester.runpytest_subprocess(
             "-p", "no:cacheprovider", "--evidence-dir", str(evidence), *args, timeout=timeout)

@@ -25,7 +25,9 @@ def run(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, mon
     monkeypatch.setenv("COLUMNS", "250")
     evidence = tmp_path_factory.mktemp("evidence")
 
-    def run(*args: str, timeout: float = 120) -> pytest.RunResult:
+    # a bound against a hang, not a speed check: with a CPU-bound neighbour, a `-n 2` run of two scenarios here
+    # took over 120 s (its workers start, import and make their proxies on a share of two cores)
+    def run(*args: str, timeout: float = 600) -> pytest.RunResult:
         return pytester.runpytest_subprocess("--harness-evidence-dir", str(evidence), *args, timeout=timeout)
 
     return run
