@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from harness.chain import harness_run, verify_checkpoint_file
 from harness.contract import (
     AGENT_LOG_FILE,
+    BLACK_BOX_MODE,
     CHECKPOINT_FILE,
     CHECKPOINT_KEY_FILE_ENV,
     CHECKPOINTS_KEY,
@@ -237,10 +238,13 @@ def load_evidence(folder: Path, *, key_file: Path | None = None,
         over_limit.append(f"proxy journal: {exc}; it is not the journal the fault proxy wrote, so nothing was judged")
     if evidence.log_name == TRACE_EVENTS_FILE:
         _wire_trace_flags(evidence.events, evidence.journal)
-    try:
-        evidence.reports = read_reports(layout.agent_stdout, read_limits.agent_log_bytes)
-    except UnsafeFile as exc:
-        over_limit.append(f"agent stdout: {exc}")
+    # the caller's view is a black-box program's evidence (H049); an agent with a log is judged on the log, and its
+    # stdout is its own business
+    if isinstance(context_data, dict) and context_data.get(ContextKey.MODE) == BLACK_BOX_MODE:
+        try:
+            evidence.reports = read_reports(layout.agent_stdout, read_limits.agent_log_bytes)
+        except UnsafeFile as exc:
+            over_limit.append(f"agent stdout: {exc}")
     ledger = layout.ledger_dump
     recovered_by = None
     if ledger.exists():

@@ -10,7 +10,7 @@ export type DispatchState = "not_sent" | "sent_no_response" | "response_received
 export type OperationState = "succeeded" | "failed" | "unknown" | "cancelled" | "duplicate_effect_confirmed";
 export type RetryReason =
   | "connection_not_established" | "rate_limited" | "destination_5xx" | "response_lost_after_dispatch"
-  | "credential_refreshed" | "operator_requested";
+  | "credential_refreshed" | "operator_requested" | "task_redelivered" | "activity_retry" | "step_retry";
 export type ObservationSource = "lookup" | "status_poll" | "callback" | "read_after_write" | "operator";
 
 /** Any further fields of an event; `undefined` and `null` values are left out of the line. */

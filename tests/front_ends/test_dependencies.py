@@ -37,6 +37,7 @@ OPTIONAL_IMPORTERS = {
     "otel": ("harness/otel/*", "harness/agents/otel/*"),
     "frameworks": ("harness/agents/frameworks/*",),
     "crewai": ("harness/agents/frameworks/crewai_agent.py",),
+    "durable": ("harness/agents/durable/*",),
     # the Spark engine; triage.py imports pyarrow only in features_of_batch, which Spark's executors run
     "spark": ("harness/audit/spark_engine.py", "harness/audit/triage.py"),
 }

@@ -89,8 +89,10 @@ def destination(make_destination: Destination) -> Destination:
     return make_destination
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def proxy_host() -> Iterator[ProxyHost]:
+    # each test asks for the process's proxy (started once, cheap after): a test elsewhere in this worker may have
+    # stopped it (tests/engine/test_evidence_attacks.py stops it on purpose), and a dead host must not be handed on
     host = ProxyHost.shared()
     try:
         yield host
