@@ -10,7 +10,8 @@ from harness.recorder import new_id
 
 
 class PendingPollAsDone(Agent):
-    def await_async(self, op, outcome):
+    def poll_once(self, op, outcome):
+        """One status poll, 0.1 s after the 202, logged as an observation: (its id, the status it read or None)."""
         destination = op["intent"]["destination"]
         ref = outcome.body["operation"]
         path = ref.get("status_url") or self.contracts[destination]["status"]["path"].format(id=ref["id"])
@@ -27,8 +28,12 @@ class PendingPollAsDone(Agent):
         self.recorder.observation(op["operation_id"], obs_id, source="status_poll", method="GET", path=path,
                                   found=status == "succeeded", effect_refs=[],
                                   detail=f"operation {ref['id']} is {status or 'unreadable'}")
+        return obs_id, status
+
+    def await_async(self, op, outcome):
+        obs_id, _ = self.poll_once(op, outcome)
         self.resolve(op, "succeeded", self.effect_refs(op, outcome.body), [outcome.attempt_id, obs_id],
-                     f"asynchronous operation {ref['id']} was polled")
+                     f"asynchronous operation {outcome.body['operation']['id']} was polled")
 
 
 if __name__ == "__main__":
