@@ -30,6 +30,7 @@ from certification.matrix import (
     ROOT,
     SCENARIOS_DIR,
     CellOutcome,
+    agent_cells_json,
     every_cell_table,
     observed,
 )
@@ -181,14 +182,7 @@ def matrix_section(columns: dict[str, DurableColumn], result: Sequence[tuple[Dur
 
 def durable_json(result: Sequence[tuple[DurableAgent, DurableColumn, Any]]) -> list[dict[str, Any]]:
     """matrix.json's ``durable``: every cell with what the run showed."""
-    out = []
-    for a, c, cell in result:
-        got = observed(cell)
-        out.append({"agent": a.name, "engine": a.engine_version, "setting": a.setting, "command": a.command,
-                    "scenario": c.scenario, "column": c.name, "verdict": got.verdict, "codes": list(got.codes),
-                    "effects": got.effects, "attempts": got.attempts, "key": got.key,
-                    "as_expected": durable_difference(a, c, cell) is None, "error": cell.error})
-    return out
+    return agent_cells_json(result, "engine", lambda a: a.engine_version, durable_difference)
 
 
 def publish(columns: dict[str, DurableColumn], result: Sequence[tuple[DurableAgent, DurableColumn, Any]],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
@@ -558,11 +558,18 @@ def every_cell_table(result: Sequence[tuple[Any, Any, Any]]) -> list[str]:
 
 def frameworks_json(result: Sequence[tuple[FrameworkAgent, Column, Any]]) -> list[dict[str, Any]]:
     """matrix.json's ``frameworks``: every framework cell with what the run showed."""
+    return agent_cells_json(result, "framework", lambda a: a.framework_version, framework_difference)
+
+
+def agent_cells_json(result: Sequence[tuple[Any, Any, Any]], release_field: str, release: Callable[[Any], str],
+                     difference: Callable[[Any, Any, Any], str | None]) -> list[dict[str, Any]]:
+    """The cells of agent rows (a framework's, a durable engine's) as matrix.json keeps them: each with what the run
+    showed; ``release_field`` names the release of what the row runs on (``release(agent)``)."""
     out = []
     for a, c, cell in result:
         got = observed(cell)
-        out.append({"agent": a.name, "framework": a.framework_version, "setting": a.setting, "command": a.command,
+        out.append({"agent": a.name, release_field: release(a), "setting": a.setting, "command": a.command,
                     "scenario": c.scenario, "column": c.name, "verdict": got.verdict, "codes": list(got.codes),
                     "effects": got.effects, "attempts": got.attempts, "key": got.key,
-                    "as_expected": framework_difference(a, c, cell) is None, "error": cell.error})
+                    "as_expected": difference(a, c, cell) is None, "error": cell.error})
     return out
