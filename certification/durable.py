@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from certification.matrix import (
+    CELL_AGENT_TIMEOUT,
     EXPECTED_FILE,
     JSON_FILE,
     MARKDOWN_FILE,
@@ -112,7 +113,8 @@ def run_durable_cell(agent: DurableAgent, column: DurableColumn, evidence_root: 
     """Run one cell through the real engine, judged from the agent's audit log, the wire and the ledger."""
     from harness.matrix import AgentSpec, run_cell
 
-    return run_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
+    return run_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root,
+                    agent_timeout=CELL_AGENT_TIMEOUT)
 
 
 def durable_difference(agent: DurableAgent, column: DurableColumn, cell: Any) -> str | None:

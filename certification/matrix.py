@@ -50,6 +50,10 @@ SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic"
 # Python ones, and the packages a connector of that SDK also needs (at their `certified:` release, else the newest)
 SDK_PACKAGES |= {"openai-node": "npm:openai", "ai-sdk": "npm:ai"}
 NPM_COMPANIONS = {"npm:ai": ("npm:@ai-sdk/openai",)}
+# A cell's agent time limit, over its scenario's 30 s: a cell judges what the client or framework retried, not how fast
+# it starts, and a framework's imports alone take seconds (crewAI's over 30 s on a loaded machine: a false X001). No
+# expected cell is a run stopped at the limit, so a correct client never waits for it.
+CELL_AGENT_TIMEOUT = 120.0
 README_BEGIN = "<!-- sdk-matrix: written by `python -m certification --readme` from certification/expected.yaml -->"
 README_END = "<!-- /sdk-matrix -->"
 
@@ -168,7 +172,8 @@ def run_cell(connector: Connector, fault: str, evidence_root: str) -> Any:
     from harness.matrix import run_cell as harness_cell
 
     spec = AgentSpec(connector.name, connector.ready().command, bundled=False)
-    return harness_cell(spec, str(connector.scenario(fault)), evidence_root, black_box=True)
+    return harness_cell(spec, str(connector.scenario(fault)), evidence_root, black_box=True,
+                       agent_timeout=CELL_AGENT_TIMEOUT)
 
 
 def observed(cell: Any) -> CellOutcome:
@@ -436,7 +441,8 @@ def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str
     from harness.results.matrix import Cell
 
     if agent.agent_log == "events":
-        return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root)
+        return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root,
+                            agent_timeout=CELL_AGENT_TIMEOUT)
     from harness.engine import run_scenario
     from harness.results.verdict import EXPECTATION_CODE
     from harness.scenario import load
@@ -444,7 +450,8 @@ def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str
     scenario = load(column.path)
     try:  # harness.matrix.run_cell's cell, with the scenario's log overridden (the scenarios say events)
         result = run_scenario(scenario, agent=agent.run_command, evidence_root=Path(evidence_root),
-                              keep_evidence="failed", agent_log=agent.agent_log)
+                              keep_evidence="failed", agent_log=agent.agent_log,
+                              agent_timeout=CELL_AGENT_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
         return Cell(agent.name, scenario.name, False, [], "", error=f"{type(exc).__name__}: {exc}",
                     command=agent.run_command, bundled=False)

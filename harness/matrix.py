@@ -111,10 +111,11 @@ def agent_specs(values: list[str] | list[AgentSpec], expected: Expectations, *,
 
 
 def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, expected: Expectations | None = None,
-             black_box: bool = False, image: str | None = None) -> Cell:
+             black_box: bool = False, image: str | None = None, agent_timeout: float | None = None) -> Cell:
     """Run one agent on one scenario (in this process, reusing its proxy); `agent` is a bundled agent's name or
     an `AgentSpec`. `black_box`: judge the run from the wire and the ledger alone. `image`: run the agent's
-    command in a container of that image (a bundled agent's `python` is the image's `python3`)."""
+    command in a container of that image (a bundled agent's `python` is the image's `python3`). `agent_timeout`:
+    the agent's time limit over the scenario's."""
     from harness import coverage
     from harness.engine import run_scenario
     from harness.results.verdict import EXPECTATION_CODE
@@ -133,7 +134,7 @@ def run_cell(agent: str | AgentSpec, scenario_path: str, evidence_root: str, exp
         run_as = container_agent(image, shlex.join(words))
     try:
         result = run_scenario(scenario, agent=run_as, evidence_root=Path(evidence_root),
-                              keep_evidence="failed", black_box=black_box)
+                              keep_evidence="failed", black_box=black_box, agent_timeout=agent_timeout)
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
         return Cell(spec.label, scenario.name, False, [], "", codes_wanted, error=f"{type(exc).__name__}: {exc}",
                     command=agent_label(run_as), bundled=spec.bundled, mode=mode)

@@ -13,6 +13,10 @@ from typing import Any
 
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, STATE_DIR_ENV, destination_env_name
 
+# A client's bound on a loopback server that answers: never what a test measures, so roomy enough that six busy test
+# workers on two cores do not turn a prompt answer into a read timeout (1 s did, once in a run).
+ANSWER_WITHIN = 10.0
+
 
 @dataclass
 class Reply:

@@ -20,7 +20,7 @@ from harness.fingerprint import fingerprint
 from harness.instrument import instrument
 from tests.instrument.loopback import INTENT, Reply, events, harness_env, refused_port, serving
 
-TIMEOUT = (1.0, 0.5)  # connect, read: the hanging server holds past the read timeout
+TIMEOUT = (5.0, 3.0)  # connect, read: the hanging server holds past the read timeout; an answer comes well within it
 
 
 def via_requests(method: str, url: str, body: Any, headers: dict[str, str]) -> int:

@@ -12,7 +12,7 @@ import requests
 
 from harness.instrument import AttemptRecord, ObservationRecord, Operation, dig, instrument, parse_body
 from harness.model.agent import decide_resolution
-from tests.instrument.loopback import CONTRACT, INTENT, Reply, events, harness_env, serving
+from tests.instrument.loopback import ANSWER_WITHIN, CONTRACT, INTENT, Reply, events, harness_env, serving
 
 
 @pytest.fixture
@@ -140,8 +140,8 @@ def test_the_duplicate_resolution_opens_a_correction_operation(tmp_path: Path) -
     replies = [Reply(201, {"id": "dlv_2"}), Reply(200, {"items": [{"id": "dlv_1"}, {"id": "dlv_2"}]})]
     with serving(replies) as server, instrument(env=harness_env(tmp_path, server.url)) as audit, \
             audit.operation(INTENT) as op:
-        requests.post(server.url + "/tickets", json={}, timeout=1)
-        requests.get(server.url + "/tickets", params={"client_reference": op.operation_id}, timeout=1)
+        requests.post(server.url + "/tickets", json={}, timeout=ANSWER_WITHIN)
+        requests.get(server.url + "/tickets", params={"client_reference": op.operation_id}, timeout=ANSWER_WITHIN)
     *_, correction, resolution = events(tmp_path)
     assert correction["correction_of_operation_id"] == op.operation_id and correction["owner"] == "operator"
     assert resolution["correction_operation_id"] == correction["operation_id"]
@@ -153,7 +153,8 @@ def test_the_key_of_a_body_token_is_read_from_a_form_body(tmp_path: Path) -> Non
                                                              "header": None, "body_field": "ClientToken"}}
     with serving([Reply(201, {"id": "i-1"})]) as server, \
             instrument(env=harness_env(tmp_path, server.url, contract)) as audit, audit.operation(INTENT) as op:
-        requests.post(server.url + "/tickets", data={"ClientToken": op.idempotency_key, "Action": "Run"}, timeout=1)
+        requests.post(server.url + "/tickets", data={"ClientToken": op.idempotency_key, "Action": "Run"},
+                      timeout=ANSWER_WITHIN)
     attempt = [e for e in events(tmp_path) if e["event"] == "attempt"][0]
     assert attempt["idempotency_key"] == op.idempotency_key
     assert attempt["request_fingerprint"].startswith("sha256:")  # the raw form bytes, as the proxy hashes them

@@ -25,7 +25,7 @@ from harness.instrument import (
     tenacity_wait_retry_after,
 )
 from harness.recorder import Recorder
-from tests.instrument.loopback import INTENT, Reply, events, harness_env, serving
+from tests.instrument.loopback import ANSWER_WITHIN, INTENT, Reply, events, harness_env, serving
 
 
 def attempts(tmp: Path) -> list[dict[str, Any]]:
@@ -43,7 +43,7 @@ def test_urllib3_retry_inside_requests_logs_every_wire_attempt(tmp_path: Path) -
         session.mount("http://", HTTPAdapter(max_retries=retry))
         with audit.operation(INTENT, max_attempts=4) as op:
             response = session.post(server.url + "/tickets", json={"title": "x"},
-                                    headers={"Idempotency-Key": op.idempotency_key}, timeout=(1, 1))
+                                    headers={"Idempotency-Key": op.idempotency_key}, timeout=ANSWER_WITHIN)
         assert response.status_code == 201
         assert op.effect_ref == "tkt_0001"
     first, second, third = attempts(tmp_path)
@@ -66,7 +66,7 @@ def test_tenacity_hooks_carry_the_decision_and_the_budget(tmp_path: Path) -> Non
                         before_sleep=tenacity_before_sleep, reraise=True)
         def post(key: str) -> requests.Response:
             response = requests.post(server.url + "/tickets", json={"title": "x"},
-                                     headers={"Idempotency-Key": key}, timeout=(1, 1))
+                                     headers={"Idempotency-Key": key}, timeout=ANSWER_WITHIN)
             response.raise_for_status()
             return response
 
@@ -89,7 +89,7 @@ def test_backoff_handler_carries_the_decision(tmp_path: Path) -> None:
                               on_backoff=functools.partial(backoff_on_backoff, max_tries=3))
         def post(key: str) -> None:
             requests.post(server.url + "/tickets", json={"title": "x"}, headers={"Idempotency-Key": key},
-                          timeout=(1, 1)).raise_for_status()
+                          timeout=ANSWER_WITHIN).raise_for_status()
 
         with audit.operation(INTENT) as op:
             post(op.idempotency_key)
@@ -103,11 +103,11 @@ def test_the_hooks_cannot_make_the_reason_lie(tmp_path: Path) -> None:
     """A reason outside the vocabulary is refused; a decision never replaces the wire's reason."""
     with serving([Reply(500, {}), Reply(201, {"id": "t_1"})]) as server, \
             instrument(env=harness_env(tmp_path, server.url)) as audit, audit.operation(INTENT) as op:
-        requests.post(server.url + "/tickets", json={}, timeout=1)
+        requests.post(server.url + "/tickets", json={}, timeout=ANSWER_WITHIN)
         with pytest.raises(ValueError, match="valid: connection_not_established"):
             op.next_retry(reason="it_felt_right")
         op.next_retry(decision="my own words")
-        requests.post(server.url + "/tickets", json={}, timeout=1)
+        requests.post(server.url + "/tickets", json={}, timeout=ANSWER_WITHIN)
     second = attempts(tmp_path)[1]
     assert second["retry_reason"] == "destination_5xx"
     assert second["retry_decision"].endswith("; my own words")
@@ -119,7 +119,7 @@ def test_a_key_minted_per_attempt_is_logged_as_sent(tmp_path: Path) -> None:
             instrument(env=harness_env(tmp_path, server.url)) as audit, audit.operation(INTENT) as op:
         for key in ("k-1", "k-2"):
             try:
-                requests.post(server.url + "/tickets", json={}, headers={"Idempotency-Key": key}, timeout=1)
+                requests.post(server.url + "/tickets", json={}, headers={"Idempotency-Key": key}, timeout=ANSWER_WITHIN)
             except requests.ConnectionError:
                 pass
     assert [a["idempotency_key"] for a in attempts(tmp_path)] == ["k-1", "k-2"]
@@ -131,7 +131,7 @@ def test_explicit_failed_on_a_timeout_is_written_as_told(tmp_path: Path) -> None
     with serving([Reply(action="close")]) as server, \
             instrument(env=harness_env(tmp_path, server.url)) as audit, audit.operation(INTENT) as op:
         try:
-            requests.post(server.url + "/tickets", json={}, timeout=1)
+            requests.post(server.url + "/tickets", json={}, timeout=ANSWER_WITHIN)
         except requests.ConnectionError:
             op.resolve("failed", reason="request failed")
     [resolution] = [e for e in events(tmp_path) if e["event"] == "resolution"]  # the scope adds none
@@ -156,7 +156,7 @@ def test_restart_reports_the_attempt_in_flight_and_keeps_the_operation(tmp_path:
                 assert (again.operation_id, again.idempotency_key) == (op.operation_id, op.idempotency_key)
                 assert again.last_attempt is not None and again.last_attempt.dispatch_state == "sent_no_response"
                 requests.post(server.url + "/tickets", json={}, headers={"Idempotency-Key": again.idempotency_key},
-                              timeout=1)
+                              timeout=ANSWER_WITHIN)
             assert list(audit.todo()) == []  # resolved: a third run has nothing to do
     log = events(tmp_path)
     assert [e["event"] for e in log] == ["operation", "attempt", "attempt", "resolution"]
@@ -169,8 +169,8 @@ def test_requests_outside_a_scope_are_not_logged_and_warned(tmp_path: Path, capl
     with serving([Reply(201, {"id": "t_1"})]) as server, instrument(env=harness_env(tmp_path, server.url)):
         assert current_operation() is None
         with caplog.at_level(logging.WARNING, "harness.instrument"):
-            requests.post(server.url + "/tickets", json={}, timeout=1)
-            requests.get(server.url + "/tickets", timeout=1)
+            requests.post(server.url + "/tickets", json={}, timeout=ANSWER_WITHIN)
+            requests.get(server.url + "/tickets", timeout=ANSWER_WITHIN)
     assert events(tmp_path) == []
     [warning] = caplog.records
     assert "outside any operation scope" in warning.getMessage() and "POST" in warning.getMessage()
@@ -179,7 +179,7 @@ def test_requests_outside_a_scope_are_not_logged_and_warned(tmp_path: Path, capl
 def test_other_reads_in_a_scope_are_neither_attempts_nor_evidence(tmp_path: Path) -> None:
     with serving([Reply(200, {"ok": True})]) as server, \
             instrument(env=harness_env(tmp_path, server.url)) as audit, audit.operation(INTENT):
-        requests.get(server.url + "/health", timeout=1)
+        requests.get(server.url + "/health", timeout=ANSWER_WITHIN)
     assert [e["event"] for e in events(tmp_path)] == ["operation"]  # no attempt: nothing to resolve on
 
 
@@ -210,8 +210,8 @@ def test_a_request_to_an_origin_the_harness_did_not_name_is_not_the_operations(t
     """The operation's destination has a URL: a POST elsewhere (a model API, a metrics sink) is not its attempt."""
     with serving([Reply(201, {"id": "t_1"})]) as tickets, serving([Reply(200, {"ok": True})]) as elsewhere, \
             instrument(env=harness_env(tmp_path, tickets.url)) as audit, audit.operation(INTENT):
-        requests.post(elsewhere.url + "/v1/chat", json={}, timeout=1)
-        requests.post(tickets.url + "/tickets", json={}, timeout=1)
+        requests.post(elsewhere.url + "/v1/chat", json={}, timeout=ANSWER_WITHIN)
+        requests.post(tickets.url + "/tickets", json={}, timeout=ANSWER_WITHIN)
     assert [(e["event"], e.get("http_status")) for e in events(tmp_path)] == \
         [("operation", None), ("attempt", 201), ("resolution", None)]
 
