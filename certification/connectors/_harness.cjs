@@ -27,33 +27,31 @@ function report(intentId, outcome, effectRef) {
   console.log("harness-report: " + JSON.stringify(line));
 }
 
-/** `call(server, tool, arguments)` once per intent (its kind is the tool), and report what it returned (the
- * resource's id: success), or what it threw (an error named TimeoutError, as the web platform names a timed-out
- * fetch: timeout; anything else: error). _harness.py's run_tools. */
-async function runTools(call) {
+/** `perform(intent)` for each intent, and print what it returned or the error it threw; with `reports`, report it
+ * too (a result is the resource's id: success; an error named TimeoutError, as the web platform names a timed-out
+ * fetch: timeout; anything else: error). */
+async function carryOut(perform, reports) {
   const { intents } = JSON.parse(readFileSync(process.env.HARNESS_INTENTS, "utf8"));
   for (const intent of intents) {
     try {
-      const result = await call(serverCommand(intent.destination), intent.kind, { ...intent.params });
+      const result = await perform(intent);
       console.log(`${intent.intent_id}: -> ${result}`);
-      report(intent.intent_id, "success", String(result));
+      if (reports) report(intent.intent_id, "success", String(result));
     } catch (error) {  // whatever the SDK threw is this intent's outcome
       console.log(`${intent.intent_id}: ${error?.constructor?.name}: ${error?.message}`);
-      report(intent.intent_id, error?.name === "TimeoutError" ? "timeout" : "error");
+      if (reports) report(intent.intent_id, error?.name === "TimeoutError" ? "timeout" : "error");
     }
   }
 }
 
-/** `call(baseUrl, params)` once per intent; print what it returned, or the error it threw. */
-async function run(call) {
-  const { intents } = JSON.parse(readFileSync(process.env.HARNESS_INTENTS, "utf8"));
-  for (const intent of intents) {
-    try {
-      console.log(`${intent.intent_id}: -> ${await call(baseUrl(intent.destination), { ...intent.params })}`);
-    } catch (error) {  // whatever the SDK threw is this intent's outcome
-      console.log(`${intent.intent_id}: ${error?.constructor?.name}: ${error?.message}`);
-    }
-  }
+/** `call(server, tool, arguments)` once per intent (its kind is the tool), reported. _harness.py's run_tools. */
+function runTools(call) {
+  return carryOut((intent) => call(serverCommand(intent.destination), intent.kind, { ...intent.params }), true);
+}
+
+/** `call(baseUrl, params)` once per intent; with `report: true`, each outcome reported as well. */
+function run(call, { report = false } = {}) {
+  return carryOut((intent) => call(baseUrl(intent.destination), { ...intent.params }), report);
 }
 
 const sleep = (seconds) => new Promise((done) => setTimeout(done, seconds * 1000));
