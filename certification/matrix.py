@@ -248,11 +248,14 @@ def failures_said(connector: Connector) -> str:
     duplicate = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects > 1]
     gave_up = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects == 0]
     early = [FAULTS_SAID[f] for f, c in connector.cells.items() if "H042" in c.codes]
+    told_failed = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects == 1 and "H049" in c.codes]
     other = [FAULTS_SAID[f] for f, c in connector.cells.items()
-             if c.verdict == "fail" and c.effects == 1 and "H042" not in c.codes]
+             if c.verdict == "fail" and c.effects == 1 and not {"H042", "H049"} & set(c.codes)]
     said = ([f"makes a duplicate after {_listed(duplicate)}"] if duplicate else []) + (
         [f"gives up on {_listed(gave_up)}"] if gave_up else []) + (
         [f"retries {_listed(early)} before its Retry-After"] if early else []) + (
+        [f'tells its caller "failed" after {_listed(told_failed)} while the effect exists'] if told_failed
+        else []) + (
         [f"fails {_listed(other)}"] if other else [])
     return "; ".join(said)
 
