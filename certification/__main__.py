@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -162,6 +163,12 @@ def certify_frameworks(parser: argparse.ArgumentParser, args: argparse.Namespace
     frameworks = {canonicalize_name(f): f for f in FRAMEWORK_PACKAGES} | {
         canonicalize_name(package): f for f, package in FRAMEWORK_PACKAGES.items()}
     named = [a for a in args.framework if a in agents]
+    released = {canonicalize_name(found[0]) for f in releases if (found := re.match(r"[A-Za-z0-9._-]+", f))}
+    stray = [a for a in named if not {canonicalize_name(agents[a].framework),
+                                      canonicalize_name(agents[a].package)} & released]
+    if stray:
+        parser.error(f"--framework {', '.join(stray)}: not an agent of the framework given a release "
+                     f"({', '.join(releases)})")
     chosen: list[FrameworkAgent] = []
     for requirement in releases:
         try:

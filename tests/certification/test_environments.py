@@ -75,6 +75,8 @@ def test_certify_sdk_runs_that_releases_connectors_and_compares_them_with_the_pu
     (["--framework", "numpy==1.0"], "--framework numpy==1.0: neither an agent nor a framework of expected.yaml; "
                                     "valid agents: langgraph_safe"),
     (["--framework", "crewai==1.15.30", "--sdk", "openai"], "give --sdk or a --framework release, not both"),
+    (["--framework", "agno>=3", "--framework", "crewai_safe"], "--framework crewai_safe: not an agent of the "
+                                                               "framework given a release (agno>=3)"),
 ])
 def test_certify_sdk_says_what_is_wrong_with_its_argument(argv: list[str], said: str) -> None:
     done = subprocess.run([sys.executable, "-m", "certification", *argv], cwd=REPO, capture_output=True, text=True,
