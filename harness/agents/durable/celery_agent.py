@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness.agents.durable.runs import kept_runs, log_dead_run, run_once
+from harness.agents.durable.runs import resolve_answered, resolve_unknown, run_once
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV
 from harness.recorder import Recorder
 
@@ -161,20 +161,12 @@ def run_tasks(doc: dict[str, Any], recorder: Recorder) -> None:
         try:
             got = result.get(timeout=TASK_TIMEOUT, propagate=True)
         except Exception as exc:  # noqa: BLE001 - the worker died and nobody reran it, or it failed: unknown
-            runs = kept_runs(ENGINE, op_id)
-            for run in runs:
-                if run.get("outcome") is None:
-                    log_dead_run(recorder, op_id, run, "nobody ran the task again")
-            attempts = [run["attempt_id"] for run in runs]
-            recorder.resolution(op_id, "unknown", effect_refs=[], evidence=attempts,
-                                reason=f"the task ended without an answer ({type(exc).__name__}): its worker may "
-                                       "have committed before it died; left to reconciliation")
+            resolve_unknown(recorder, ENGINE, op_id, then="nobody ran the task again",
+                            reason=f"the task ended without an answer ({type(exc).__name__}): its worker may have "
+                                   "committed before it died; left to reconciliation")
             print(f"{intent['intent_id']}: {type(exc).__name__}: {exc}", flush=True)
             continue
-        status = got.get("status")
-        state = "succeeded" if isinstance(status, int) and 200 <= status < 300 and status != 202 else "unknown"
-        recorder.resolution(op_id, state, effect_refs=got["effect_refs"], evidence=[got["attempt_id"]],
-                            reason=f"the task's last run got {status}")
+        state = resolve_answered(recorder, op_id, got, "the task's last run")
         print(f"{intent['intent_id']}: {state} {got['effect_refs']}", flush=True)
 
 

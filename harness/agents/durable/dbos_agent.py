@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.agents.durable.runs import MAX_RUNS, kept_runs, log_dead_run, run_once
+from harness.agents.durable.runs import MAX_RUNS, resolve_answered, resolve_unknown, run_once
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV
 from harness.recorder import Recorder
 
@@ -192,10 +192,12 @@ def run_executor(folder: Path, argv: list[str]) -> str | None:
             try:
                 code = executor.wait(EXECUTOR_TIMEOUT)
             except subprocess.TimeoutExpired:
-                executor.kill()
-                executor.wait(5)
                 print(f"the executor did not finish within {EXECUTOR_TIMEOUT:.0f} s", flush=True)
                 return None
+            finally:  # never left running: timed out, or the agent interrupted
+                if executor.poll() is None:
+                    executor.kill()
+                    executor.wait(5)
             if code == 0:
                 return f"executor {start}"
             print(f"executor {start} (pid {executor.pid}) ended with {code}", flush=True)
@@ -209,20 +211,13 @@ def resolve(recorder: Recorder, intent: dict[str, Any], op_id: str, result: dict
     """The operation's resolution from its workflow's result: succeeded on a 2xx (not 202), else unknown (a step
     that failed after its write may have committed: left to reconciliation)."""
     if result is None or "error" in result:
-        runs = kept_runs(ENGINE, op_id)
-        for run in runs:
-            if run.get("outcome") is None:
-                log_dead_run(recorder, op_id, run, "nobody ran the step again")
         why = result["error"] if result else "no executor finished the workflow (its log: executor.log)"
-        recorder.resolution(op_id, "unknown", effect_refs=[], evidence=[run["attempt_id"] for run in runs],
-                            reason=f"the workflow ended without a success ({why}): its step may have committed; "
-                                   "left to reconciliation")
+        resolve_unknown(recorder, ENGINE, op_id, then="nobody ran the step again",
+                        reason=f"the workflow ended without a success ({why}): its step may have committed; left "
+                               "to reconciliation")
         print(f"{intent['intent_id']}: unknown ({why})", flush=True)
         return
-    status = result.get("status")
-    state = "succeeded" if isinstance(status, int) and 200 <= status < 300 and status != 202 else "unknown"
-    recorder.resolution(op_id, state, effect_refs=result["effect_refs"], evidence=[result["attempt_id"]],
-                        reason=f"the workflow's step got {status} ({ended})")
+    state = resolve_answered(recorder, op_id, result, f"the workflow's step ({ended})")
     print(f"{intent['intent_id']}: {state} {result['effect_refs']}", flush=True)
 
 

@@ -57,6 +57,27 @@ def log_dead_run(recorder: Recorder, op_id: str, run: dict[str, Any], then: str)
                      error=f"the process that ran it died before logging its outcome ({then})")
 
 
+def resolve_unknown(recorder: Recorder, engine: str, op_id: str, *, then: str, reason: str) -> None:
+    """The operation resolved ``unknown`` on its kept runs (the attempts of runs that died logged first): its
+    work may have committed before it failed; left to reconciliation."""
+    runs = kept_runs(engine, op_id)
+    for run in runs:
+        if run.get("outcome") is None:
+            log_dead_run(recorder, op_id, run, then)
+    recorder.resolution(op_id, "unknown", effect_refs=[], evidence=[run["attempt_id"] for run in runs],
+                        reason=reason)
+
+
+def resolve_answered(recorder: Recorder, op_id: str, got: dict[str, Any], reason: str) -> str:
+    """The operation resolved on the answer its last run got (``got``: attempt_id, status, effect_refs): succeeded
+    on a 2xx but 202, else unknown. Returns the state."""
+    status = got.get("status")
+    state = "succeeded" if isinstance(status, int) and 200 <= status < 300 and status != 202 else "unknown"
+    recorder.resolution(op_id, state, effect_refs=got["effect_refs"], evidence=[got["attempt_id"]],
+                        reason=f"{reason} got {status}")
+    return state
+
+
 def run_once(engine: str, op_id: str, intent: dict[str, Any], contract: dict[str, Any], *, key: str, worker: str,
              reason: str, decision: str, rerun_by: str) -> Attempted:
     """One run's attempt of ``op_id``: a rerun (an earlier run kept) links to the last one with the engine's
