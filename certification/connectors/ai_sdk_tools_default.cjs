@@ -13,4 +13,4 @@ async function createOrder(url, params) {
   });
 }
 
-run(createOrder, { report: true });
+run(createOrder);

@@ -32,4 +32,4 @@ async function createOrder(url, params) {
   });
 }
 
-run(createOrder, { report: true });
+run(createOrder);

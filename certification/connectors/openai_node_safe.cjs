@@ -1,7 +1,7 @@
 // openai-node with maxRetries: 0, and a 429 (the API did nothing) retried by the caller after its Retry-After:
 // no blind retry of a completion that may have been made and billed. The Python openai_safe's twin.
 const { OpenAI, RateLimitError } = require("openai");
-const { TIMEOUT, run, sleep } = require("./_harness.cjs");
+const { OutcomeUnknown, TIMEOUT, run, sleep } = require("./_harness.cjs");
 
 async function createChatCompletion(url, params) {
   const client = new OpenAI({ apiKey: "sk-harness", baseURL: url + "/v1", timeout: TIMEOUT * 1000, maxRetries: 0 });
@@ -9,6 +9,9 @@ async function createChatCompletion(url, params) {
     try {
       return (await client.chat.completions.create(params)).id;
     } catch (error) {
+      if (error.status >= 500) {  // the write may have committed: the caller is told unknown, not failed
+        throw new OutcomeUnknown(`HTTP ${error.status} after a write that may have committed`, { cause: error });
+      }
       if (!(error instanceof RateLimitError) || attempt === 2) throw error;
       await sleep(Number(error.headers?.get("retry-after") ?? 1));
     }

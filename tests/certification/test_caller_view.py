@@ -153,3 +153,32 @@ def test_each_intent_reports_the_last_outcome_one_line_each(tmp_path: Path, monk
     reports = [line for line in capsys.readouterr().out.splitlines() if line.startswith("harness-report: ")]
     assert reports == ['harness-report: {"intent_id": "order-1", "outcome": "success", "effect_ref": "ord_0001"}',
                        'harness-report: {"intent_id": "order-2", "outcome": "timeout"}']
+
+
+# ------------------------------------------------------------------------------------------- the Node connectors
+NODE_TOLD = Path(__file__).with_name("told_errors.cjs")  # real errors of Node's fetch, read by told()
+
+
+def test_the_node_helper_reads_real_errors_as_the_python_one_does() -> None:
+    """_harness.cjs's told(): a connection dropped after the request left (Node's fetch, undici) is unknown, a fetch
+    aborted by its timeout is timeout (also when an SDK wraps it in its own error), OutcomeUnknown is unknown, an
+    error that an answer caused is error."""
+    import json
+    import subprocess
+
+    from certification.npm import node
+
+    done = subprocess.run([str(node()), str(NODE_TOLD), str(CONNECTORS / "_harness.cjs")], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"dropped": "unknown", "timed_out": "timeout", "said_unknown": "unknown",
+                                       "wrapped_timeout": "timeout", "answered_failed": "error"}
+
+
+def test_every_node_connector_reports_through_the_one_helper() -> None:
+    scripts = sorted(p for p in CONNECTORS.glob("*.cjs") if not p.name.startswith("_"))
+    assert len(scripts) >= 10
+    for script in scripts:
+        text = script.read_text(encoding="utf-8")
+        assert re.search(r"^(run|runTools)\(", text, re.MULTILINE), f"{script.name}: not run through _harness.cjs"
+        assert "harness-report" not in text, f"{script.name}: reports by itself, not through _harness.cjs's report"
