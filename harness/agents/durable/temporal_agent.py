@@ -44,7 +44,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from harness.agents.durable.celery_agent import effect_ref, free_port, log_dead_run, stop
+from harness.agents.durable.celery_agent import free_port, stop
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, destination_env_name, secret_env_name
 from harness.recorder import Recorder
 
@@ -104,7 +104,8 @@ class Activities:
         with Recorder(os.environ[AUDIT_LOG_ENV]) as recorder:
             prior = json.loads(earlier[-1].read_text()) if earlier else None
             if prior is not None and settle(earlier[-1]):
-                log_dead_run(recorder, op_id, prior, "Temporal ran the activity again: its lease expired or it died")
+                log_unknown(recorder, op_id, prior, "Temporal ran the activity again: its lease expired while it ran, "
+                                                    "or its worker died")
             if len(earlier) >= MAX_RUNS:
                 raise ApplicationError(f"{op_id}: the activity ran {len(earlier)} times already; not sending again",
                                        non_retryable=True)
@@ -157,8 +158,19 @@ def dispatch(method: str, url: str, body: dict[str, Any], headers: dict[str, str
         answer = requests.request(method, url, json=body, headers=headers, timeout=TIMEOUT)
     except requests.RequestException as exc:
         return {"dispatch_state": "sent_no_response", "error": type(exc).__name__}
-    refs = [ref] if (ref := effect_ref(answer)) else []
+    try:
+        doc = answer.json()
+    except ValueError:
+        doc = None
+    refs = [str(doc["id"])] if isinstance(doc, dict) and doc.get("id") else []  # the payment's id: its effect
     return {"dispatch_state": "response_received", "http_status": answer.status_code, "effect_refs": refs}
+
+
+def log_unknown(recorder: Recorder, op_id: str, run: dict[str, Any], why: str) -> None:
+    """An attempt that dispatched and had no outcome when someone else had to log it: unknown to whoever logs it
+    (the rerun, or the agent), so ``sent_no_response``; the attempt, if it still runs, logs nothing more."""
+    recorder.attempt(op_id, run["attempt_id"], "sent_no_response", **run["logged"],
+                     error=f"no outcome when it was logged by another: {why}")
 
 
 def runs_of(op_id: str) -> Path:
@@ -253,7 +265,7 @@ async def run_one(client: Client, intent: dict[str, Any], doc: dict[str, Any], r
             run = json.loads(path.read_text())
             attempts.append(run["attempt_id"])
             if settle(path):  # in flight when the workflow gave up: nobody logged it
-                log_dead_run(recorder, op_id, run, "the workflow failed while it ran")
+                log_unknown(recorder, op_id, run, "the workflow failed while it ran")
         recorder.resolution(op_id, "unknown", effect_refs=[], evidence=attempts,
                             reason=f"the workflow failed ({exc.cause}): an attempt may have committed; "
                                    "left to reconciliation")
