@@ -2,7 +2,7 @@
 of a real engine (harness/agents/durable/), run through the real engine, fault proxy and destination while the
 engine's own machinery reruns the work, judged by the full checker; each cell must equal certification/expected.yaml,
 and docs/durable.md's table must be that file's. The Celery cells start Debian's redis-server (.ci/run installs it)
-and one worker each: about 12 s a cell here.
+and one worker each: about 12 s a cell here; the Temporal cells the wheel's test server: 5 to 10 s.
 """
 
 from __future__ import annotations

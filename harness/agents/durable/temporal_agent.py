@@ -39,10 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from temporalio import activity, workflow
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+try:  # the workflow and the activity are module-level (Temporal refuses local classes): the SDK is imported here
+    from temporalio import activity, workflow
+    from temporalio.client import Client, WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+except ImportError as exc:  # pragma: no cover - the durable extra installs it
+    raise SystemExit(f"temporal_agent: {exc.name or 'temporalio'} is not installed: pip install -e '.[durable]'") \
+        from None
 
 from harness.agents.durable.celery_agent import free_port, stop
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, destination_env_name, secret_env_name
