@@ -66,15 +66,17 @@ def uv() -> str:
     return str(find_uv_bin())
 
 
-def parse(requirement: str) -> Requirement:
-    """A requirement as pip takes it (``openai``, ``openai==3.51.0``); a bad one names itself and what is valid."""
+def parse(requirement: str, flag: str = "--sdk") -> Requirement:
+    """A requirement as pip takes it (``openai``, ``openai==3.51.0``); a bad one names itself (given to ``flag``)
+    and what is valid."""
     try:
         parsed = Requirement(requirement)
     except InvalidRequirement as exc:
-        raise EnvironmentError_(f"--sdk {requirement!r} is not a requirement ({exc}); give NAME or NAME==VERSION, "
+        raise EnvironmentError_(f"{flag} {requirement!r} is not a requirement ({str(exc).splitlines()[0]}); give NAME "
+                                f"or NAME==VERSION, "
                                 f"e.g. openai==3.51.0") from None
     if parsed.url or parsed.marker:
-        raise EnvironmentError_(f"--sdk {requirement!r}: give NAME or NAME==VERSION, without URL or marker")
+        raise EnvironmentError_(f"{flag} {requirement!r}: give NAME or NAME==VERSION, without URL or marker")
     return parsed
 
 
@@ -101,7 +103,8 @@ def environment(requirement: str, root: Path | None = None) -> Environment:
     name = exact.split("==", 1)[0]
     wanted = [exact, *(f"{client}=={v}" for client, v in BARE_CLIENTS.items() if client != name)]
     python = f"py{sys.version_info.major}.{sys.version_info.minor}"
-    return _made((root or default_root()) / f"{python}-{exact.replace('==', '-')}", wanted)
+    return _made((root or default_root()) / f"{python}-{exact.replace('==', '-')}", wanted,
+                 f"install {exact} (beside {', '.join(wanted[1:])})" if wanted[1:] else f"install {exact}")
 
 
 def harness_environment(requirements: Sequence[str], root: Path | None = None) -> Environment:
@@ -113,17 +116,19 @@ def harness_environment(requirements: Sequence[str], root: Path | None = None) -
     wanted = [*core, *requirements]
     key = hashlib.sha256(json.dumps([sorted(wanted), str(SOURCE)]).encode()).hexdigest()[:12]
     python = f"py{sys.version_info.major}.{sys.version_info.minor}"
-    return _made((root or default_root()) / f"{python}-harness-{key}", wanted, source=SOURCE)
+    return _made((root or default_root()) / f"{python}-harness-{key}", wanted,
+                 f"install {', '.join(requirements)} beside the harness's dependencies", source=SOURCE)
 
 
-def _made(folder: Path, wanted: list[str], source: Path | None = None) -> Environment:
+def _made(folder: Path, wanted: list[str], what: str, source: Path | None = None) -> Environment:
+    """The environment in ``folder`` holding ``wanted``, made once; ``what`` names it in an error ("install ...")."""
     complete = folder / ".complete.json"
     if not complete.exists():
-        _make(folder, wanted, source)
+        _make(folder, wanted, what, source)
     return Environment(folder / "bin" / "python", json.loads(complete.read_text(encoding="utf-8")))
 
 
-def _make(folder: Path, wanted: list[str], source: Path | None) -> None:
+def _make(folder: Path, wanted: list[str], what: str, source: Path | None) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be making it right now
@@ -132,8 +137,7 @@ def _make(folder: Path, wanted: list[str], source: Path | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         try:
             _uv(["venv", "--quiet", "--python", sys.executable, str(folder)], what=f"make {folder}")
-            _uv(["pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), *wanted],
-                what=f"install {' '.join(wanted)}")
+            _uv(["pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), *wanted], what=what)
             if source is not None:  # the sources themselves, as an editable install would put them
                 [site] = (folder / "lib").glob("python*/site-packages")
                 (site / "retry-harness-source.pth").write_text(f"{source}\n", encoding="utf-8")
@@ -152,5 +156,38 @@ def _uv(args: list[str], *, what: str, stdin: str | None = None) -> str:
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvironmentError_(f"uv could not {what}: {exc}") from None
     if done.returncode != 0:
-        raise EnvironmentError_(f"uv could not {what} (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
+        raise EnvironmentError_(f"uv could not {what}: {why_not(done.stderr)}")
     return done.stdout
+
+
+def why_not(stderr: str) -> str:
+    """uv's failure in one line: the release that does not exist (and the newest that does), the package that does
+    not, the pins that conflict (uv's own reasoning, joined), else uv's last line."""
+    text = " ".join(stderr.split())
+    if missing := re.search(r"there is no version of (\S+?)(?: and |, |\.? ?$)", text):
+        return f"no such version: {missing[1]}{_newest(missing[1])}"
+    if unknown := re.search(r"(\S+) was not found in the package registry", text):
+        return f"no such package: {unknown[1]}"
+    depends = list(dict.fromkeys(re.findall(r"(\S+ depends on \S+?),? (?:and|we) ", text)))
+    if depends:  # uv's chain of reasons, as the pins it starts from and the dependencies that clash with them
+        asked = dict.fromkeys(found.rstrip(".,") for found in re.findall(r"(?<!conclude that )you require (\S+)", text))
+        return f"conflicting pins: {'; '.join(depends)}; asked for {', '.join(asked)}"
+    if "Because " in text:
+        reason = text[text.index("Because ") + len("Because "):]
+        return re.sub(r",? we can conclude that your requirements are unsatisfiable\.?", "", reason).strip()
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else "uv gave no reason"
+
+
+def _newest(requirement: str) -> str:
+    """``"; the newest is NAME==VERSION"`` for a requirement that names no release uv finds ("" when none resolves)."""
+    try:
+        name = Requirement(requirement).name
+    except InvalidRequirement:
+        return ""
+    if name == requirement:  # the bare name has no release: there is nothing newer to name
+        return ""
+    try:
+        return f"; the newest is {pinned(name)}"
+    except EnvironmentError_:
+        return ""

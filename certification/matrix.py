@@ -48,7 +48,8 @@ SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic"
                 "backoff": "backoff", "mcp": "mcp"}
 # the TypeScript rows: their SDK an npm package (certification/npm.py), their connector a CommonJS script beside the
 # Python ones, and the packages a connector of that SDK also needs (at their `certified:` release, else the newest)
-SDK_PACKAGES |= {"openai-node": "npm:openai", "ai-sdk": "npm:ai"}
+SDK_PACKAGES |= {"openai-node": "npm:openai", "ai-sdk": "npm:ai", "anthropic-node": "npm:@anthropic-ai/sdk",
+                 "mcp-node": "npm:@modelcontextprotocol/sdk"}
 NPM_COMPANIONS = {"npm:ai": ("npm:@ai-sdk/openai",)}
 # A cell's agent time limit, over its scenario's 30 s: a cell judges what the client or framework retried, not how fast
 # it starts, and a framework's imports alone take seconds (crewAI's over 30 s on a loaded machine: a false X001). No
@@ -248,11 +249,14 @@ def failures_said(connector: Connector) -> str:
     duplicate = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects > 1]
     gave_up = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects == 0]
     early = [FAULTS_SAID[f] for f, c in connector.cells.items() if "H042" in c.codes]
+    told_failed = [FAULTS_SAID[f] for f, c in connector.cells.items() if c.effects == 1 and "H049" in c.codes]
     other = [FAULTS_SAID[f] for f, c in connector.cells.items()
-             if c.verdict == "fail" and c.effects == 1 and "H042" not in c.codes]
+             if c.verdict == "fail" and c.effects == 1 and not {"H042", "H049"} & set(c.codes)]
     said = ([f"makes a duplicate after {_listed(duplicate)}"] if duplicate else []) + (
         [f"gives up on {_listed(gave_up)}"] if gave_up else []) + (
         [f"retries {_listed(early)} before its Retry-After"] if early else []) + (
+        [f'tells its caller "failed" after {_listed(told_failed)} while the effect exists'] if told_failed
+        else []) + (
         [f"fails {_listed(other)}"] if other else [])
     return "; ".join(said)
 
@@ -391,21 +395,43 @@ class FrameworkAgent:
     cells: dict[str, CellOutcome]
     passes_with: str | None = None
     agent_log: str = "events"  # events: an audit log; otel: spans only, judged from HARNESS_TRACE_FILE
-    certified: tuple[str, ...] = ()  # NAME==VERSION of each package of its framework, as the cells were measured
+    # NAME==VERSION of each package of its framework it runs with: as the cells were measured (expected.yaml's
+    # frameworks.certified), or with a release given to `--framework NAME==VERSION` in its package's place (at())
+    certified: tuple[str, ...] = ()
     adapter: str | None = None  # the framework's own MCP adapter the agent calls tools through (MCP columns only)
+    environment: Environment | None = None  # made for `certified` (ready()); None: made when the command is asked
+
+    @property
+    def package(self) -> str:
+        return FRAMEWORK_PACKAGES[self.framework]
 
     @property
     def framework_version(self) -> str:
-        package = FRAMEWORK_PACKAGES[self.framework]
+        if self.environment is not None:
+            return f"{self.framework} {self.environment.version(self.package)}"
         pins = {canonicalize_name(r.split("==", 1)[0].split("[", 1)[0]): r.split("==", 1)[1] for r in self.certified}
-        return f"{self.framework} {pins.get(canonicalize_name(package)) or version(package)}"
+        return f"{self.framework} {pins.get(canonicalize_name(self.package)) or version(self.package)}"
 
     @property
     def run_command(self) -> str:
         """What runs: the interpreter of the environment holding the certified releases (or, with none
         certified, this one), from any folder."""
-        python = harness_environment(self.certified).python if self.certified else sys.executable
+        python = (self.environment or harness_environment(self.certified)).python if self.certified else sys.executable
         return self.command.replace("python ", f"{python} ", 1)
+
+    def ready(self) -> FrameworkAgent:
+        """This agent with its environment made (once, cached): make it before the cells' processes, so an
+        environment that cannot be made is one line (EnvironmentError_) and not a traceback out of the pool."""
+        if self.environment is not None or not self.certified:
+            return self
+        return replace(self, environment=harness_environment(self.certified))
+
+    def at(self, release: str) -> FrameworkAgent:
+        """This agent on another release of its framework's package (``NAME==VERSION``), the other packages of
+        its certified set as they are: what ``--framework NAME==VERSION`` runs, expected.yaml unedited."""
+        package = canonicalize_name(self.package)
+        others = [r for r in self.certified if canonicalize_name(r.split("==", 1)[0].split("[", 1)[0]) != package]
+        return replace(self, certified=(f"{self.package}=={release}", *others), environment=None)
 
 
 def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict[str, FrameworkAgent]]:

@@ -87,7 +87,7 @@ def npm(node_binary: Path, args: list[str], *, cwd: Path, what: str) -> str:
                 if line.startswith("npm error")]
         said = list(dict.fromkeys(line for line in said if line and not line.startswith("code ")))
         raise EnvironmentError_(f"npm could not {what} (exit {done.returncode}): "
-                                f"{'; '.join(said[:2]) or done.stderr.strip()[-500:]}")
+                                f"{'; '.join(said[:2]) or ' '.join(done.stderr.split())[-500:]}")
     return done.stdout
 
 

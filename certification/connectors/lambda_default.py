@@ -14,7 +14,7 @@ def invoke(url, params):
                           config=Config(connect_timeout=TIMEOUT, read_timeout=TIMEOUT))
     name = params.pop("FunctionName")
     answer = client.invoke(FunctionName=name, Payload=json.dumps(params).encode())
-    return answer["StatusCode"], answer.get("FunctionError"), answer["Payload"].read().decode()
+    return json.loads(answer["Payload"].read())["invocation_id"]  # its effect's id
 
 
 run(invoke)

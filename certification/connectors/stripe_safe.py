@@ -1,11 +1,12 @@
 """stripe_retries2, and a 429 retried by the caller after its Retry-After with the same idempotency key
-(stripe-python does not retry a 429 by itself): safe and complete under every fault of the matrix."""
+(stripe-python does not retry a 429 by itself), and a 5xx that outlasts the retries told to its caller as unknown
+(the charge may exist; the caller retries with the key): safe and complete under every fault of the matrix."""
 
 import time
 import uuid
 
 import stripe
-from _harness import TIMEOUT, run
+from _harness import TIMEOUT, OutcomeUnknown, run
 
 
 def create_payment_intent(url, params):
@@ -19,6 +20,8 @@ def create_payment_intent(url, params):
             if attempt == 2:
                 raise
             time.sleep(float((exc.headers or {}).get("Retry-After", 1)))
+        except stripe.APIError as exc:  # a 5xx: the payment may exist; done or not, the key makes a retry safe
+            raise OutcomeUnknown(f"{exc.http_status}: {exc}") from exc
 
 
 run(create_payment_intent)

@@ -11,7 +11,9 @@ http = urllib3.PoolManager(retries=Retry(allowed_methods=None), timeout=urllib3.
 
 def create_order(url, params):
     answer = http.request("POST", url + "/orders", json=params)
-    return answer.status, answer.data.decode()
+    if answer.status >= 400:  # urllib3 returns an error answer (it raises only on its own retries' end)
+        raise urllib3.exceptions.HTTPError(f"{answer.status}: {answer.data.decode()}")
+    return answer.json()["id"]
 
 
 run(create_order)

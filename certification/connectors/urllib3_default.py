@@ -10,7 +10,9 @@ http = urllib3.PoolManager(retries=Retry(), timeout=urllib3.Timeout(connect=TIME
 
 def create_order(url, params):
     answer = http.request("POST", url + "/orders", json=params)
-    return answer.status, answer.data.decode()
+    if answer.status >= 400:  # urllib3 returns an error answer (it raises only on its own retries' end)
+        raise urllib3.exceptions.HTTPError(f"{answer.status}: {answer.data.decode()}")
+    return answer.json()["id"]
 
 
 run(create_order)

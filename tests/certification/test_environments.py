@@ -26,13 +26,20 @@ def test_a_pinned_requirement_is_taken_as_given_and_a_bare_name_resolves_to_a_re
 
 @pytest.mark.parametrize(("requirement", "said"), [
     ("openai===", "is not a requirement"), ("openai @ https://example.invalid/x.whl", "without URL or marker"),
-    ("no-such-package-retry-harness-test==1.0", "uv could not install no-such-package-retry-harness-test==1.0"),
+    ("no-such-package-retry-harness-test==1.0", "uv could not install no-such-package-retry-harness-test==1.0 "),
+    ("no-such-package-retry-harness-test==1.0", "no such package: no-such-package-retry-harness-test"),
+    # a release that does not exist: said, with the newest that does (what resolves instead)
+    ("openai==9.9.9", "uv could not install openai==9.9.9 (beside requests==2.34.2, urllib3==2.8.0, httpx==0.28.1): "
+                      "no such version: openai==9.9.9; the newest is openai=="),
+    # a release whose own pins conflict with the bare clients the connectors run beside: uv's reason, in one line
+    ("botocore==1.29.0", "conflicting pins: botocore==1.29.0 depends on urllib3>=1.25.4,<1.27; asked for "
+                         "botocore==1.29.0, urllib3==2.8.0"),
 ])
 def test_a_bad_requirement_is_a_clear_error_and_leaves_nothing_half_made(requirement: str, said: str,
                                                                          tmp_path: Path) -> None:
     with pytest.raises(EnvironmentError_) as caught:
         environment(requirement, root=tmp_path)
-    assert said in str(caught.value), caught.value
+    assert said in str(caught.value) and "\n" not in str(caught.value), caught.value
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
 
 
@@ -65,9 +72,31 @@ def test_certify_sdk_runs_that_releases_connectors_and_compares_them_with_the_pu
 @pytest.mark.parametrize(("argv", "said"), [
     (["--sdk", "numpy"], "--sdk numpy: no connector certifies numpy; valid: anthropic, backoff, boto3"),
     (["--sdk", "openai==="], "is not a requirement"),
+    (["--framework", "numpy==1.0"], "--framework numpy==1.0: neither an agent nor a framework of expected.yaml; "
+                                    "valid agents: langgraph_safe"),
+    (["--framework", "crewai==1.15.30", "--sdk", "openai"], "give --sdk or a --framework release, not both"),
+    (["--framework", "agno>=3", "--framework", "crewai_safe"], "--framework crewai_safe: not an agent of the "
+                                                               "framework given a release (agno>=3)"),
 ])
 def test_certify_sdk_says_what_is_wrong_with_its_argument(argv: list[str], said: str) -> None:
     done = subprocess.run([sys.executable, "-m", "certification", *argv], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2 and said in done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--sdk", "openai==9.9.9"], "python -m certification: uv could not install openai==9.9.9 (beside "),
+    # a framework's environment is made before the cells' processes, not inside one (no traceback out of the pool)
+    (["--framework", "crewai==9.9.9"], "python -m certification: uv could not install crewai==9.9.9 beside the "
+                                       "harness's dependencies: no such version: crewai==9.9.9; the newest is "
+                                       "crewai=="),
+    (["--framework", "crewai==="], "python -m certification: --framework 'crewai===' is not a requirement"),
+])
+def test_an_environment_that_cannot_be_made_is_one_line_naming_the_release_and_the_newest(
+        argv: list[str], said: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "certification", *argv, "--evidence-dir", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith(said), done.stderr
+    assert list(tmp_path.iterdir()) == []  # no cell ran

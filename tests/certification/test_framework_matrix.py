@@ -8,6 +8,7 @@ process: its imports are most of it).
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,29 @@ def test_each_frameworks_cells_run_beside_the_harness_in_an_environment_of_its_c
                                   capture_output=True, text=True, timeout=120)
         assert imported.returncode == 0, imported.stderr[-2000:]
         assert imported.stdout.strip() == str(Path(__file__).resolve().parents[2] / "harness" / "__init__.py")
+
+
+def test_an_agent_at_another_release_swaps_its_frameworks_pin_and_keeps_the_others() -> None:
+    agent = AGENTS["pydantic_ai_safe"].at("2.70.0")
+    assert agent.certified[0] == "pydantic-ai-slim==2.70.0" and agent.framework_version == "pydantic-ai 2.70.0"
+    assert set(agent.certified[1:]) == set(AGENTS["pydantic_ai_safe"].certified) - {"pydantic-ai-slim==2.68.0"}
+    assert agent.cells == AGENTS["pydantic_ai_safe"].cells  # judged against the published cells
+
+
+def test_a_framework_release_runs_its_agents_there_and_leaves_expected_yaml_and_the_published_files(
+        tmp_path: Path) -> None:
+    """`--framework NAME==VERSION` (here with an agent's name: one cell) makes an environment for that release and
+    compares its cells with the published ones; expected.yaml is neither needed edited nor touched."""
+    published = {path: path.read_bytes() for path in (EXPECTED_FILE, EXPECTED_FILE.parent / "MATRIX.md",
+                                                      EXPECTED_FILE.parent / "matrix.json")}
+    done = subprocess.run([sys.executable, "-m", "certification", "--framework", "agno==3.1.9", "--framework",
+                           "agno_run_retries_safe", "--evidence-dir", str(tmp_path)],
+                          cwd=EXPECTED_FILE.parents[1], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [row] = [line for line in done.stdout.splitlines() if line.startswith("| `agno_")]
+    assert row.startswith("| `agno_run_retries_safe` (agno 3.1.9): ") and "PASS: 1 effect, 1 attempt" in row, row
+    assert "1 as published, 0 differ" in done.stdout, done.stdout
+    assert {path: path.read_bytes() for path in published} == published
 
 
 def test_expected_framework_cells_name_real_agents_scenarios_and_rules() -> None:

@@ -32,15 +32,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, destination_env_name, secret_env_name
+from harness.agents.durable.runs import resolve_answered, resolve_unknown, run_once
+from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV
 from harness.recorder import Recorder
 
 BROKER_ENV = "DURABLE_CELERY_BROKER"  # the worker's broker URL, set by the agent for its worker
 MODE_ENV = "DURABLE_CELERY_MODE"  # safe | default | wrong
 TASK_TIMEOUT = 20.0  # seconds the agent waits for one task, redelivery included
-TIMEOUT = (1.0, 1.5)  # connect, read: the catalogue's client timeout
+ENGINE = "celery"  # its runs' folder in the state dir
 MODULE = "harness.agents.durable.celery_agent"  # as the worker imports it (this file may run as __main__)
-MAX_RUNS = 3  # runs of one task the body allows itself: a queue redelivers without end
 
 
 def celery_app() -> Any:
@@ -69,76 +69,16 @@ def operation_id_of(task_id: str) -> str:
 
 def carry_out(task: Any, intent: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
     """One run of the task (the worker's): one attempt of the task's operation, with the engine's reason when an
-    earlier run of the same task left an attempt with no outcome."""
-    import requests
-
+    earlier run of the same task left an attempt."""
     mode = os.environ.get(MODE_ENV, "safe")
     op_id = operation_id_of(task.request.id)
-    recorder = Recorder(os.environ[AUDIT_LOG_ENV])
-    worker = f"celery-{os.getpid()}"
-    runs = runs_of(op_id)
-    earlier = sorted(runs.glob("*.json"))  # numbered: the runs in order
-    prior = json.loads(earlier[-1].read_text()) if earlier else None
-    if prior is not None and prior.get("outcome") is None:
-        log_dead_run(recorder, op_id, prior, "the task was redelivered")
-    if len(earlier) >= MAX_RUNS:
-        recorder.close()
-        raise RuntimeError(f"{op_id}: the task ran {len(earlier)} times already; not sending again")
-    route = contract["operations"][intent["kind"]]
-    idem = contract["idempotency"]
     # the flaw of --wrong: a key minted in the task body, new on every run of it
     key = ("key_" + uuid.uuid4().hex[:16]) if mode == "wrong" else "key_" + op_id.removeprefix("op_")
-    headers = {idem.get("header") or "Idempotency-Key": key}
-    if token := os.environ.get(secret_env_name(intent["destination"])):
-        headers["Authorization"] = f"Bearer {token}"
-    body = {**(route.get("body_defaults") or {}), **intent["params"]}
-    url = os.environ[destination_env_name(intent["destination"])].rstrip("/") + route["path"].format(**intent["params"])
-    attempt_id = "att_" + uuid.uuid4().hex[:12]
-    linked: dict[str, Any] = {}
-    if prior is not None:
-        linked = {"retry_of_attempt_id": prior["attempt_id"], "retry_reason": "task_redelivered",
-                  "retry_decision": ("the same key: the destination deduplicates it" if mode != "wrong"
-                                     else "run again by the queue")}
-    logged = {"attempt_number": len(earlier) + 1, "destination": intent["destination"], "method": route["method"],
-              "path": route["path"].format(**intent["params"]), "idempotency_key": key, "worker": worker,
-              "attempt_budget_remaining": MAX_RUNS - len(earlier) - 1, **linked}
-    pending = runs / f"{len(earlier) + 1:03d}-{attempt_id}.json"
-    pending.write_text(json.dumps({"attempt_id": attempt_id, "logged": logged, "outcome": None}))
-    try:
-        answer = requests.request(route["method"], url, json=body, headers=headers, timeout=TIMEOUT)
-    except requests.RequestException as exc:
-        outcome: dict[str, Any] = {"dispatch_state": "sent_no_response", "error": type(exc).__name__}
-    else:
-        refs = [ref] if (ref := effect_ref(answer)) else []
-        outcome = {"dispatch_state": "response_received", "http_status": answer.status_code, "effect_refs": refs}
-    pending.write_text(json.dumps({"attempt_id": attempt_id, "logged": logged, "outcome": outcome}))
-    recorder.attempt(op_id, attempt_id, **outcome, **logged)
-    recorder.close()
-    return {"attempt_id": attempt_id, "status": outcome.get("http_status"),
-            "effect_refs": outcome.get("effect_refs", [])}
-
-
-def runs_of(op_id: str) -> Path:
-    """The folder of a task's runs: one file per run's attempt, written before it dispatches, then with its outcome
-    (the state dir survives the worker: a rerun, or the agent, learns there what a dead run had in flight)."""
-    runs = Path(os.environ[STATE_DIR_ENV]) / "celery" / op_id
-    runs.mkdir(parents=True, exist_ok=True)
-    return runs
-
-
-def log_dead_run(recorder: Recorder, op_id: str, run: dict[str, Any], then: str) -> None:
-    """The attempt of a run that died after it dispatched and before it learnt what it got: unknown to whoever
-    logs it now (the rerun, or the agent), so ``sent_no_response``."""
-    recorder.attempt(op_id, run["attempt_id"], "sent_no_response", **run["logged"],
-                     error=f"the worker that ran it died before logging its outcome ({then})")
-
-
-def effect_ref(answer: Any) -> str | None:
-    try:
-        doc = answer.json()
-    except ValueError:
-        return None
-    return str(doc["id"]) if isinstance(doc, dict) and doc.get("id") else None
+    got = run_once(ENGINE, op_id, intent, contract, key=key, worker=f"celery-{os.getpid()}",
+                   reason="task_redelivered", rerun_by="the task was redelivered",
+                   decision="the same key: the destination deduplicates it" if mode != "wrong"
+                   else "run again by the queue")
+    return {"attempt_id": got.attempt_id, "status": got.status, "effect_refs": got.effect_refs}
 
 
 # -- the agent's process: the broker, the worker, one task per intent -------------------------------------------
@@ -221,20 +161,12 @@ def run_tasks(doc: dict[str, Any], recorder: Recorder) -> None:
         try:
             got = result.get(timeout=TASK_TIMEOUT, propagate=True)
         except Exception as exc:  # noqa: BLE001 - the worker died and nobody reran it, or it failed: unknown
-            runs = [json.loads(p.read_text()) for p in sorted(runs_of(op_id).glob("*.json"))]
-            for run in runs:
-                if run.get("outcome") is None:
-                    log_dead_run(recorder, op_id, run, "nobody ran the task again")
-            attempts = [run["attempt_id"] for run in runs]
-            recorder.resolution(op_id, "unknown", effect_refs=[], evidence=attempts,
-                                reason=f"the task ended without an answer ({type(exc).__name__}): its worker may "
-                                       "have committed before it died; left to reconciliation")
+            resolve_unknown(recorder, ENGINE, op_id, then="nobody ran the task again",
+                            reason=f"the task ended without an answer ({type(exc).__name__}): its worker may have "
+                                   "committed before it died; left to reconciliation")
             print(f"{intent['intent_id']}: {type(exc).__name__}: {exc}", flush=True)
             continue
-        status = got.get("status")
-        state = "succeeded" if isinstance(status, int) and 200 <= status < 300 and status != 202 else "unknown"
-        recorder.resolution(op_id, state, effect_refs=got["effect_refs"], evidence=[got["attempt_id"]],
-                            reason=f"the task's last run got {status}")
+        state = resolve_answered(recorder, op_id, got, "the task's last run")
         print(f"{intent['intent_id']}: {state} {got['effect_refs']}", flush=True)
 
 
