@@ -50,6 +50,7 @@ except ImportError as exc:  # pragma: no cover - the durable extra installs it
         from None
 
 from harness.agents.durable.celery_agent import free_port, stop
+from harness.agents.durable.runs import effect_ref, resolve_answered, runs_of
 from harness.contract import AUDIT_LOG_ENV, STATE_DIR_ENV, destination_env_name, secret_env_name
 from harness.recorder import Recorder
 
@@ -60,6 +61,7 @@ TIMEOUT = (1.0, 8.0)  # connect, read: longer than the lease, as an activity's c
 WORKFLOW_TIMEOUT = timedelta(seconds=30)  # one workflow, every attempt included: the agent's bound
 MAX_RUNS = 3  # attempts the activity body allows itself: the default RetryPolicy retries without end
 TASK_QUEUE = "harness-durable"
+ENGINE = "temporal"  # the state dir's folder of this engine's runs (durable/runs.py)
 SERVER_START = 30.0  # seconds the test server has to answer (about 1 s here, more on a loaded machine)
 SERVER_RAM = "512m"  # the native image's memory, given
 
@@ -104,7 +106,7 @@ class Activities:
         if info.workflow_id is None:  # a standalone activity: no workflow identity to derive the operation from
             raise ApplicationError("carry_out runs in a workflow", non_retryable=True)
         op_id = operation_id_of(info.workflow_id, info.activity_id)
-        runs = runs_of(op_id)
+        runs = runs_of(ENGINE, op_id)
         earlier = sorted(runs.glob("*.json"))  # numbered: the attempts in order
         with Recorder(os.environ[AUDIT_LOG_ENV]) as recorder:
             prior = json.loads(earlier[-1].read_text()) if earlier else None
@@ -163,11 +165,7 @@ def dispatch(method: str, url: str, body: dict[str, Any], headers: dict[str, str
         answer = requests.request(method, url, json=body, headers=headers, timeout=TIMEOUT)
     except requests.RequestException as exc:
         return {"dispatch_state": "sent_no_response", "error": type(exc).__name__}
-    try:
-        doc = answer.json()
-    except ValueError:
-        doc = None
-    refs = [str(doc["id"])] if isinstance(doc, dict) and doc.get("id") else []  # the payment's id: its effect
+    refs = [ref] if (ref := effect_ref(answer)) else []
     return {"dispatch_state": "response_received", "http_status": answer.status_code, "effect_refs": refs}
 
 
@@ -176,14 +174,6 @@ def log_unknown(recorder: Recorder, op_id: str, run: dict[str, Any], why: str) -
     (the rerun, or the agent), so ``sent_no_response``; the attempt, if it still runs, logs nothing more."""
     recorder.attempt(op_id, run["attempt_id"], "sent_no_response", **run["logged"],
                      error=f"no outcome when it was logged by another: {why}")
-
-
-def runs_of(op_id: str) -> Path:
-    """The folder of an activity's attempts: one file each, written before it dispatches, then with its outcome
-    (a rerun learns there what an earlier attempt had in flight)."""
-    runs = Path(os.environ[STATE_DIR_ENV]) / "temporal" / op_id
-    runs.mkdir(parents=True, exist_ok=True)
-    return runs
 
 
 @workflow.defn(name="HarnessDurableWrite")
@@ -236,7 +226,7 @@ async def connect(server: subprocess.Popen[bytes], port: int) -> Client:
 async def run_workflows(doc: dict[str, Any], wrong: bool) -> None:
     """A worker and one workflow per intent: its operation logged before it starts, resolved on what its last
     attempt got."""
-    folder = Path(os.environ[STATE_DIR_ENV]) / "temporal"
+    folder = Path(os.environ[STATE_DIR_ENV]) / ENGINE
     folder.mkdir(parents=True, exist_ok=True)
     server, port = start_test_server(folder)
     try:
@@ -266,7 +256,7 @@ async def run_one(client: Client, intent: dict[str, Any], doc: dict[str, Any], r
                                             execution_timeout=WORKFLOW_TIMEOUT)
     except WorkflowFailureError as exc:
         attempts = []
-        for path in sorted(runs_of(op_id).glob("*.json")):
+        for path in sorted(runs_of(ENGINE, op_id).glob("*.json")):
             run = json.loads(path.read_text())
             attempts.append(run["attempt_id"])
             if settle(path):  # in flight when the workflow gave up: nobody logged it
@@ -276,10 +266,7 @@ async def run_one(client: Client, intent: dict[str, Any], doc: dict[str, Any], r
                                    "left to reconciliation")
         print(f"{intent['intent_id']}: unknown: {exc.cause}", flush=True)
         return
-    status = got.get("status")
-    state = "succeeded" if isinstance(status, int) and 200 <= status < 300 and status != 202 else "unknown"
-    recorder.resolution(op_id, state, effect_refs=got["effect_refs"], evidence=[got["attempt_id"]],
-                        reason=f"the activity's last attempt got {status}")
+    state = resolve_answered(recorder, op_id, got, "the activity's last attempt")
     print(f"{intent['intent_id']}: {state} {got['effect_refs']}", flush=True)
 
 
