@@ -38,7 +38,7 @@ from certification.matrix import (
 
 DOCS_FILE = ROOT.parent / "docs" / "durable.md"
 # the engine's package, whose release a row names
-ENGINE_PACKAGES = {"celery": "celery", "dbos": "dbos"}
+ENGINE_PACKAGES = {"celery": "celery", "dbos": "dbos", "temporal": "temporalio"}
 TABLE_BEGIN = ("<!-- durable-matrix: written by `python -m certification.durable --readme` from "
                "certification/expected.yaml -->")
 TABLE_END = "<!-- /durable-matrix -->"

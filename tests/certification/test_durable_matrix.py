@@ -3,7 +3,7 @@ of a real engine (harness/agents/durable/), run through the real engine, fault p
 engine's own machinery reruns the work, judged by the full checker; each cell must equal certification/expected.yaml,
 and docs/durable.md's table must be that file's. The Celery cells start Debian's redis-server (.ci/run installs it)
 and one worker each: about 12 s a cell here; a DBOS cell launches DBOS on a SQLite file (twice when its executor is
-killed): about 6 s.
+killed): about 6 s; a Temporal cell starts the wheel's test server: 5 to 10 s.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def test_a_malformed_row_is_an_error_naming_it(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("agent", "column"), CELLS)
 def test_durable_cell(agent: str, column: str, tmp_path: Path) -> None:
     """Without redis-server the agent says so and the cell fails naming it (no skip: CI must install it). The DBOS
-    cells need only the ``durable`` extra: DBOS runs on a SQLite file."""
+    cells need only the ``durable`` extra: DBOS runs on a SQLite file; the Temporal cells too: the extra's wheel
+    is the server."""
     if AGENTS[agent].engine == "celery":
         assert shutil.which("redis-server"), "redis-server not found: .ci/run installs Debian's redis-server"
     cell = run_durable_cell(AGENTS[agent], COLUMNS[column], str(tmp_path))
