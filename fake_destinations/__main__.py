@@ -11,7 +11,8 @@ under test, which can reach every loopback port, can neither reset the ledger, m
 the state; a closed stdin means the harness is gone (an orphaned stop). The first line on stdin, before
 anything else, is the key that signs the ledger's rows (``{"ledger_key": hex}``): it is never on disk nor in
 any environment, so an agent that edits the ledger file cannot sign what it wrote. ``seal`` answers how many
-rows this process wrote (``Ledger.rows``), which the harness holds the saved ledger to. ``gate`` sets the
+rows this process wrote (``Ledger.rows``), which the harness holds the saved ledger to, and closes the ledger to
+whatever arrives after, until the next reset. ``gate`` sets the
 run's secret the fault proxy adds to what it forwards (``contract.GATE_HEADER``): a request without it, sent
 straight to a port by this run's agent or any other process, is recorded and refused (403), never served.
 ``agent_containers`` names the containers the run's agent runs in, so that such a request from one of them is
@@ -140,8 +141,9 @@ def control_commands(ledger: Ledger, clock: Clock, runtimes: dict[str, Destinati
         return {"agent_containers": len(ids)}
 
     def seal(body: dict[str, Any]) -> dict[str, Any]:
-        """The rows this ledger holds by the writer's own account, to hold the file to (``verify_ledger``)."""
-        return {"rows": dict(ledger.rows)}
+        """The rows this ledger holds by the writer's own account, to hold the file to (``verify_ledger``); the
+        ledger takes no more until the next reset (``Ledger.seal``)."""
+        return {"rows": ledger.seal()}
 
     return {"reset": reset, "clock": advance, "state": state, "gate": gate, "seal": seal,
             "agent_containers": agent_containers}

@@ -187,9 +187,21 @@ class Ledger:
         # A request that was in flight when the previous process died never finished: unlock its key.
         self.db.execute("DELETE FROM idempotency_keys WHERE state = 'in_progress'")
         self.rows = signed_rows(self.db, DESTINATIONS_WRITER)
+        self.sealed = False
+
+    def seal(self) -> dict[str, int]:
+        """The rows this ledger holds by its writer's own account; and from now until ``clear``, no more rows. The
+        run is over: what reaches the destination after its account (a neighbour's probe of the port, a request
+        that arrives late) is not the run's, and a row landing between the account and the copy held to it
+        would read as replayed from elsewhere (``verify_ledger``): the run would not be judged."""
+        self.sealed = True
+        return dict(self.rows)
 
     def record(self, request: dict[str, Any], effects: Sequence[dict[str, Any]] = ()) -> int:
-        """Append one received request and the effects it committed, atomically; returns its seq."""
+        """Append one received request and the effects it committed, atomically; returns its seq (0: the ledger
+        is sealed, nothing was written)."""
+        if self.sealed:
+            return 0
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             cur = self.db.execute(
@@ -296,6 +308,7 @@ class Ledger:
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM sqlite_sequence WHERE name IN ('requests', 'effects')")
         self.rows = dict.fromkeys(SIGNED_TABLES, 0)
+        self.sealed = False
 
     def close(self) -> None:
         self.db.close()

@@ -51,6 +51,20 @@ def test_a_ledger_left_alone_is_as_written(host: DestinationHost) -> None:
     assert all("mac" not in row for row in host.effects() + host.requests())
 
 
+def test_after_its_account_the_ledger_takes_nothing_until_the_next_run(host: DestinationHost) -> None:
+    """What reaches the destination after the writer gave its account (a neighbour probing the port during the
+    teardown, a request that arrives late) is not the run's: it lands nowhere, so the copy is held to the account
+    it was given (before, such a row read as "replayed from elsewhere" and the run went unjudged), and the next
+    run records again."""
+    create(host, 2)
+    assert host.seal() == {"requests": 2, "effects": 2}
+    create(host, 1, first=2)  # answered, not recorded
+    assert len(host.requests()) == 2 and problems(host) == []
+    host.reset()
+    create(host, 1, first=3)
+    assert len(host.requests()) == 1 and host.seal() == {"requests": 1, "effects": 1}
+
+
 def test_the_key_is_nowhere_on_disk(host: DestinationHost, tmp_path: Path) -> None:
     create(host, 1)
     key = host.ledger_key.hex().encode()

@@ -7,13 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from certification.matrix import CELL_AGENT_TIMEOUT
 from harness.engine import run_scenario
 from harness.results import EXPECTATION_CODE, ScenarioResult
 from harness.scenario import load
 
 
 def run_row(scenario: Path, command: str, tmp_path: Path) -> ScenarioResult:
-    result = run_scenario(load(scenario), agent=command, evidence_root=tmp_path, keep_evidence="all")
+    # a certified cell's time limit: a framework's imports alone passed the scenario's 30 s on a loaded machine
+    result = run_scenario(load(scenario), agent=command, evidence_root=tmp_path, keep_evidence="all",
+                          agent_timeout=CELL_AGENT_TIMEOUT)
     assert not result.incomplete, result.incomplete
     assert all(r.exit_status == 0 for r in result.agent_runs), result.agent_runs
     return result

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from certification.matrix import CELL_AGENT_TIMEOUT
 from harness.engine import run_scenario
 from harness.resources import catalogue_dir
 from harness.results import EXPECTATION_CODE, ScenarioResult
@@ -35,7 +36,7 @@ def test_a_blind_retry_of_an_mcp_tool_is_caught_whatever_its_annotation_says(tmp
 def run(agent: str, scenario: str, tmp_path: Path, *flags: str, agent_log: str | None = None) -> ScenarioResult:
     command = " ".join(["python -m harness.agents.frameworks." + agent, *flags])
     result = run_scenario(load(catalogue_dir() / f"{scenario}.yaml"), agent=command, evidence_root=tmp_path,
-                          **({"agent_log": agent_log} if agent_log else {}))
+                          agent_timeout=CELL_AGENT_TIMEOUT, **({"agent_log": agent_log} if agent_log else {}))
     assert not result.incomplete, result.incomplete
     assert all(r.exit_status == 0 for r in result.agent_runs), result.agent_runs
     return result
