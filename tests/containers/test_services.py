@@ -106,7 +106,8 @@ def test_a_program_without_a_log_gets_the_fakes_verdict_on_the_teams_service(age
                                                                              tmp_path: Path) -> None:
     """The certification scenarios as they are (black-box: the wire and the ledger alone), for the reference agent
     and every HTTP-client connector certified against the orders profile."""
-    command = REFERENCE if agent == "reference" else CONNECTORS[agent].command
+    # a connector in the environment of its certified release (a TypeScript one needs its Node and npm prefix)
+    command = REFERENCE if agent == "reference" else CONNECTORS[agent].ready().command
     _, by_service = certify(fault, command, image, tmp_path)
     if agent != "reference" and fault != "server_error_after_commit":  # that one's fault is the proxy's here
         want = CONNECTORS[agent].cells[fault]

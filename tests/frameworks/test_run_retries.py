@@ -3,7 +3,8 @@
 framework, the real fault proxy, the real webhooks destination (no idempotency). The fault is the framework's, not
 the network's: the scripted model raises a model-provider error once, on the turn after the tool's success
 (``--model-error-after-tool``), and the framework runs it all again. Their rows are
-tests/certification/test_framework_matrix.py's cells (the column ``model_error_after_tool``); this says why.
+tests/certification/test_framework_matrix.py's cells (the column ``model_error_after_tool``); this says why. And
+crewAI's own rerun of a tool that raised (ToolUsage), named in the attempt it made.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def test_a_run_retried_whole_after_the_model_failed_runs_a_tool_that_succeeded_a
     first, second = attempts(blind)
     assert (first["http_status"], second["http_status"]) == (201, 201), (first, second)
     assert second["retry_of_attempt_id"] == first["attempt_id"] and second.get("retry_reason") is None
+    if wrong.startswith("crewai"):  # the layer that ran the tool again, in the attempt's decision
+        assert "crewAI's task rerun" in second["retry_decision"], second
     assert SAID in said(blind), "the framework met the model's error and went on"
     (op,) = blind.verdict.operations
     assert len(op.effects) == 2
@@ -52,3 +55,15 @@ def test_a_run_retried_whole_after_the_model_failed_runs_a_tool_that_succeeded_a
     (attempt,) = attempts(correct)
     assert attempt["http_status"] == 201
     assert SAID in said(correct) and "already done: dlv_0001" in said(correct)
+
+
+@pytest.mark.parametrize("column", ["response_lost", "mcp_tool_result_lost"])
+def test_crewais_own_rerun_of_a_tool_that_raised_is_named_in_its_attempt(column: str, tmp_path: Path) -> None:
+    """crewAI's ToolUsage runs a tool that raised again at once, with the same input, before the model sees the
+    error (crewAIInc/crewAI#7449): the blind tool's second attempt says that this layer made it (not the model,
+    not the task's rerun), over HTTP and over MCP."""
+    result = run_row(COLUMNS[column].path, AGENTS["crewai_raise_on_error"].run_command, tmp_path)
+    first, second = attempts(result)
+    assert second["retry_of_attempt_id"] == first["attempt_id"], (first, second)
+    assert "crewAI's ToolUsage" in second["retry_decision"], second
+    assert "task rerun" not in second["retry_decision"] and "by the model" not in second["retry_decision"]

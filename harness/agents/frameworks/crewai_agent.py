@@ -12,6 +12,10 @@ and timeout a second write. The correct tool raises only SafeToRetry (the next e
 sends) and answers anything else with "do not call again", and sends the operation's key and reference every
 time. crewAI installs only beside mcp 1.x and openai 2.x: its cells run in an environment of its own.
 
+Each attempt after the first says which layer ran the tool again (its ``retry_decision``, ``Layers``): crewAI's
+ToolUsage (no model turn since the last run of the tool: crewAIInc/crewAI#7449), crewAI's task rerun (a new
+conversation), or the model calling the tool again.
+
 crewAI also retries a task: when the agent's execution raises, ``Agent(max_retry_limit=2)`` (its default) runs the
 task again, a new conversation (crewAI#5802); an exception from litellm is raised at once, any other retried. With
 ``--model-error-after-tool`` the scripted LLM raises once, on the turn after the tool's observation (a model
@@ -43,6 +47,7 @@ from harness.agents.frameworks.tools import (  # noqa: E402
     post_blindly,
     raise_only_when_safe,
     run_intents,
+    the_operation,
 )
 
 
@@ -80,6 +85,7 @@ class ScriptedLLM(BaseLLM):
     intent: dict[str, Any]
     tool_name: str
     calls: int = 0
+    conversations: int = 0  # the turns that saw no tool observation yet: each a conversation crewAI started
     error_after_tool: bool = False
     failed: bool = False
 
@@ -89,6 +95,7 @@ class ScriptedLLM(BaseLLM):
         said = [str(m.get("content", "")) for m in messages] if isinstance(messages, list) else [str(messages)]
         action = f"Action Input: {json.dumps(self.intent['params'])}"  # the format instructions hold "Observation:" too
         observed = any("Observation:" in text.split(action, 1)[1] for text in said if action in text)
+        self.conversations += not observed
         if self.error_after_tool and observed and not self.failed:
             self.failed = True
             raise ScriptedModelError(MODEL_ERROR)
@@ -108,14 +115,45 @@ class ScriptedLLM(BaseLLM):
         return 8192
 
 
+class Layers:
+    """Which of crewAI's layers runs the tool each time, from the scripted model's count of its turns and of the
+    conversations it saw: no turn since the tool's last run is ToolUsage's own rerun, a new conversation is the
+    task run again, else the model called the tool again. Said in the next attempt's decision (``next_retry``)."""
+
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self.llm = llm
+        self.last: tuple[int, int] | None = None  # (turns, conversations) at the tool's last run
+
+    def who(self) -> str | None:
+        now = (self.llm.calls, self.llm.conversations)
+        last, self.last = self.last, now
+        if last is None:
+            return None  # the first run: no retry to attribute
+        if now[0] == last[0]:
+            return ("run again by crewAI's ToolUsage, at once, with the same input and no model turn between "
+                    "(its own retry of a tool that raised: crewAIInc/crewAI#7449)")
+        if now[1] > last[1]:
+            return "run again by crewAI's task rerun (Agent max_retry_limit): a new conversation, a new tool call"
+        return "run again by the model: a new tool call after the tool's answer"
+
+    def around(self, body: Any) -> Any:
+        def run(spec: ToolSpec, params: dict[str, Any]) -> str:
+            said = self.who()
+            if said is not None:
+                the_operation(spec).next_retry(decision=said)
+            return str(body(spec, params))
+
+        return run
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_mode(argv, __doc__, extra=add_options)
     wrong = args.wrong
 
     def run_one(intent: dict[str, Any], spec: ToolSpec) -> str:
-        tool = crew_tool(spec, intent["params"], post_blindly if wrong else raise_only_when_safe)
         llm = ScriptedLLM(model="scripted", intent=intent, tool_name=spec.name,
                           error_after_tool=args.model_error_after_tool)
+        tool = crew_tool(spec, intent["params"], Layers(llm).around(post_blindly if wrong else raise_only_when_safe))
         agent = Agent(role="operator", goal="carry out the request with the tool, once", backstory="an operator",
                       tools=[tool], llm=llm, max_iter=3, verbose=False)
         task = Task(description=f"carry out {intent['intent_id']}", expected_output="what the tool answered",

@@ -45,6 +45,7 @@ class McpOperation:
         self.idempotency_key = derive_key(self.operation_id)
         self.history: list[Attempt | Observation] = []  # the tools/call attempts and lookups, in order
         self.last_fingerprint: str | None = None
+        self.noted_decision: str | None = None  # next_retry's words, added to the next attempt's decision
         style = contract["idempotency"]["style"]
         declared = self.operation_id if style == "natural_key" else self.idempotency_key if style != "none" else None
         recorder.operation(self.operation_id, intent_id=intent["intent_id"], owner=recorder.session_id,
@@ -80,6 +81,11 @@ class McpOperation:
                 yield self
         finally:
             self.resolve()
+
+    def next_retry(self, decision: str) -> None:
+        """Words for the next attempt's decision, added to what the records support (as harness.instrument's
+        Operation.next_retry does): which layer ran the tool again, say."""
+        self.noted_decision = decision
 
     # -- one tools/call ---------------------------------------------------------------------------------
 
@@ -120,11 +126,14 @@ class McpOperation:
         previous = self.last_attempt
         number = len(self.attempts) + 1
         retry: dict[str, Any] = {}
+        noted, self.noted_decision = self.noted_decision, None
         if previous is not None:
+            decision = self.decision(key)
             retry = {"retry_of_attempt_id": previous.attempt_id,
                      "retry_reason": retry_reason_after(previous.dispatch_state, previous.http_status,
                                                         tool_error=previous.tool_error),
-                     "retry_decision": self.decision(key), "prior_request_fingerprint": self.last_fingerprint}
+                     "retry_decision": f"{decision}; {noted}" if noted else decision,
+                     "prior_request_fingerprint": self.last_fingerprint}
         self.recorder.attempt(
             self.operation_id, record.attempt_id, state, attempt_number=number, destination=self.destination,
             method="tools/call", path=tool, idempotency_key=key, request_fingerprint=fingerprint(arguments),
