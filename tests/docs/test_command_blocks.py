@@ -73,19 +73,40 @@ def declared_files(page: Path) -> dict[str, str]:
     return files
 
 
-CASES = [(page, n, commands) for page in PAGES for n, commands in enumerate(blocks(page)) if commands]
+# Blocks whose commands are independent of one another, each run as a test of its own (in a folder of its own) so
+# that the workers share the block: docs/using.md's first ran 25 commands one after the other, 720 s in one test,
+# the suite's longest. A command that reads what an earlier one kept (`evidence/`) runs after the block's first.
+SPLIT = {("using.md", 0)}
 
 
-def where_else(page: Path, n: int, commands: list[str]) -> str | None:
+def cases(page: Path) -> list[tuple[Path, str, list[str]]]:
+    """The page's blocks as tests: (page, id, commands), a SPLIT block as one test a command."""
+    found: list[tuple[Path, str, list[str]]] = []
+    for n, commands in enumerate(blocks(page)):
+        if not commands:
+            continue
+        if (page.name, n) not in SPLIT:
+            found.append((page, str(n), commands))
+            continue
+        readers = [c for c in commands[1:] if "evidence/" in c]
+        found.append((page, f"{n}.0", [commands[0], *readers]))
+        found += [(page, f"{n}.{i}", [c]) for i, c in enumerate(commands) if i and c not in readers]
+    return found
+
+
+CASES = [case for page in PAGES for case in cases(page)]
+
+
+def where_else(page: Path, n: str, commands: list[str]) -> str | None:
     if page.name == "index.md":  # the site's home repeats the README's two commands (held equal below)
         return "the README's own block"
-    if page.name == "README.md" and n < len(README_ELSEWHERE):
-        return README_ELSEWHERE[n]
+    if page.name == "README.md" and n.isdigit() and int(n) < len(README_ELSEWHERE):
+        return README_ELSEWHERE[int(n)]
     return NOT_HERE.get((page.name, commands[0]))
 
 
 @pytest.mark.parametrize(("page", "n", "commands"), CASES, ids=[f"{p.name}-{n}" for p, n, _ in CASES])
-def test_a_command_block_runs_as_written(page: Path, n: int, commands: list[str], tmp_path: Path) -> None:
+def test_a_command_block_runs_as_written(page: Path, n: str, commands: list[str], tmp_path: Path) -> None:
     elsewhere = where_else(page, n, commands)
     if elsewhere:
         pytest.skip(f"run by {elsewhere}")
@@ -111,6 +132,14 @@ def test_the_sites_home_repeats_the_readmes_two_commands() -> None:
 def test_every_not_here_entry_names_a_block_that_exists() -> None:
     firsts = {(page.name, commands[0]) for page, _, commands in CASES}
     assert set(NOT_HERE) <= firsts, set(NOT_HERE) - firsts
+
+
+def test_a_split_block_runs_every_command_once() -> None:
+    for name, n in SPLIT:
+        page = next(p for p in PAGES if p.name == name)
+        run = [c for case_page, case, commands in CASES if case_page == page and case.split(".")[0] == str(n)
+               for c in commands]
+        assert sorted(run) == sorted(blocks(page)[n]), (name, n)
 
 
 @pytest.mark.install
