@@ -25,7 +25,7 @@ from harness import notices
 from harness.contract import AUDIT_LOG_ENV, INTENTS_ENV, OPERATOR_ENV, STATE_DIR_ENV, TRACE_FILE_ENV, agent_words
 from harness.errors import AgentError
 from harness.results.scenario_result import AgentRun
-from harness.safe_files import open_append
+from harness.safe_files import UnsafeFile, open_append, open_regular
 from harness.sandbox import (
     SCRATCH_ENV,
     AgentFiles,
@@ -73,9 +73,41 @@ def argv_for(command: str) -> list[str]:
     return argv
 
 
+# bubblewrap copies the host's mount table into the sandbox one mount at a time; a mount that goes away meanwhile (a
+# container started or stopped by another process: an overlay under /var/lib/docker) fails the copy with EINVAL.
+# The host changed under it, not the agent: the start is tried again, a few times.
+MOUNT_RACE = b"Unable to apply mount flags"
+SANDBOX_START_TRIES = 3
+
+
 def run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: Path, stderr: Path,
               cwd: Path | None = None, kill_when: Callable[[], bool] | None = None, sandbox: Sandbox | None = None,
               hidden: Sequence[Path] = (), readable: Sequence[Path] = ()) -> AgentRun:
+    """``_run_agent``, its start tried again when the sandbox failed to copy a mount that went away meanwhile."""
+    for tries_left in range(SANDBOX_START_TRIES - 1, -1, -1):
+        said = stderr.stat().st_size if stderr.exists() else 0
+        try:
+            return _run_agent(command, env, timeout=timeout, stdout=stdout, stderr=stderr, cwd=cwd,
+                              kill_when=kill_when, sandbox=sandbox, hidden=hidden, readable=readable)
+        except AgentError:
+            if not tries_left or not _mount_race(stderr, said):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _mount_race(stderr: Path, since: int) -> bool:
+    """Whether what the sandbox wrote on stderr from ``since`` says a mount went away while it copied them."""
+    try:  # a regular file only (a FIFO at the name would block the read)
+        with open_regular(stderr, 1 << 62) as said:
+            said.seek(since)
+            return MOUNT_RACE in said.read(1 << 16)
+    except (OSError, UnsafeFile):
+        return False
+
+
+def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: Path, stderr: Path,
+               cwd: Path | None = None, kill_when: Callable[[], bool] | None = None, sandbox: Sandbox | None = None,
+               hidden: Sequence[Path] = (), readable: Sequence[Path] = ()) -> AgentRun:
     """Run the agent to completion, or until `timeout`, or until `kill_when()` turns true (SIGKILL).
 
     `cwd`: the agent's working folder (default: this process's; the engine passes the caller's folder), where
