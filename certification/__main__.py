@@ -16,7 +16,6 @@ from packaging.utils import canonicalize_name
 
 from certification.environments import Environment, EnvironmentError_, environment, parse, pinned
 from certification.matrix import (
-    EXPECTED_FILE,
     FRAMEWORK_PACKAGES,
     JSON_FILE,
     MARKDOWN_FILE,
@@ -35,6 +34,7 @@ from certification.matrix import (
     rewrite_readme_frameworks,
     run,
     run_frameworks,
+    said_differences,
     write,
 )
 from certification.npm import PREFIX, NodeEnvironment, is_npm, npm_environment, parse_npm
@@ -110,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         differences += [d for a, c, cell in engines if (d := durable.durable_difference(a, c, cell)) is not None]
         cells += len(engines)
     print(f"{cells} cells in {time.perf_counter() - started:.1f} s; wrote {args.markdown} and {args.json_file}")
-    for line in differences:
-        print(f"  differs from {EXPECTED_FILE.name}: {line}")
-    print(f"{cells - len(differences)} as expected, {len(differences)} differ")
-    return 1 if differences else 0
+    return said_differences(cells, differences)
 
 
 def certify_sdks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -149,10 +146,7 @@ def certify_sdks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     print("\n".join(pivot_table(list(rows.values()))))
     differences = result.differences()
     print(f"\n{len(result.cells)} cells in {time.perf_counter() - started:.1f} s")
-    for line in differences:
-        print(f"  differs from {EXPECTED_FILE.name}: {line}")
-    print(f"{len(result.cells) - len(differences)} as published, {len(differences)} differ")
-    return 1 if differences else 0
+    return said_differences(len(result.cells), differences, "as published")
 
 
 def certify_frameworks(parser: argparse.ArgumentParser, args: argparse.Namespace, releases: list[str]) -> int:
@@ -194,10 +188,7 @@ def certify_frameworks(parser: argparse.ArgumentParser, args: argparse.Namespace
     print("\n".join(framework_table(columns, list(rows.values()))))
     differences = [d for a, c, cell in result if (d := framework_difference(a, c, cell)) is not None]
     print(f"\n{len(result)} cells in {time.perf_counter() - started:.1f} s")
-    for line in differences:
-        print(f"  differs from {EXPECTED_FILE.name}: {line}")
-    print(f"{len(result) - len(differences)} as published, {len(differences)} differ")
-    return 1 if differences else 0
+    return said_differences(len(result), differences, "as published")
 
 
 if __name__ == "__main__":

@@ -575,6 +575,15 @@ def frameworks_markdown(columns: dict[str, Column], result: Sequence[tuple[Frame
     return lines + every_cell_table(result)
 
 
+def said_differences(cells: int, differences: Sequence[str], compared_with: str = "as expected") -> int:
+    """The end of a run's output: each cell that differs from expected.yaml, the count, and the exit status (1 when
+    any differs)."""
+    for line in differences:
+        print(f"  differs from {EXPECTED_FILE.name}: {line}")
+    print(f"{cells - len(differences)} {compared_with}, {len(differences)} differ")
+    return 1 if differences else 0
+
+
 def every_cell_table(result: Sequence[tuple[Any, Any, Any]]) -> list[str]:
     """An agent section's table of every cell: each (agent, column, cell) with its verdict, effects, attempts, key."""
     from harness.report import markdown_cell
