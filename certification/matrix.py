@@ -49,8 +49,8 @@ SDK_PACKAGES = {"stripe": "stripe", "openai": "openai", "anthropic": "anthropic"
 # the TypeScript rows: their SDK an npm package (certification/npm.py), their connector a CommonJS script beside the
 # Python ones, and the packages a connector of that SDK also needs (at their `certified:` release, else the newest)
 SDK_PACKAGES |= {"openai-node": "npm:openai", "ai-sdk": "npm:ai", "anthropic-node": "npm:@anthropic-ai/sdk",
-                 "mcp-node": "npm:@modelcontextprotocol/sdk"}
-NPM_COMPANIONS = {"npm:ai": ("npm:@ai-sdk/openai",)}
+                 "mcp-node": "npm:@modelcontextprotocol/sdk", "langgraph-js": "npm:@langchain/langgraph"}
+NPM_COMPANIONS = {"npm:ai": ("npm:@ai-sdk/openai",), "npm:@langchain/langgraph": ("npm:@langchain/core",)}
 # A cell's agent time limit, over its scenario's 30 s: a cell judges what the client or framework retried, not how fast
 # it starts, and a framework's imports alone take seconds (crewAI's over 30 s on a loaded machine: a false X001). No
 # expected cell is a run stopped at the limit, so a correct client never waits for it.

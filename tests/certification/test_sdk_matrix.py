@@ -1,7 +1,7 @@
 """The SDK certification matrix in CI: every connector (a real SDK configuration) against the four fault
 scenarios of its API, through the real engine, fault proxy and generic destination, judged in black-box
 mode; each cell must equal its line in certification/expected.yaml, and the README's table must be that
-file's. 136 cells (Python and TypeScript SDKs, 34 connectors); each SDK at its certified release, in the
+file's. 144 cells (Python and TypeScript SDKs, 36 connectors); each SDK at its certified release, in the
 environment made for it (certification/environments.py, uv: the `certify` extra).
 """
 
