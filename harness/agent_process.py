@@ -137,8 +137,9 @@ def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: 
             _kill_session(proc)
             raise
         if problem:
-            proc.wait()
-            raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]})")
+            code = proc.wait()
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]}; {how})")
         agent = _AgentProcesses(proc, watch.namespace if sandbox.confined else None, env.get(AUDIT_LOG_ENV))
         timed_out = killed = False
         said_at = start
