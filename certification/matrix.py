@@ -69,13 +69,23 @@ class CellOutcome:
     effects: int = 1
     attempts: int = 1
     key: str = "-"
+    # the retry layer that made each retry, in the agent's own words (``retry_layers``): a framework agent whose
+    # log says which of its framework's layers ran the tool again (crewAI's), for the second attempt on
+    retried_by: tuple[str, ...] = ()
 
     def said(self) -> str:
-        """The cell in the README's words, e.g. ``FAIL H040 H041 X001: 2 effects, 2 attempts, no key``."""
+        """The cell in the README's words, e.g. ``FAIL H040 H041 X001: 2 effects, 2 attempts, no key``, or
+        ``... 2 attempts (the 2nd run again by crewAI's ToolUsage), no key``."""
         head = "PASS" if self.verdict == "pass" else " ".join(["FAIL", *self.codes])
         plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
         key = "one key" if self.key.startswith("one key") else self.key  # "one key on N attempts": N is said
-        return f"{head}: {plural(self.effects, 'effect')}, {plural(self.attempts, 'attempt')}, {key}"
+        by = ", ".join(f"the {ordinal(n)} {who}" for n, who in enumerate(self.retried_by, 2) if who)
+        return f"{head}: {plural(self.effects, 'effect')}, {plural(self.attempts, 'attempt')}" + \
+            (f" ({by})" if by else "") + f", {key}"
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 @dataclass(frozen=True)
@@ -182,7 +192,8 @@ def observed(cell: Any) -> CellOutcome:
     facts = cell.facts or {}
     return CellOutcome(verdict="pass" if cell.passed else "fail", codes=tuple(cell.codes),
                        effects=int(facts.get("effects", -1)), attempts=int(facts.get("attempts", -1)),
-                       key=str(facts.get("key_behaviour", "-")))
+                       key=str(facts.get("key_behaviour", "-")),
+                       retried_by=tuple(str(who) for who in facts.get("retry_layers") or ()))
 
 
 def difference(connector: Connector, fault: str, cell: Any) -> str | None:
@@ -449,7 +460,8 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
     for name, spec in (data.get("agents") or {}).items():
         try:
             cells = {column: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
-                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
+                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"],
+                                         retried_by=tuple(cell.get("retried_by") or ()))
                      for column, cell in spec["cells"].items()}
             agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
                                           spec.get("passes_with"), spec.get("agent_log", "events"),
@@ -461,31 +473,48 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
 
 def run_framework_cell(agent: FrameworkAgent, column: Column, evidence_root: str) -> Any:
     """Run one framework cell through the real engine, judged from the agent's log (its audit log, or its trace
-    for an ``agent_log: otel`` row), the wire and the ledger."""
-    from harness.matrix import AgentSpec
-    from harness.matrix import run_cell as harness_cell
-    from harness.results.matrix import Cell
+    for an ``agent_log: otel`` row), the wire and the ledger; its facts also say which retry layer made each
+    retry, as the log says (``retry_layers``). A failed cell keeps its evidence."""
+    import shutil
 
-    if agent.agent_log == "events":
-        return harness_cell(AgentSpec(agent.name, agent.run_command, bundled=False), str(column.path), evidence_root,
-                            agent_timeout=CELL_AGENT_TIMEOUT)
     from harness.engine import run_scenario
+    from harness.results.matrix import Cell
     from harness.results.verdict import EXPECTATION_CODE
     from harness.scenario import load
 
     scenario = load(column.path)
-    try:  # harness.matrix.run_cell's cell, with the scenario's log overridden (the scenarios say events)
+    try:  # harness.matrix.run_cell's cell, the log as the row says (the scenarios say events), read before it goes
         result = run_scenario(scenario, agent=agent.run_command, evidence_root=Path(evidence_root),
-                              keep_evidence="failed", agent_log=agent.agent_log,
-                              agent_timeout=CELL_AGENT_TIMEOUT)
+                              keep_evidence="all", agent_log=agent.agent_log, agent_timeout=CELL_AGENT_TIMEOUT)
+        layers = retry_layers(Path(result.evidence_dir))
     except Exception as exc:  # noqa: BLE001 - a broken cell is reported, the matrix goes on
         return Cell(agent.name, scenario.name, False, [], "", error=f"{type(exc).__name__}: {exc}",
                     command=agent.run_command, bundled=False)
     codes = sorted({f.code for f in result.verdict.findings} | ({EXPECTATION_CODE} if result.expectation_failures
                                                                  else set()))
-    return Cell(agent.name, scenario.name, result.passed, codes,
-                str(result.evidence_dir) if result.evidence_kept else "", command=agent.run_command, bundled=False,
-                mode=result.verdict.mode, facts=dict(result.facts))
+    kept = not result.passed
+    if not kept:
+        shutil.rmtree(result.evidence_dir, ignore_errors=True)
+    return Cell(agent.name, scenario.name, result.passed, codes, str(result.evidence_dir) if kept else "",
+                command=agent.run_command, bundled=False, mode=result.verdict.mode,
+                facts=dict(result.facts) | ({"retry_layers": layers} if layers else {}))
+
+
+def retry_layers(folder: Path) -> list[str]:
+    """Which retry layer made each retry of the run, in the agent's own words: what its layer added to a retry's
+    logged ``retry_decision`` (``harness.instrument``'s ``next_retry(decision=)``: after the records' own words and
+    "; "), up to its first comma, colon or parenthesis ("run again by crewAI's ToolUsage"). Empty when no retry
+    says (the records' words alone name no layer)."""
+    from harness.evidence import load_evidence
+
+    said = []
+    for event in load_evidence(folder).events:
+        if event.get("event") != "attempt" or not event.get("retry_of_attempt_id"):
+            continue  # a first attempt: no retry to attribute
+        decision = event.get("retry_decision")
+        noted = decision.split("; ", 1)[1] if isinstance(decision, str) and "; " in decision else ""
+        said.append(noted.replace(":", ",").replace("(", ",").split(",")[0].strip())
+    return said if any(said) else []
 
 
 def framework_difference(agent: FrameworkAgent, column: Column, cell: Any) -> str | None:
@@ -568,7 +597,8 @@ def frameworks_markdown(columns: dict[str, Column], result: Sequence[tuple[Frame
     lines = ["", "# Framework agents", "",
              "Each cell ran a framework agent (harness/agents/frameworks/, a scripted model, a real framework) "
              "through the fault proxy against the catalogue's destinations, judged from its audit log, the "
-             "journal and the ledger (docs/frameworks.md).", "",
+             "journal and the ledger (docs/frameworks.md). Where the agent's log says which layer of its framework "
+             "made a retry, the cell says it (\"the 2nd run again by crewAI's ToolUsage\").", "",
              f"{len(result)} cells; {sum(framework_difference(a, c, cell) is None for a, c, cell in result)} "
              "as expected (certification/expected.yaml).", "",
              *framework_table(columns, list(rows.values())), ""]
@@ -613,5 +643,6 @@ def agent_cells_json(result: Sequence[tuple[Any, Any, Any]], release_field: str,
         out.append({"agent": a.name, release_field: release(a), "setting": a.setting, "command": a.command,
                     "scenario": c.scenario, "column": c.name, "verdict": got.verdict, "codes": list(got.codes),
                     "effects": got.effects, "attempts": got.attempts, "key": got.key,
+                    **({"retried_by": list(got.retried_by)} if got.retried_by else {}),
                     "as_expected": difference(a, c, cell) is None, "error": cell.error})
     return out

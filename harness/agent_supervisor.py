@@ -68,14 +68,21 @@ def _undumpable() -> None:
 
 
 def _kill_group_when_orphaned(watch_fd: int, sandboxed: bool) -> None:
+    why = "end of file"
     while True:
         try:
             if not os.read(watch_fd, 4096):  # EOF: the harness's write end closed with the harness
                 break
         except InterruptedError:
             continue
-        except OSError:
+        except OSError as exc:
+            why = exc.strerror or str(exc)
             break
+    # said on the agent's stderr (agent.stderr), should a harness still be there to read it
+    try:
+        os.write(2, f"agent supervisor: the harness is gone ({why} on its watch pipe): the agent is killed\n".encode())
+    except OSError:
+        pass
     if sandboxed:  # every process of the sandbox but its init, which then ends with us and takes the rest
         os.kill(-1, signal.SIGKILL)
         os._exit(137)
