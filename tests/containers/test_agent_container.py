@@ -341,14 +341,13 @@ def test_the_cli_runs_the_agent_in_the_image(tmp_path: Path, runtime_image: str,
 @pytest.fixture(scope="module")
 def team_image(runtime_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A team's image whose own command is its agent (here the reference agent), built FROM our runtime."""
-    from harness.containers import docker_client
     from harness.containers.images import build
 
     context = tmp_path_factory.mktemp("team-image")
     (context / "Dockerfile").write_text(f"FROM {runtime_image}\nCMD {json.dumps(REFERENCE)}\n")
-    tag = build(context, f"retry-harness-test/team-agent:{runtime_image.rsplit(':', 1)[1]}")
-    yield tag
-    docker_client.client().images.remove(tag, force=True)
+    # kept, as the images are (the cache): its tag is the runtime's, and a worker beside this one builds and uses the
+    # same tag, so a removal here (force) took the image from under a container that other worker was starting
+    yield build(context, f"retry-harness-test/team-agent:{runtime_image.rsplit(':', 1)[1]}")
 
 
 def test_the_cli_without_a_command_runs_the_images_own(tmp_path: Path, team_image: str,
