@@ -12,6 +12,7 @@ so that `--agent "python -m mypkg.agent"` sees the same virtual environment.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -128,7 +129,8 @@ def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: 
             full_env = full_env | SCRATCH_ENV  # the home is read-only there: data and caches go to its temp folder
             files = AgentFiles(writable, (*_existing(env.get(INTENTS_ENV)), *readable), tuple(hidden), folder,
                                command_paths(argv, folder) + (Path(sys.executable).absolute(),))
-            words = [*bwrap_argv(sandbox, files), *words, "--sandboxed"]
+            words = [*bwrap_argv(sandbox, files, info_fd=watch.info_write), *words, "--sandboxed"]
+            fds.append(watch.info_write)
         proc = subprocess.Popen([*ceiling, *words, "--", *argv], env=full_env, stdout=out, stderr=err, cwd=folder,
                                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(fds))
         try:
@@ -140,7 +142,7 @@ def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: 
             code = proc.wait()
             how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
             raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]}; {how})")
-        agent = _AgentProcesses(proc, watch.namespace if sandbox.confined else None, env.get(AUDIT_LOG_ENV))
+        agent = _AgentProcesses(proc, watch.namespace() if sandbox.confined else None, env.get(AUDIT_LOG_ENV))
         timed_out = killed = False
         said_at = start
         try:
@@ -337,30 +339,39 @@ def _kill_pid(pid: int, sig: int) -> None:
 
 class _OrphanWatch:
     """The pipes of ``agent_supervisor``: the watch pipe (only this process holds its write end, so the
-    supervisor reads end of file when the harness dies, however it dies) and its status pipe (started, in a
-    sandbox with its PID namespace, then how the agent's own process ended)."""
+    supervisor reads end of file when the harness dies, however it dies), its status pipe (started, then how
+    the agent's own process ended) and bubblewrap's info pipe (its PID namespace)."""
 
     def __init__(self) -> None:
         self.read_end, self._write_end = os.pipe()  # non-inheritable: no other child holds the write end
         self._status_read, self.status_write = os.pipe()
+        self._info_read, self.info_write = os.pipe()
         self._status = b""
-        self.namespace: str | None = None  # the sandbox's PID namespace as /proc names it (``pid:[N]``)
 
     def started(self) -> str:
         """Wait for the supervisor to start the agent: "" when it runs, else why it could not start."""
-        os.close(self.status_write)
-        self.status_write = -1
+        for fd in (self.status_write, self.info_write):
+            os.close(fd)
+        self.status_write = self.info_write = -1
         while b"\n" not in self._status and (chunk := os.read(self._status_read, 4096)):
             self._status += chunk
         line, _, self._status = self._status.partition(b"\n")
         text = line.decode(errors="replace").strip()
-        word, _, namespace = text.partition(" ")
-        if word == "started":  # said before the agent runs: not its word
-            self.namespace = namespace if namespace.startswith("pid:[") else None
+        if text == "started":
             return ""
         if not text:  # bubblewrap itself failed before the supervisor ran: its stderr says why (agent.stderr)
             return "the sandbox could not start it (agent.stderr says why; HARNESS_SANDBOX=off runs it unsandboxed)"
         return text.removeprefix("cannot start: ")
+
+    def namespace(self) -> str | None:
+        """The sandbox's PID namespace as /proc names it (``pid:[N]``), from bubblewrap's ``--info-fd``."""
+        data = b""
+        while chunk := os.read(self._info_read, 4096):
+            data += chunk
+        try:
+            return f"pid:[{json.loads(data)['pid-namespace']}]"
+        except (ValueError, KeyError, TypeError):
+            return None
 
     def ended(self) -> tuple[int | None, float | None, int | None, int, str | None]:
         """How the agent's own process ended, as the supervisor said: (status, wall clock, processes it left
@@ -392,7 +403,8 @@ class _OrphanWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in (self.read_end, self._write_end, self._status_read, self.status_write):
+        for fd in (self.read_end, self._write_end, self._status_read, self.status_write, self._info_read,
+                   self.info_write):
             if fd >= 0:
                 os.close(fd)
 
