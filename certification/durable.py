@@ -97,9 +97,7 @@ def load_durable(path: Path = EXPECTED_FILE) -> tuple[dict[str, DurableColumn], 
         raise ValueError(f"{path}: durable.columns: {type(exc).__name__} {exc}") from None
     for name, spec in (data.get("agents") or {}).items():
         try:
-            cells = {column: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
-                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
-                     for column, cell in spec["cells"].items()}
+            cells = {column: CellOutcome.from_dict(cell) for column, cell in spec["cells"].items()}
             unknown = sorted(set(cells) - set(columns))
             if unknown or spec["engine"] not in ENGINE_PACKAGES:
                 raise KeyError(f"columns {unknown}" if unknown else f"engine {spec['engine']!r}")

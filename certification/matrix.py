@@ -73,6 +73,12 @@ class CellOutcome:
     # log says which of its framework's layers ran the tool again (crewAI's), for the second attempt on
     retried_by: tuple[str, ...] = ()
 
+    @classmethod
+    def from_dict(cls, cell: Any) -> CellOutcome:
+        """A cell as expected.yaml or matrix.json holds it (a KeyError or TypeError when it is not one)."""
+        return cls(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()), effects=cell["effects"],
+                   attempts=cell["attempts"], key=cell["key"], retried_by=tuple(cell.get("retried_by") or ()))
+
     def said(self) -> str:
         """The cell in the README's words, e.g. ``FAIL H040 H041 X001: 2 effects, 2 attempts, no key``, or
         ``... 2 attempts (the 2nd run again by crewAI's ToolUsage), no key``."""
@@ -160,9 +166,7 @@ def load_expected(path: Path = EXPECTED_FILE) -> dict[str, Connector]:
     out: dict[str, Connector] = {}
     for name, spec in (data.get("connectors") or {}).items():
         try:
-            cells = {fault: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
-                                        effects=cell["effects"], attempts=cell["attempts"], key=cell["key"])
-                     for fault, cell in spec["cells"].items()}
+            cells = {fault: CellOutcome.from_dict(cell) for fault, cell in spec["cells"].items()}
             package = SDK_PACKAGES[spec["sdk"]]
             companions = tuple(f"{p}@{certified[p]}" if p in certified else p for p in NPM_COMPANIONS.get(package, ()))
             out[name] = Connector(name, spec["sdk"], spec["api"], spec["setting"], cells, spec.get("passes_with"),
@@ -459,10 +463,7 @@ def load_frameworks(path: Path = EXPECTED_FILE) -> tuple[dict[str, Column], dict
         raise ValueError(f"{path}: frameworks.columns: {type(exc).__name__} {exc}") from None
     for name, spec in (data.get("agents") or {}).items():
         try:
-            cells = {column: CellOutcome(verdict=cell["verdict"], codes=tuple(cell.get("codes") or ()),
-                                         effects=cell["effects"], attempts=cell["attempts"], key=cell["key"],
-                                         retried_by=tuple(cell.get("retried_by") or ()))
-                     for column, cell in spec["cells"].items()}
+            cells = {column: CellOutcome.from_dict(cell) for column, cell in spec["cells"].items()}
             agents[name] = FrameworkAgent(name, spec["framework"], spec["command"], spec["setting"], cells,
                                           spec.get("passes_with"), spec.get("agent_log", "events"),
                                           certified.get(spec["framework"], ()), spec.get("adapter"))

@@ -18,8 +18,7 @@ from certification.matrix import (
 
 
 def outcome(cell: dict) -> CellOutcome:
-    return CellOutcome(verdict=cell["verdict"], codes=tuple(cell["codes"]), effects=cell["effects"],
-                       attempts=cell["attempts"], key=cell["key"], retried_by=tuple(cell.get("retried_by") or ()))
+    return CellOutcome.from_dict(cell)
 
 
 def test_the_published_sdk_cells_are_the_expected_ones_at_the_certified_releases() -> None:
