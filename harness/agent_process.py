@@ -12,7 +12,6 @@ so that `--agent "python -m mypkg.agent"` sees the same virtual environment.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -129,8 +128,7 @@ def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: 
             full_env = full_env | SCRATCH_ENV  # the home is read-only there: data and caches go to its temp folder
             files = AgentFiles(writable, (*_existing(env.get(INTENTS_ENV)), *readable), tuple(hidden), folder,
                                command_paths(argv, folder) + (Path(sys.executable).absolute(),))
-            words = [*bwrap_argv(sandbox, files, info_fd=watch.info_write), *words, "--sandboxed"]
-            fds.append(watch.info_write)
+            words = [*bwrap_argv(sandbox, files), *words, "--sandboxed"]
         proc = subprocess.Popen([*ceiling, *words, "--", *argv], env=full_env, stdout=out, stderr=err, cwd=folder,
                                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(fds))
         try:
@@ -142,7 +140,7 @@ def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: 
             code = proc.wait()
             how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
             raise AgentError(f"cannot start agent {command!r}: {problem} ({argv[0]}; {how})")
-        agent = _AgentProcesses(proc, watch.namespace() if sandbox.confined else None, env.get(AUDIT_LOG_ENV))
+        agent = _AgentProcesses(proc, watch.namespace if sandbox.confined else None, env.get(AUDIT_LOG_ENV))
         timed_out = killed = False
         said_at = start
         try:
@@ -166,12 +164,15 @@ def _run_agent(command: str, env: Mapping[str, str], *, timeout: float, stdout: 
                     timed_out = True
                     break
         finally:
-            if proc.poll() is None or timed_out:
-                agent.terminate()
-            else:
-                agent.kill()  # children the agent left behind
-            agent.wait_gone()  # a planned crash restarts the agent only once nothing of it is left
-            survivors = agent.survivors()
+            try:
+                if proc.poll() is None or timed_out:
+                    agent.terminate()
+                else:
+                    agent.kill()  # children the agent left behind
+                agent.wait_gone()  # a planned crash restarts the agent only once nothing of it is left
+                survivors = agent.survivors()
+            finally:
+                agent.release()
         exit_status, exited_at, left, still, forged = watch.ended()
         if forged is None and exit_status is not None and not (timed_out or killed) \
                 and proc.returncode not in _exits_of(exit_status):
@@ -250,9 +251,18 @@ class _AgentProcesses:
     def __init__(self, proc: subprocess.Popen[bytes], namespace: str | None, marker: str | None) -> None:
         self.proc, self.namespace = proc, namespace
         self.marker = f"{AUDIT_LOG_ENV}={marker}".encode() + b"\0" if marker else None
+        # The namespace is held open while its processes are looked for: the kernel gives a freed namespace's
+        # number to the next one made (another run's sandbox, a container's runc), whose processes a stale name
+        # would match, and kill. None once its init is gone, and with it (the kernel's doing) all of it.
+        self._held = _hold_namespace(proc.pid, namespace) if namespace else None
+
+    def release(self) -> None:
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None
 
     def members(self) -> list[int]:
-        if self.namespace is None:
+        if self._held is None:
             return []
         # a zombie (dead, not yet reaped as the namespace ends) holds nothing and does nothing: not counted
         return [pid for pid, stat in _processes()
@@ -323,6 +333,22 @@ def _processes() -> Iterator[tuple[int, str]]:
                 continue
 
 
+def _hold_namespace(launcher: int, namespace: str) -> int | None:
+    """An fd on the PID namespace named ``namespace`` of the sandbox that bubblewrap (``launcher``, this process's
+    child, not yet reaped) started: its first process is bubblewrap's child. None when that process is gone."""
+    for pid, stat in _processes():
+        if stat[stat.rindex(")") + 2:].split()[1] != str(launcher):
+            continue
+        try:
+            fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY)
+        except OSError:
+            continue
+        if f"pid:[{os.fstat(fd).st_ino}]" == namespace:
+            return fd
+        os.close(fd)
+    return None
+
+
 def _link(pid: int, name: str) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/{name}")
@@ -339,39 +365,30 @@ def _kill_pid(pid: int, sig: int) -> None:
 
 class _OrphanWatch:
     """The pipes of ``agent_supervisor``: the watch pipe (only this process holds its write end, so the
-    supervisor reads end of file when the harness dies, however it dies), its status pipe (started, then how
-    the agent's own process ended) and bubblewrap's info pipe (its PID namespace)."""
+    supervisor reads end of file when the harness dies, however it dies) and its status pipe (started, in a
+    sandbox with its PID namespace, then how the agent's own process ended)."""
 
     def __init__(self) -> None:
         self.read_end, self._write_end = os.pipe()  # non-inheritable: no other child holds the write end
         self._status_read, self.status_write = os.pipe()
-        self._info_read, self.info_write = os.pipe()
         self._status = b""
+        self.namespace: str | None = None  # the sandbox's PID namespace as /proc names it (``pid:[N]``)
 
     def started(self) -> str:
         """Wait for the supervisor to start the agent: "" when it runs, else why it could not start."""
-        for fd in (self.status_write, self.info_write):
-            os.close(fd)
-        self.status_write = self.info_write = -1
+        os.close(self.status_write)
+        self.status_write = -1
         while b"\n" not in self._status and (chunk := os.read(self._status_read, 4096)):
             self._status += chunk
         line, _, self._status = self._status.partition(b"\n")
         text = line.decode(errors="replace").strip()
-        if text == "started":
+        word, _, namespace = text.partition(" ")
+        if word == "started":  # said before the agent runs: not its word
+            self.namespace = namespace if namespace.startswith("pid:[") else None
             return ""
         if not text:  # bubblewrap itself failed before the supervisor ran: its stderr says why (agent.stderr)
             return "the sandbox could not start it (agent.stderr says why; HARNESS_SANDBOX=off runs it unsandboxed)"
         return text.removeprefix("cannot start: ")
-
-    def namespace(self) -> str | None:
-        """The sandbox's PID namespace as /proc names it (``pid:[N]``), from bubblewrap's ``--info-fd``."""
-        data = b""
-        while chunk := os.read(self._info_read, 4096):
-            data += chunk
-        try:
-            return f"pid:[{json.loads(data)['pid-namespace']}]"
-        except (ValueError, KeyError, TypeError):
-            return None
 
     def ended(self) -> tuple[int | None, float | None, int | None, int, str | None]:
         """How the agent's own process ended, as the supervisor said: (status, wall clock, processes it left
@@ -403,8 +420,7 @@ class _OrphanWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in (self.read_end, self._write_end, self._status_read, self.status_write, self._info_read,
-                   self.info_write):
+        for fd in (self.read_end, self._write_end, self._status_read, self.status_write):
             if fd >= 0:
                 os.close(fd)
 

@@ -1,19 +1,22 @@
 """The agent's orphan watch: ``python harness/agent_supervisor.py WATCH_FD STATUS_FD WINDOW [--sandboxed] -- ARGV...``.
 
-Started by ``harness.agent_process`` as the leader of a new process group (or, ``--sandboxed``, as the first
-process of the agent's bubblewrap sandbox, ``harness.sandbox``); it runs the agent in that same group and
+Started by ``harness.agent_process`` as the leader of a new process group (or, ``--sandboxed``, as the init of
+the agent's bubblewrap sandbox, ``harness.sandbox``: pid 1 of its PID namespace, so the kernel ends every process
+of it when this one ends, and reaps what the agent orphaned here); it runs the agent in that same group and
 waits for it. ``WATCH_FD`` is the read end of a pipe whose only write end the
 harness holds and never writes: end of file on it means the harness is gone (SIGKILL, OOM, crash),
 and the supervisor then kills its whole group, so neither the agent nor its children outlive the
 harness. End of file is the robust signal: no polling of parent pids, no race with pid reuse.
 
-``STATUS_FD`` reports, one line each: ``started`` once the agent runs (or ``cannot start: REASON``), then
+``STATUS_FD`` reports, one line each: ``started`` once the agent runs (``started pid:[N]`` in a sandbox: its PID
+namespace, by which the harness finds its processes; or ``cannot start: REASON``), then
 ``exited CODE TIME LEFT`` when the agent's own process ends (its status, negative for a signal; the wall
 clock; how many processes it left running), then ``outlived N``: how many of those still ran when the window
 closed. What it left gets ``WINDOW`` seconds (``harness.agent_process.LATE_WINDOW_SECONDS``) to finish before
 the supervisor exits (and its group is killed, or its sandbox with it): what they send meanwhile is on the
 wire after the agent exited, a finding (H062), not lost. The agent's exit status is the supervisor's (an agent
-killed by a signal makes the supervisor die of the same signal).
+killed by a signal makes the supervisor die of the same signal; an init cannot, so in a sandbox it exits 128 + the
+signal's number, as bubblewrap reports a signal).
 
 Standard library only, and run as a file rather than a module, so that starting it costs an
 interpreter start and nothing more (``harness/__init__`` is not imported).
@@ -97,30 +100,59 @@ def main(argv: list[str]) -> int:
     # The harness stops the agent with killpg(SIGTERM), which reaches us too: outlive the agent so its
     # exit status is reported. A handler (not SIG_IGN) so that the agent keeps the default action.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    if sandboxed:  # an init takes only the signals it handles: Python's Ctrl-C handler would let the agent end us
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         agent = subprocess.Popen(command, close_fds=True)
     except OSError as exc:
         os.write(status_fd, f"cannot start: {exc.strerror or exc}\n".encode())
         return 127
-    os.write(status_fd, b"started\n")
-    while True:
-        try:
-            code = agent.wait()
-            break
-        except InterruptedError:
-            continue
+    namespace = _link("/proc/self/ns/pid") if sandboxed else ""
+    os.write(status_fd, f"started {namespace}".strip().encode() + b"\n")
+    code = _wait_reaping(agent.pid)
     exited_at, left = time.time(), _others(sandboxed)
     os.write(status_fd, f"exited {code} {exited_at!r} {left}\n".encode())
     deadline = time.monotonic() + window
     while left and time.monotonic() < deadline:
         time.sleep(0.02)
+        _reap()
         left = _others(sandboxed)
     os.write(status_fd, f"outlived {left}\n".encode())  # still running past the window: killed as we exit
     os.close(status_fd)
     if code < 0:  # killed by a signal: die of it too, so the harness sees what the agent got
+        if sandboxed:
+            os._exit(128 - code)
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
+
+
+def _wait_reaping(pid: int) -> int:
+    """Wait for the agent's process ``pid``, reaping whatever else ends meanwhile (as the sandbox's init, the
+    processes the agent orphaned are ours): its exit status, negative for a signal."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        if done == pid:
+            return os.waitstatus_to_exitcode(status)
+
+
+def _reap() -> None:
+    """Reap the orphans that ended (a zombie holds a pid of the sandbox's ceiling until then)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 if __name__ == "__main__":

@@ -5,9 +5,12 @@ What the sandbox gives (docs/contract.md, "the trust model"):
 
 - **its own PID namespace** (``--unshare-pid``, a /proc of its own): the agent sees none of the harness's,
   the proxy's or the destinations' processes, so it can neither trace them nor read their memory or
-  environment; when the run ends (exit, time limit, planned crash) the namespace's init dies and the kernel
-  kills every process in it, ``setsid`` and double fork or not. ``--die-with-parent``: a harness killed
-  outright takes it along.
+  environment. The supervisor is the namespace's init (``--as-pid-1``): when it ends (the agent exited, the
+  time limit, a planned crash, or the harness gone: it reads end of file on its watch pipe) the kernel kills
+  every process in it, ``setsid`` and double fork or not, and the agent can neither kill nor stop it (an
+  init takes no signal from inside it but those it handles). Not ``--die-with-parent`` nor ``--info-fd``:
+  a harness killed while bubblewrap starts would leave bubblewrap's first child blocked for ever on the
+  word of a parent that died (containers/bubblewrap#633), a process no one ends.
 - **its own user namespace** (``--unshare-user``, ``--cap-drop ALL``): root outside is no root inside, so the
   mounts below cannot be undone from within.
 - **its own mount namespace**: the machine read-only; a fresh temp folder; the evidence root (this run's and
@@ -108,7 +111,7 @@ def _bubblewrap(path: str, platform: str) -> Sandbox:
     if not path:
         return unsandboxed(f"no bubblewrap (bwrap) on PATH (Debian: apt-get install bubblewrap; or set {BWRAP_ENV})")
     try:
-        tried = subprocess.run([path, *_NAMESPACES, "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+        tried = subprocess.run([path, *_NAMESPACES, "--as-pid-1", "--ro-bind", "/", "/", "--proc", "/proc",
                                 "true"], capture_output=True, text=True, timeout=10)
         version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -153,14 +156,14 @@ def command_paths(argv: Sequence[str], cwd: Path) -> tuple[Path, ...]:
     return tuple(found)
 
 
-def bwrap_argv(sandbox: Sandbox, files: AgentFiles, *, info_fd: int) -> list[str]:
+def bwrap_argv(sandbox: Sandbox, files: AgentFiles) -> list[str]:
     """The bubblewrap words that put one run of the agent in its sandbox, before the command itself.
 
     Order matters (a later mount covers an earlier one): the machine read-only, a new temp folder, the
     working folder, then the harness's places hidden, then the agent's code, files and state dir laid back."""
     assert sandbox.bwrap is not None
     temp = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")}
-    words = [sandbox.bwrap, *_NAMESPACES, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    words = [sandbox.bwrap, *_NAMESPACES, "--as-pid-1", "--new-session", "--cap-drop", "ALL",
              "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for folder in sorted(temp):
         if folder.is_dir():
@@ -190,7 +193,7 @@ def bwrap_argv(sandbox: Sandbox, files: AgentFiles, *, info_fd: int) -> list[str
         words += ["--ro-bind", str(path), str(path)]
     for path in files.writable:
         words += ["--bind", str(path), str(path)]
-    return words + ["--chdir", str(files.cwd), "--info-fd", str(info_fd), "--"]
+    return words + ["--chdir", str(files.cwd), "--"]
 
 
 # Libraries keep data and caches under the user's home (crewAI its task database, Hugging Face its models); the home

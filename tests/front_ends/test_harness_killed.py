@@ -55,13 +55,17 @@ def processes_of(root: Path) -> list[int]:
             and (here in cmdline or cwd == here or cwd.startswith(here + os.sep))]
 
 
-def agent_cwds(folder: Path) -> set[str]:
-    """The working folders of the running processes whose audit log (the contract's HARNESS_AUDIT_LOG, in
-    the environment the harness starts the agent with) is this evidence folder's: the agent and its
-    supervisor."""
+def agent_processes(folder: Path) -> list[tuple[str, str]]:
+    """(command line, working folder) of the running processes whose environment holds this evidence folder's
+    audit log (the contract's HARNESS_AUDIT_LOG, in the environment the harness starts the agent with):
+    bubblewrap from its start, the supervisor, the agent."""
     marker = f"{AUDIT_LOG_ENV}={EvidenceLayout(folder).agent_log}"
-    return {cwd for pid, state, _, cwd, environ in _proc_entries()
-            if state not in "ZX" and pid != os.getpid() and marker in environ}
+    return [(cmdline, cwd) for pid, state, cmdline, cwd, environ in _proc_entries()
+            if state not in "ZX" and pid != os.getpid() and marker in environ]
+
+
+def agent_cwds(folder: Path) -> set[str]:
+    return {cwd for _, cwd in agent_processes(folder)}
 
 
 def _cmdline(pid: int) -> str:
@@ -98,13 +102,21 @@ def before_the_agent_starts(root: Path, tmp: Path) -> bool:
 
 
 def while_the_agent_runs(root: Path, tmp: Path) -> bool:
-    """The agent (found by its environment) runs, in the folder the harness was started from."""
+    """The agent (found by its environment) runs under its supervisor, in the folder the harness was started from."""
     folder = evidence_folder(root)
     if folder is None or not EvidenceLayout(folder).agent_log.exists():
         return False
     cwds = agent_cwds(folder)
     assert cwds <= {str(root.parent / CALLER)}, f"the agent runs in {cwds}, not the caller's folder"
-    return bool(cwds)
+    return any("agent_supervisor" in command for command, _ in agent_processes(folder))
+
+
+def while_the_sandbox_starts(root: Path, tmp: Path) -> bool:
+    """The first process of the agent's run is there: bubblewrap, which carries the agent's environment from its
+    start, while it makes the sandbox (its first child waits for its parent's word, which a parent killed with the
+    harness never gives: containers/bubblewrap#633)."""
+    folder = evidence_folder(root)
+    return folder is not None and bool(agent_processes(folder))
 
 
 def during_teardown(root: Path, tmp: Path) -> bool:
@@ -115,7 +127,8 @@ def during_teardown(root: Path, tmp: Path) -> bool:
     return '"resolution"' in EvidenceLayout(folder).agent_log.read_text() and not agent_cwds(folder)
 
 
-@pytest.mark.parametrize("moment", [before_the_agent_starts, while_the_agent_runs, during_teardown],
+@pytest.mark.parametrize("moment", [before_the_agent_starts, while_the_sandbox_starts, while_the_agent_runs,
+                                    during_teardown],
                          ids=lambda m: m.__name__)
 def test_kill_9_of_the_harness_leaves_nothing_behind_and_check_says_incomplete(
         tmp_path: Path, moment: Callable[[Path, Path], bool]) -> None:

@@ -110,3 +110,15 @@ def test_the_status_forger_control_fails_on_its_status(tmp_path: Path) -> None:
     result = run_scenario(LOST, agent=f"python {HERE / 'status_forger.py'}", evidence_root=tmp_path)
     assert not result.passed and not result.incomplete and result.agent_runs[0].exit_status == 3
     assert any("exited with status 3" in f.message for f in result.verdict.by_code("H063")), render_result(result)
+
+
+@pytest.mark.skipif(not choose_sandbox("auto").confined, reason="no bubblewrap here")
+def test_an_agent_cannot_end_its_supervisor_in_the_sandbox(tmp_path: Path) -> None:
+    """The supervisor is the sandbox's init: the agent's SIGSTOP, SIGINT, SIGTERM and SIGKILL to it are sent and
+    change nothing, so its report of the agent's exit (0) stands and the correct agent passes. Before, as the
+    sandbox's second process, it died of the SIGKILL: no status, bubblewrap's 137, FAIL."""
+    result = run_scenario(LOST, agent=f"python {HERE / 'supervisor_signaller.py'}", evidence_root=tmp_path,
+                          sandbox="bwrap")
+    said = (Path(result.evidence_dir) / "agent.stderr").read_text()
+    assert "SIGKILL to 1: sent" in said, said
+    assert result.passed and result.agent_runs[0].exit_status == 0, render_result(result)

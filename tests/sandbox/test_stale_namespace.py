@@ -1,0 +1,83 @@
+"""A sandbox's PID namespace is held while the harness looks for its processes (issue 44).
+
+The kernel gives a freed namespace's number to the next namespace made, by anyone: another run's sandbox, a
+container's runc. The harness finds a run's processes by their namespace's name (``pid:[N]``) and kills them; a
+name gone stale matched the processes of whatever namespace got the number next, and the harness SIGKILLed them
+(in CI: other workers' sandboxes dying with exit status 137 before their agent ran, runc's "write init-p: broken
+pipe"). Real namespaces (util-linux ``unshare``), real processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harness.agent_process import _AgentProcesses
+
+pytestmark = pytest.mark.skipif(shutil.which("unshare") is None or not os.path.isdir("/proc/self/ns"),
+                                reason="needs util-linux unshare and /proc namespaces")
+TRIES = 60
+
+
+def _namespace_of_child(launcher: subprocess.Popen[bytes]) -> str:
+    """The PID namespace of ``launcher``'s child (unshare --fork's: the namespace's first process)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                if fields[1] == str(launcher.pid):
+                    return os.readlink(f"/proc/{entry}/ns/pid")
+            except OSError:
+                continue
+        time.sleep(0.01)
+    raise AssertionError("unshare's child never appeared")
+
+
+def _new_namespace() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "30"])
+
+
+@pytest.fixture
+def namespaces() -> Iterator[list[subprocess.Popen[bytes]]]:
+    made: list[subprocess.Popen[bytes]] = []
+    yield made
+    for proc in made:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_whose_sandbox_ended_kills_nothing_of_the_namespaces_made_after_it(
+        namespaces: list[subprocess.Popen[bytes]]) -> None:
+    launcher = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "0.3"])
+    name = _namespace_of_child(launcher)
+    agent = _AgentProcesses(launcher, name, None)
+    try:
+        assert launcher.wait(timeout=10) == 0
+        for _ in range(TRIES):  # made while the ended run still looks for its processes
+            namespaces.append(_new_namespace())
+            assert _namespace_of_child(namespaces[-1]) != name, "a new namespace got the held one's number"
+        assert agent.members() == []
+        agent.kill()
+        assert all(proc.poll() is None for proc in namespaces), "the ended run killed another namespace's process"
+    finally:
+        agent.release()
+
+
+def test_the_number_is_given_again_once_released(namespaces: list[subprocess.Popen[bytes]]) -> None:
+    """The control: without the hold the kernel does give the number again (so the test above can fail)."""
+    launcher = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "0.1"])
+    name = _namespace_of_child(launcher)
+    assert launcher.wait(timeout=10) == 0
+    for _ in range(TRIES):
+        namespaces.append(_new_namespace())
+        if _namespace_of_child(namespaces[-1]) == name:
+            return
+    pytest.fail(f"no new namespace of {TRIES} got the freed number {name}")
