@@ -34,6 +34,7 @@ SOURCE = Path(__file__).resolve().parents[1]  # the checkout: its pyproject.toml
 # the HTTP clients connectors use bare, at the versions the matrix was measured with (unless one is the SDK asked)
 BARE_CLIENTS = {"requests": "2.34.2", "urllib3": "2.8.0", "httpx": "0.28.1"}
 MAKE_TIMEOUT = 600.0  # a cold cache downloads the SDK and its dependencies
+BYTECODE_MARK = ".bytecode"  # the environment's modules are byte-compiled
 
 
 class EnvironmentError_(Exception):  # noqa: N801  (the builtin EnvironmentError is OSError)
@@ -125,7 +126,21 @@ def _made(folder: Path, wanted: list[str], what: str, source: Path | None = None
     complete = folder / ".complete.json"
     if not complete.exists():
         _make(folder, wanted, what, source)
+    elif not (folder / BYTECODE_MARK).exists():
+        _compile(folder)
     return Environment(folder / "bin" / "python", json.loads(complete.read_text(encoding="utf-8")))
+
+
+def _compile(folder: Path) -> None:
+    """Byte-compile an environment made before its installs were (once, under its lock)."""
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / BYTECODE_MARK).exists():
+            return
+        [site] = (folder / "lib").glob("python*/site-packages")
+        subprocess.run([str(folder / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(site)],
+                       capture_output=True, timeout=MAKE_TIMEOUT)  # a file that does not compile is left as it is
+        (folder / BYTECODE_MARK).touch()
 
 
 def _make(folder: Path, wanted: list[str], what: str, source: Path | None) -> None:
@@ -137,7 +152,10 @@ def _make(folder: Path, wanted: list[str], what: str, source: Path | None) -> No
         shutil.rmtree(folder, ignore_errors=True)
         try:
             _uv(["venv", "--quiet", "--python", sys.executable, str(folder)], what=f"make {folder}")
-            _uv(["pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), *wanted], what=what)
+            # compiled now: an agent runs in a sandbox where the environment is read-only, and would otherwise
+            # compile every module it imports at each start (crewAI's import: 4.3 s of CPU against 2.3 s)
+            _uv(["pip", "install", "--quiet", "--compile-bytecode", "--python", str(folder / "bin" / "python"),
+                 *wanted], what=what)
             if source is not None:  # the sources themselves, as an editable install would put them
                 [site] = (folder / "lib").glob("python*/site-packages")
                 (site / "retry-harness-source.pth").write_text(f"{source}\n", encoding="utf-8")
@@ -147,6 +165,7 @@ def _make(folder: Path, wanted: list[str], what: str, source: Path | None) -> No
             shutil.rmtree(folder, ignore_errors=True)
             raise
         versions = {canonicalize_name(d["name"]): d["version"] for d in json.loads(listed)}
+        (folder / BYTECODE_MARK).touch()
         (folder / ".complete.json").write_text(json.dumps(versions, sort_keys=True) + "\n", encoding="utf-8")
 
 

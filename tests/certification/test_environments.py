@@ -59,6 +59,27 @@ def test_an_environment_is_made_once_holds_the_release_and_no_harness_and_a_half
     assert again.python == made.python and marker.exists()
 
 
+def test_an_environments_modules_are_byte_compiled_and_one_made_before_that_is_compiled_once(tmp_path: Path) -> None:
+    """An agent runs in a sandbox where the environment is read-only: a module without its bytecode would be compiled
+    again at every start (crewAI's import: 4.3 s of CPU against 2.3 s)."""
+    made = environment("backoff==2.2.1", root=tmp_path)
+    cached = ("import importlib.util as u, backoff, requests; "
+              "print(all(__import__('os').path.exists(u.cache_from_source(m.__file__)) for m in (backoff, requests)))")
+
+    def compiled() -> str:  # -B: the check itself writes nothing
+        return subprocess.run([str(made.python), "-B", "-c", cached], capture_output=True, text=True, timeout=60,
+                              check=True).stdout.strip()
+
+    assert compiled() == "True"
+    folder = made.python.parents[1]
+    for pyc in folder.rglob("*.pyc"):  # as an environment made before its installs were compiled
+        pyc.unlink()
+    (folder / ".bytecode").unlink()
+    assert compiled() == "False"
+    assert environment("backoff==2.2.1", root=tmp_path) == made
+    assert compiled() == "True" and (folder / ".bytecode").exists()
+
+
 def test_certify_sdk_runs_that_releases_connectors_and_compares_them_with_the_published_cells(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "certification", "--sdk", "openai==3.51.0", "--evidence-dir",
                            str(tmp_path / "evidence")], cwd=REPO, capture_output=True, text=True, timeout=900)
