@@ -8,6 +8,7 @@ pipe"). Real namespaces (util-linux ``unshare``), real processes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -42,7 +43,7 @@ def _namespace_of_child(launcher: subprocess.Popen[bytes]) -> str:
 
 
 def _new_namespace() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "30"])
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "60"])
 
 
 @pytest.fixture
@@ -71,13 +72,30 @@ def test_a_run_whose_sandbox_ended_kills_nothing_of_the_namespaces_made_after_it
         agent.release()
 
 
+def _held_anywhere(number: str) -> bool:
+    """Whether a namespace of any kind, of any process here, now has ``number``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if any(os.readlink(f"/proc/{entry}/ns/{kind}").endswith(number)
+                       for kind in os.listdir(f"/proc/{entry}/ns")):
+                    return True
+    return False
+
+
 def test_the_number_is_given_again_once_released(namespaces: list[subprocess.Popen[bytes]]) -> None:
-    """The control: without the hold the kernel does give the number again (so the test above can fail)."""
+    """The control: without the hold the kernel does give the number again (so the test above can fail): to one of
+    ours, or, on a busy machine (other workers' sandboxes, containers), to whichever namespace was made first."""
     launcher = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "0.1"])
     name = _namespace_of_child(launcher)
+    number = name.removeprefix("pid")
     assert launcher.wait(timeout=10) == 0
-    for _ in range(TRIES):
-        namespaces.append(_new_namespace())
-        if _namespace_of_child(namespaces[-1]) == name:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for _ in range(20):
+            namespaces.append(_new_namespace())
+            if _namespace_of_child(namespaces[-1]) == name:
+                return
+        if _held_anywhere(number):  # ours stay: each holds a lower number another run freed meanwhile
             return
-    pytest.fail(f"no new namespace of {TRIES} got the freed number {name}")
+    pytest.fail(f"in 30 s no namespace got the freed number {name} again")
