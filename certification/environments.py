@@ -12,6 +12,7 @@ parallel processes wait on a file lock for the one making it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -20,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,22 +132,32 @@ def _made(folder: Path, wanted: list[str], what: str, source: Path | None = None
     return Environment(folder / "bin" / "python", json.loads(complete.read_text(encoding="utf-8")))
 
 
-def _compile(folder: Path) -> None:
-    """Byte-compile an environment made before its installs were (once, under its lock)."""
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """The environment in ``folder`` to this process alone: another may be making or compiling it right now."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _site(folder: Path) -> Path:
+    [site] = (folder / "lib").glob("python*/site-packages")
+    return site
+
+
+def _compile(folder: Path) -> None:
+    """Byte-compile an environment made before its installs were (once)."""
+    with _locked(folder):
         if (folder / BYTECODE_MARK).exists():
             return
-        [site] = (folder / "lib").glob("python*/site-packages")
-        subprocess.run([str(folder / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(site)],
+        subprocess.run([str(folder / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(_site(folder))],
                        capture_output=True, timeout=MAKE_TIMEOUT)  # a file that does not compile is left as it is
         (folder / BYTECODE_MARK).touch()
 
 
 def _make(folder: Path, wanted: list[str], what: str, source: Path | None) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be making it right now
+    with _locked(folder):
         if (folder / ".complete.json").exists():
             return
         shutil.rmtree(folder, ignore_errors=True)
@@ -157,8 +168,7 @@ def _make(folder: Path, wanted: list[str], what: str, source: Path | None) -> No
             _uv(["pip", "install", "--quiet", "--compile-bytecode", "--python", str(folder / "bin" / "python"),
                  *wanted], what=what)
             if source is not None:  # the sources themselves, as an editable install would put them
-                [site] = (folder / "lib").glob("python*/site-packages")
-                (site / "retry-harness-source.pth").write_text(f"{source}\n", encoding="utf-8")
+                (_site(folder) / "retry-harness-source.pth").write_text(f"{source}\n", encoding="utf-8")
             listed = _uv(["pip", "list", "--format", "json", "--python", str(folder / "bin" / "python")],
                          what=f"list {folder}")
         except EnvironmentError_:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.agent_process import _AgentProcesses
+from harness.agent_process import _AgentProcesses, _processes
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None or not os.path.isdir("/proc/self/ns"),
                                 reason="needs util-linux unshare and /proc namespaces")
@@ -28,22 +28,17 @@ def _namespace_of_child(launcher: subprocess.Popen[bytes]) -> str:
     """The PID namespace of ``launcher``'s child (unshare --fork's: the namespace's first process)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                if fields[1] == str(launcher.pid):
-                    return os.readlink(f"/proc/{entry}/ns/pid")
-            except OSError:
-                continue
+        for pid, stat in _processes():
+            if stat[stat.rindex(")") + 2:].split()[1] == str(launcher.pid):
+                with contextlib.suppress(OSError):
+                    return os.readlink(f"/proc/{pid}/ns/pid")
         time.sleep(0.01)
     raise AssertionError("unshare's child never appeared")
 
 
-def _new_namespace() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "60"])
+def _new_namespace(seconds: float = 60) -> subprocess.Popen[bytes]:
+    """A new PID namespace whose first process sleeps ``seconds`` (and dies with its launcher)."""
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", str(seconds)])
 
 
 @pytest.fixture
@@ -57,7 +52,7 @@ def namespaces() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def test_a_run_whose_sandbox_ended_kills_nothing_of_the_namespaces_made_after_it(
         namespaces: list[subprocess.Popen[bytes]]) -> None:
-    launcher = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "0.3"])
+    launcher = _new_namespace(0.3)
     name = _namespace_of_child(launcher)
     agent = _AgentProcesses(launcher, name, None)
     try:
@@ -86,7 +81,7 @@ def _held_anywhere(number: str) -> bool:
 def test_the_number_is_given_again_once_released(namespaces: list[subprocess.Popen[bytes]]) -> None:
     """The control: without the hold the kernel does give the number again (so the test above can fail): to one of
     ours, or, on a busy machine (other workers' sandboxes, containers), to whichever namespace was made first."""
-    launcher = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "0.1"])
+    launcher = _new_namespace(0.1)
     name = _namespace_of_child(launcher)
     number = name.removeprefix("pid")
     assert launcher.wait(timeout=10) == 0
